@@ -1,0 +1,41 @@
+# qualifyd build and test entry points. `make test` is what CI runs (.ci/run).
+GO       ?= go
+GOFLAGS  ?=
+PKGS     := ./...
+
+.PHONY: all build test deps vet unit bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o bin/qualifyd ./cmd/qualifyd
+
+# deps installs what the tests need: Go modules and the real SIP peers
+# (SIPp from Debian's sip-tester, Kamailio) used by the interop tests.
+deps:
+	$(GO) mod download
+	@missing=""; \
+	command -v sipp >/dev/null 2>&1 || missing="$$missing sip-tester"; \
+	command -v kamailio >/dev/null 2>&1 || missing="$$missing kamailio"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+vet:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+# test is the README's test command: dependencies, vet, every test.
+test: deps vet unit
+
+# bench runs the micro and engine benchmarks (numbers go in issue notes).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+clean:
+	rm -rf bin

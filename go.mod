@@ -1,0 +1,3 @@
+module github.com/qualifyd/qualifyd
+
+go 1.26

@@ -1,0 +1,138 @@
+package qualify
+
+import "time"
+
+// State is one contact's qualify state: its status and the consecutive
+// counters of the contract. The zero value is a new, NonQualified contact.
+type State struct {
+	Status Status
+	// Failures counts consecutive failed probes while the contact is not
+	// Unreachable; it stays at N while Unreachable.
+	Failures uint32
+	// Successes counts consecutive successes while Unreachable.
+	Successes uint32
+}
+
+// Phase returns where the state stands in its failure handling.
+func (s State) Phase() Phase {
+	switch {
+	case s.Status == Unreachable && s.Successes > 0:
+		return Recovering
+	case s.Status == Unreachable:
+		return Down
+	case s.Failures > 0:
+		return Suspect
+	}
+	return Healthy
+}
+
+// Step is the outcome of Observe.
+type Step struct {
+	// State is the contact's state after the probe.
+	State State
+	// From is the status before the probe; the status changed when it
+	// differs from State.Status.
+	From Status
+	// OK reports whether the probe counted as a success.
+	OK bool
+	// Reason is why the probe failed, ReasonNone when OK.
+	Reason Reason
+	// Next is when the next probe is due; zero when qualify is off.
+	Next time.Time
+}
+
+// Changed reports whether the probe changed the contact's status.
+func (s Step) Changed() bool { return s.From != s.State.Status }
+
+// Observe applies one probe result to state s and returns the new state and
+// when the next probe is due. now is when the probe ended (its final
+// response or deadline); r.Sent is its first send, or zero, in which case
+// now stands for it.
+//
+// With qualify off (F = 0) the result is judged but changes nothing, as a
+// manual qualify in Asterisk. Observe is pure and does not allocate.
+func (p *Policy) Observe(s State, now time.Time, r Result) Step {
+	ok, reason := p.Judge(r)
+	step := Step{State: s, From: s.Status, OK: ok, Reason: reason}
+	if !p.Enabled() {
+		return step
+	}
+	if ok {
+		step.State = p.succeed(s)
+	} else {
+		step.State = p.fail(s)
+	}
+	sent := r.Sent
+	if sent.IsZero() {
+		sent = now
+	}
+	step.Next = p.NextDue(step.State, sent, now)
+	return step
+}
+
+// succeed applies a success: failures reset; an Unreachable contact needs M
+// consecutive successes to become Reachable again.
+func (p *Policy) succeed(s State) State {
+	s.Failures = 0
+	if s.Status != Unreachable {
+		s.Status = Reachable
+		s.Successes = 0
+		return s
+	}
+	s.Successes++
+	if int(s.Successes) >= p.SuccessThreshold() {
+		s.Status = Reachable
+		s.Successes = 0
+	}
+	return s
+}
+
+// fail applies a failure: successes reset; N consecutive failures make a
+// NonQualified or Reachable contact Unreachable.
+func (p *Policy) fail(s State) State {
+	s.Successes = 0
+	if s.Status == Unreachable {
+		return s
+	}
+	s.Failures++
+	if int(s.Failures) >= p.FailureThreshold() {
+		s.Status = Unreachable
+	}
+	return s
+}
+
+// NextDue returns when the probe after one that was first sent at sent and
+// ended at end is due, for a contact now in state s (the contract's "When
+// the next probe is due" table). An interval that falls back to F keeps F's
+// send-to-send rhythm, never earlier than end. Zero when qualify is off.
+func (p *Policy) NextDue(s State, sent, end time.Time) time.Time {
+	if !p.Enabled() {
+		return time.Time{}
+	}
+	var after time.Duration
+	switch s.Phase() {
+	case Suspect, Recovering:
+		after = p.RetryInterval
+	case Down:
+		after = p.EffectiveDownInterval()
+	}
+	if after > 0 {
+		return end.Add(after)
+	}
+	next := sent.Add(p.Frequency)
+	if next.Before(end) {
+		return end
+	}
+	return next
+}
+
+// FirstDelay returns the delay of a contact's first probe for a uniform
+// random fraction u in [0, 1): u * min(F, maxInitial), where maxInitial <= 0
+// means F (Asterisk's max_initial_qualify_time).
+func (p *Policy) FirstDelay(maxInitial time.Duration, u float64) time.Duration {
+	span := p.Frequency
+	if maxInitial > 0 && maxInitial < span {
+		span = maxInitial
+	}
+	return time.Duration(u * float64(span))
+}

@@ -1,0 +1,138 @@
+package qualify
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SIPTransactionTimeout is the deadline used when qualify_timeout <= 0:
+// 64*T1 with T1 = 500 ms (RFC 3261 section 17.1.2.2), as Asterisk.
+const SIPTransactionTimeout = 64 * 500 * time.Millisecond
+
+// MaxInterval bounds every interval of a Policy (one day), the range of
+// Asterisk's qualify_frequency.
+const MaxInterval = 86400 * time.Second
+
+// Policy holds one AoR's qualify options. All contacts of the AoR share it,
+// by pointer. The zero value is valid: qualify off, one failure, one
+// success, and the SIP transaction timeout; DefaultPolicy gives Asterisk's
+// configuration defaults instead.
+type Policy struct {
+	// Frequency (F, qualify_frequency) is the interval between probes of a
+	// healthy contact, send to send. Zero turns qualify off. Whole seconds.
+	Frequency time.Duration
+	// Timeout (T, qualify_timeout) is the deadline of one probe from its
+	// first send. Zero or negative means SIPTransactionTimeout.
+	Timeout time.Duration
+	// Failures (N, qualify_failures) is the number of consecutive failed
+	// probes that make a contact Unreachable. Zero means 1.
+	Failures int
+	// RetryInterval (R, qualify_retry_interval) is the delay from the end of
+	// a failed probe to the next one while the contact is suspect, and from
+	// the end of a probe while it is recovering. Zero means F, send to send.
+	RetryInterval time.Duration
+	// DownInterval (D, qualify_down_interval) is the delay from the end of a
+	// probe to the next while the contact is Unreachable with no success
+	// yet. Zero means R if R is set, else F send to send.
+	DownInterval time.Duration
+	// Successes (M, qualify_successes) is the number of consecutive
+	// successes that make an Unreachable contact Reachable. Zero means 1.
+	Successes int
+	// Only2xx (qualify_2xx_only) accepts only 2xx final responses.
+	Only2xx bool
+	// LatencyOnly (qualify_latency_only) measures and reports, but never
+	// makes a contact unroutable.
+	LatencyOnly bool
+}
+
+// DefaultPolicy returns Asterisk's defaults for an AoR: qualify off,
+// qualify_timeout=3.0, and the new options unset.
+func DefaultPolicy() Policy {
+	return Policy{Timeout: 3 * time.Second, Failures: 1, Successes: 1}
+}
+
+// ErrPolicy is wrapped by every error Validate returns.
+var ErrPolicy = errors.New("invalid qualify policy")
+
+// Validate reports the first option out of its range, naming the option as
+// it is spelled in pjsip.conf.
+func (p *Policy) Validate() error {
+	switch {
+	case p.Frequency < 0 || p.Frequency > MaxInterval:
+		return policyErr("qualify_frequency", "must be between 0 and 86400 seconds, got %v", p.Frequency)
+	case p.Frequency%time.Second != 0:
+		return policyErr("qualify_frequency", "must be whole seconds, got %v", p.Frequency)
+	case p.Timeout > MaxInterval:
+		return policyErr("qualify_timeout", "must be at most 86400 seconds, got %v", p.Timeout)
+	case p.Failures < 0:
+		return policyErr("qualify_failures", "must be at least 1, got %d", p.Failures)
+	case p.Successes < 0:
+		return policyErr("qualify_successes", "must be at least 1, got %d", p.Successes)
+	case p.RetryInterval < 0 || p.RetryInterval > MaxInterval:
+		return policyErr("qualify_retry_interval", "must be between 0 and 86400 seconds, got %v", p.RetryInterval)
+	case p.DownInterval < 0 || p.DownInterval > MaxInterval:
+		return policyErr("qualify_down_interval", "must be between 0 and 86400 seconds, got %v", p.DownInterval)
+	}
+	return nil
+}
+
+func policyErr(option, format string, args ...any) error {
+	return fmt.Errorf("%w: %s %s", ErrPolicy, option, fmt.Sprintf(format, args...))
+}
+
+// Enabled reports whether qualify is on (F > 0).
+func (p *Policy) Enabled() bool { return p.Frequency > 0 }
+
+// ProbeTimeout returns the effective deadline of one probe.
+func (p *Policy) ProbeTimeout() time.Duration {
+	if p.Timeout <= 0 {
+		return SIPTransactionTimeout
+	}
+	return p.Timeout
+}
+
+// FailureThreshold returns the effective N (at least 1).
+func (p *Policy) FailureThreshold() int { return max(p.Failures, 1) }
+
+// SuccessThreshold returns the effective M (at least 1).
+func (p *Policy) SuccessThreshold() int { return max(p.Successes, 1) }
+
+// EffectiveDownInterval returns D, or R when D is unset. Zero means the
+// down interval falls back to F, send to send.
+func (p *Policy) EffectiveDownInterval() time.Duration {
+	if p.DownInterval > 0 {
+		return p.DownInterval
+	}
+	return p.RetryInterval
+}
+
+// Routable reports whether a contact in status s may carry calls: any status
+// but Unreachable and Removed, and Unreachable too in latency-only mode.
+func (p *Policy) Routable(s Status) bool {
+	switch s {
+	case Removed:
+		return false
+	case Unreachable:
+		return p.LatencyOnly
+	}
+	return true
+}
+
+// Judge classifies one probe result: a success, or a failure with its
+// reason. Provisional responses never reach it; any final response is a
+// success, or only a 2xx with Only2xx.
+func (p *Policy) Judge(r Result) (ok bool, reason Reason) {
+	if r.Reason != ReasonNone {
+		return false, r.Reason
+	}
+	if r.Code < 200 {
+		// No final response, yet no reason: treat as the prober running out
+		// of time, never as a success.
+		return false, ReasonTimeout
+	}
+	if p.Only2xx && r.Code >= 300 {
+		return false, ReasonStatus
+	}
+	return true, ReasonNone
+}
