@@ -1,0 +1,244 @@
+package schedule
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+)
+
+// DefaultMaxInFlight bounds the jobs running at once when Config leaves it
+// zero. At 16,667 probes/s and a 3 s timeout a fully dead population keeps
+// about 50,000 probes in flight.
+const DefaultMaxInFlight = 1 << 17
+
+// dispatchBatch bounds how many due items one pass of the loop takes under
+// the lock, so Set and Remove never wait long.
+const dispatchBatch = 1024
+
+// RunFunc runs the job of item id, which was due at due, and returns when
+// the item is due next (zero: not again until someone calls Set). It runs in
+// its own goroutine and should return promptly once ctx is cancelled.
+type RunFunc func(ctx context.Context, id ID, due time.Time) (next time.Time)
+
+// Config tunes a Scheduler. The zero value works.
+type Config struct {
+	// MaxInFlight bounds the jobs running at once; due items wait beyond
+	// it. Zero means DefaultMaxInFlight.
+	MaxInFlight int
+}
+
+// Scheduler runs items when they are due, never two jobs of one item at
+// once. Its methods are safe for concurrent use; Run is the single loop and
+// may be called once.
+type Scheduler struct {
+	run   RunFunc
+	max   int
+	epoch time.Time
+	wake  chan struct{} // capacity 1: the loop has something to look at
+	wg    sync.WaitGroup
+
+	mu       sync.Mutex // guards the fields below
+	q        queue
+	deferred map[ID]int64 // Set while the item's job runs: applied when it ends
+	inFlight int
+	armed    int64 // the due time the loop sleeps until; MaxInt64 when none
+	starved  bool  // the loop waits for a running job to finish
+}
+
+// New returns a Scheduler that calls run for each due item once Run runs.
+func New(cfg Config, run RunFunc) *Scheduler {
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	return &Scheduler{
+		run:      run,
+		max:      cfg.MaxInFlight,
+		epoch:    time.Now(),
+		wake:     make(chan struct{}, 1),
+		deferred: map[ID]int64{},
+		armed:    math.MaxInt64,
+	}
+}
+
+// Set makes id due at due, inserting it or moving it. If id's job is
+// running, the new time replaces the one the job returns.
+func (s *Scheduler) Set(id ID, due time.Time) {
+	d := int64(due.Sub(s.epoch))
+	s.mu.Lock()
+	switch s.q.state(id) {
+	case running, cancelled:
+		s.q.mark(id, running)
+		s.deferred[id] = d
+		s.mu.Unlock()
+		return
+	}
+	s.q.set(id, d)
+	poke := s.arm(d)
+	s.mu.Unlock()
+	if poke {
+		s.poke()
+	}
+}
+
+// arm lowers the loop's wake-up time to d and reports whether the loop must
+// be poked for it. Called with mu held.
+func (s *Scheduler) arm(d int64) bool {
+	if d >= s.armed {
+		return false
+	}
+	s.armed = d
+	return true
+}
+
+// Remove takes id out of the schedule. It reports whether a job of id is
+// running now; that job still returns, and its next time is then ignored.
+func (s *Scheduler) Remove(id ID) (jobRunning bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.deferred, id)
+	switch s.q.state(id) {
+	case running, cancelled:
+		s.q.mark(id, cancelled)
+		return true
+	}
+	s.q.remove(id)
+	return false
+}
+
+// Due returns when id is due, if it is waiting.
+func (s *Scheduler) Due(id ID) (time.Time, bool) {
+	s.mu.Lock()
+	d, ok := s.q.due(id)
+	s.mu.Unlock()
+	if !ok {
+		return time.Time{}, false
+	}
+	return s.epoch.Add(time.Duration(d)), true
+}
+
+// Stats is a snapshot of the scheduler's load.
+type Stats struct {
+	Waiting  int // items in the queue
+	InFlight int // jobs running
+}
+
+// Stats returns the current load.
+func (s *Scheduler) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Waiting: s.q.len(), InFlight: s.inFlight}
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run is the scheduler loop. It dispatches due items until ctx is
+// cancelled, then waits for the running jobs to return.
+func (s *Scheduler) Run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer s.wg.Wait()
+	batch := make([]entry, 0, dispatchBatch)
+	for {
+		var sleep time.Duration
+		batch, sleep = s.take(batch[:0])
+		for _, e := range batch {
+			s.wg.Add(1)
+			go s.exec(ctx, e)
+		}
+		if sleep == 0 {
+			continue
+		}
+		if !s.wait(ctx, timer, sleep) {
+			return
+		}
+	}
+}
+
+// take moves due items into batch, marking them running, and returns how
+// long to sleep after dispatching them: 0 to look again at once, negative to
+// sleep until poked.
+func (s *Scheduler) take(batch []entry) ([]entry, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := int64(time.Since(s.epoch))
+	for s.q.len() > 0 && s.q.min().due <= now && s.inFlight < s.max && len(batch) < cap(batch) {
+		e := s.q.pop()
+		s.q.mark(e.id, running)
+		batch = append(batch, e)
+		s.inFlight++
+	}
+	s.starved = false
+	switch {
+	case s.q.len() == 0:
+		s.armed = math.MaxInt64
+		return batch, -1
+	case s.q.min().due > now:
+		s.armed = s.q.min().due
+		return batch, time.Duration(s.armed - now)
+	case s.inFlight >= s.max:
+		s.starved = true
+		s.armed = math.MinInt64 // no Set needs to poke: exec pokes when a slot frees
+		return batch, -1
+	}
+	return batch, 0
+}
+
+// wait sleeps for d (until poked when negative); false when ctx is done.
+func (s *Scheduler) wait(ctx context.Context, timer *time.Timer, d time.Duration) bool {
+	var tc <-chan time.Time
+	if d > 0 {
+		timer.Reset(d)
+		tc = timer.C
+		defer timer.Stop()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.wake:
+	case <-tc:
+	}
+	return true
+}
+
+// exec runs one job, frees its slot and puts the item back in the heap.
+func (s *Scheduler) exec(ctx context.Context, e entry) {
+	defer s.wg.Done()
+	next := s.run(ctx, e.id, s.epoch.Add(time.Duration(e.due)))
+	s.mu.Lock()
+	s.inFlight--
+	poke := s.finish(e.id, next) || s.starved
+	s.starved = false
+	s.mu.Unlock()
+	if poke {
+		s.poke()
+	}
+}
+
+// finish requeues id after its job: at the deferred time if Set was called
+// meanwhile, else at next; not at all if it was removed. It reports whether
+// the loop must be poked. Called with mu held.
+func (s *Scheduler) finish(id ID, next time.Time) bool {
+	state := s.q.state(id)
+	d, set := s.deferred[id]
+	delete(s.deferred, id)
+	if state == cancelled {
+		s.q.mark(id, idle)
+		return false
+	}
+	if !set {
+		if next.IsZero() {
+			s.q.mark(id, idle)
+			return false
+		}
+		d = int64(next.Sub(s.epoch))
+	}
+	s.q.mark(id, idle)
+	s.q.set(id, d)
+	return s.arm(d)
+}
