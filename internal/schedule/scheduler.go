@@ -26,14 +26,19 @@ type Config struct {
 	// MaxInFlight bounds the jobs running at once; due items wait beyond
 	// it. Zero means DefaultMaxInFlight.
 	MaxInFlight int
+	// Released, if set, is called with the ID of an item that was removed
+	// while its job ran, once that job has returned: from then on the owner
+	// may reuse the ID. It runs in the job's goroutine, without locks held.
+	Released func(id ID)
 }
 
 // Scheduler runs items when they are due, never two jobs of one item at
 // once. Its methods are safe for concurrent use; Run is the single loop and
 // may be called once.
 type Scheduler struct {
-	run   RunFunc
-	max   int
+	run      RunFunc
+	released func(ID)
+	max      int
 	epoch time.Time
 	wake  chan struct{} // capacity 1: the loop has something to look at
 	wg    sync.WaitGroup
@@ -53,6 +58,7 @@ func New(cfg Config, run RunFunc) *Scheduler {
 	}
 	return &Scheduler{
 		run:      run,
+		released: cfg.Released,
 		max:      cfg.MaxInFlight,
 		epoch:    time.Now(),
 		wake:     make(chan struct{}, 1),
@@ -212,33 +218,36 @@ func (s *Scheduler) exec(ctx context.Context, e entry) {
 	next := s.run(ctx, e.id, s.epoch.Add(time.Duration(e.due)))
 	s.mu.Lock()
 	s.inFlight--
-	poke := s.finish(e.id, next) || s.starved
+	poke, removed := s.finish(e.id, next)
+	poke = poke || s.starved
 	s.starved = false
 	s.mu.Unlock()
 	if poke {
 		s.poke()
 	}
+	if removed && s.released != nil {
+		s.released(e.id)
+	}
 }
 
 // finish requeues id after its job: at the deferred time if Set was called
 // meanwhile, else at next; not at all if it was removed. It reports whether
-// the loop must be poked. Called with mu held.
-func (s *Scheduler) finish(id ID, next time.Time) bool {
+// the loop must be poked, and whether the item had been removed. Called
+// with mu held.
+func (s *Scheduler) finish(id ID, next time.Time) (poke, removed bool) {
 	state := s.q.state(id)
 	d, set := s.deferred[id]
 	delete(s.deferred, id)
+	s.q.mark(id, idle)
 	if state == cancelled {
-		s.q.mark(id, idle)
-		return false
+		return false, true
 	}
 	if !set {
 		if next.IsZero() {
-			s.q.mark(id, idle)
-			return false
+			return false, false
 		}
 		d = int64(next.Sub(s.epoch))
 	}
-	s.q.mark(id, idle)
 	s.q.set(id, d)
-	return s.arm(d)
+	return s.arm(d), false
 }

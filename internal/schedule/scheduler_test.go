@@ -159,7 +159,10 @@ func TestStopWaitsForJobs(t *testing.T) {
 func TestSetAndRemoveWhileRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{t0: time.Now()}
-		s, stop := start(t, Config{}, func(_ context.Context, id ID, due time.Time) time.Time {
+		var mu sync.Mutex
+		var released []ID
+		cfg := Config{Released: func(id ID) { mu.Lock(); released = append(released, id); mu.Unlock() }}
+		s, stop := start(t, cfg, func(_ context.Context, id ID, due time.Time) time.Time {
 			rec.add(id, due)
 			time.Sleep(time.Second)
 			return due.Add(time.Minute)
@@ -180,6 +183,11 @@ func TestSetAndRemoveWhileRunning(t *testing.T) {
 		}
 		if !equalCalls(got, want) {
 			t.Fatalf("calls %v, want %v", got, want)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(released) != 1 || released[0] != 2 {
+			t.Fatalf("released %v, want [2]", released)
 		}
 	})
 }

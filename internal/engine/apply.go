@@ -1,0 +1,205 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// ErrConfig is wrapped by every error Apply returns.
+var ErrConfig = errors.New("invalid AoR set")
+
+// Apply makes aors the configured set, with the contract's reload rule: a
+// contact whose AoR, URI and options did not change keeps its status,
+// counters and schedule; a changed contact starts again as NonQualified; a
+// new one starts as NonQualified with its first probe delayed at random; a
+// removed one emits Removed. An invalid set changes nothing.
+func (e *Engine) Apply(aors []AoR) error {
+	if err := validate(aors); err != nil {
+		return err
+	}
+	now := time.Now()
+	in := newInterner()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	next := make(map[string]*aorState, len(aors))
+	for i := range aors {
+		def := &aors[i]
+		a := &aorState{name: def.Name, policy: in.policy(def.Policy), probe: in.probe(def.Probe)}
+		e.adopt(a, e.aors[def.Name], def.Contacts, now)
+		next[def.Name] = a
+	}
+	for name, old := range e.aors {
+		if _, ok := next[name]; !ok {
+			e.retire(old, nil, now)
+		}
+	}
+	e.aors = next
+	return nil
+}
+
+// adopt fills a with slots for uris: kept from old where the contact is
+// unchanged, new otherwise; old's other contacts are removed. Called with
+// mu held.
+func (e *Engine) adopt(a, old *aorState, uris []string, now time.Time) {
+	byURI := map[string]uint32{}
+	same := old != nil && *old.policy == *a.policy && *old.probe == *a.probe
+	if old != nil {
+		for _, id := range old.ids {
+			byURI[e.slots[id].uri] = id
+		}
+	}
+	for _, u := range uris {
+		id, had := byURI[u]
+		delete(byURI, u)
+		switch {
+		case had && same:
+			e.keep(a, id)
+		case had:
+			e.renew(a, id, now)
+		default:
+			e.start(a, e.alloc(a, u), now)
+		}
+	}
+	if old != nil {
+		e.retire(old, byURI, now)
+		if old.available() != a.available() {
+			e.publish(Event{Kind: AvailabilityChanged, Time: now, AoR: a.name, Available: a.available()})
+		}
+	}
+}
+
+// keep moves slot id, unchanged, into a.
+func (e *Engine) keep(a *aorState, id uint32) {
+	e.slots[id].aor = a
+	a.ids = append(a.ids, id)
+	if e.routable(id) {
+		a.routable++
+	}
+}
+
+// renew replaces the contact in slot id, whose options changed, with a new
+// NonQualified one, publishing the status reset.
+func (e *Engine) renew(a *aorState, id uint32, now time.Time) {
+	was := e.slots[id].state.Status
+	uri := e.slots[id].uri
+	e.drop(id, ErrRemoved)
+	nid := e.alloc(a, uri)
+	e.start(a, nid, now)
+	if was != qualify.NonQualified {
+		e.publish(e.contactEvent(StatusChanged, nid, was, now))
+	}
+}
+
+// start adds the new contact in slot id to a and schedules its first probe
+// at a random delay in [0, min(F, max_initial_qualify_time)).
+func (e *Engine) start(a *aorState, id uint32, now time.Time) {
+	a.ids = append(a.ids, id)
+	a.routable++ // NonQualified is routable
+	p := a.policy
+	if !p.Enabled() {
+		return
+	}
+	due := now.Add(p.FirstDelay(e.cfg.MaxInitialQualifyTime, e.cfg.Rand()))
+	e.slots[id].next = due.UnixNano()
+	e.sched.Set(id, due)
+}
+
+// retire removes the contacts of old whose slots are in gone (every contact
+// of old when gone is nil), in configuration order, publishing Removed for
+// each, and the AoR's loss of availability when old itself is gone.
+func (e *Engine) retire(old *aorState, gone map[string]uint32, now time.Time) {
+	leaving := make(map[uint32]bool, len(gone))
+	for _, id := range gone {
+		leaving[id] = true
+	}
+	for _, id := range old.ids {
+		if gone != nil && !leaving[id] {
+			continue
+		}
+		ev := e.contactEvent(StatusChanged, id, e.slots[id].state.Status, now)
+		ev.To, ev.Routable, ev.Next = qualify.Removed, false, time.Time{}
+		e.publish(ev)
+		e.drop(id, ErrRemoved)
+	}
+	if gone == nil && old.available() {
+		e.publish(Event{Kind: AvailabilityChanged, Time: now, AoR: old.name, Available: false})
+	}
+}
+
+// drop takes slot id out of the table and the schedule. A slot whose probe
+// is dispatched or running becomes a zombie until the scheduler releases
+// it. Called with mu held.
+func (e *Engine) drop(id uint32, reason error) {
+	e.dismiss(id, reason)
+	if e.sched.Remove(id) {
+		e.slots[id].zombie = true
+		return
+	}
+	e.release(id)
+}
+
+// validate checks a set of AoRs before anything is applied.
+func validate(aors []AoR) error {
+	names := make(map[string]bool, len(aors))
+	for i := range aors {
+		a := &aors[i]
+		if a.Name == "" {
+			return fmt.Errorf("%w: AoR #%d has no name", ErrConfig, i+1)
+		}
+		if names[a.Name] {
+			return fmt.Errorf("%w: AoR %q defined twice", ErrConfig, a.Name)
+		}
+		names[a.Name] = true
+		if err := validateAoR(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateAoR(a *AoR) error {
+	if err := a.Policy.Validate(); err != nil {
+		return fmt.Errorf("%w: AoR %q: %w", ErrConfig, a.Name, err)
+	}
+	seen := make(map[string]bool, len(a.Contacts))
+	for _, u := range a.Contacts {
+		if u == "" {
+			return fmt.Errorf("%w: AoR %q: empty contact URI", ErrConfig, a.Name)
+		}
+		if seen[u] {
+			return fmt.Errorf("%w: AoR %q: contact %q listed twice", ErrConfig, a.Name, u)
+		}
+		seen[u] = true
+	}
+	return nil
+}
+
+// interner shares one copy of equal policies and probe options among the
+// AoRs of one Apply.
+type interner struct {
+	policies map[qualify.Policy]*qualify.Policy
+	probes   map[qualify.ProbeOptions]*qualify.ProbeOptions
+}
+
+func newInterner() *interner {
+	return &interner{policies: map[qualify.Policy]*qualify.Policy{}, probes: map[qualify.ProbeOptions]*qualify.ProbeOptions{}}
+}
+
+func (in *interner) policy(p qualify.Policy) *qualify.Policy {
+	if q, ok := in.policies[p]; ok {
+		return q
+	}
+	in.policies[p] = &p
+	return &p
+}
+
+func (in *interner) probe(p qualify.ProbeOptions) *qualify.ProbeOptions {
+	if q, ok := in.probes[p]; ok {
+		return q
+	}
+	in.probes[p] = &p
+	return &p
+}

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+func TestReloadKeepsUnchangedContacts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, answersUntil(time.Hour))
+		p := referencePolicy()
+		h.apply(AoR{Name: "a", Contacts: []string{"sip:x@h", "sip:y@h"}, Policy: p})
+		h.until(40 * time.Second)
+		before := h.e.Contacts()[0]
+		h.apply(AoR{Name: "a", Contacts: []string{"sip:x@h", "sip:z@h"}, Policy: p})
+		h.until(41 * time.Second)
+		after := h.e.Contacts()
+		if len(after) != 2 || after[0].URI != "sip:x@h" || after[1].URI != "sip:z@h" {
+			t.Fatalf("contacts after reload: %+v", after)
+		}
+		if !reflect.DeepEqual(after[0], before) {
+			t.Fatalf("unchanged contact changed:\n%+v\n%+v", before, after[0])
+		}
+		if got := h.prober.sentTo("sip:x@h"); !equalDurations(got, durations(0, 30)) {
+			t.Fatalf("kept contact probed at %v, want its own schedule 0, 30", got)
+		}
+		if got := h.prober.sentTo("sip:z@h"); !equalDurations(got, durations(40)) {
+			t.Fatalf("new contact probed at %v, want 40", got)
+		}
+		removed := h.eventsOf(StatusChanged)
+		last := removed[len(removed)-2] // then z becomes Reachable
+		if last.URI != "sip:y@h" || last.From != qualify.Reachable || last.To != qualify.Removed || last.Routable {
+			t.Fatalf("removal event %+v", last)
+		}
+		if got := h.prober.sentTo("sip:y@h"); !equalDurations(got, durations(0, 30)) {
+			t.Fatalf("removed contact probed at %v", got)
+		}
+	})
+}
+
+func TestReloadResetsChangedContacts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, answersUntil(time.Hour))
+		p := referencePolicy()
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: p})
+		h.until(40 * time.Second)
+		p.Failures = 5
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: p})
+		changes := h.eventsOf(StatusChanged)
+		reset := changes[len(changes)-1]
+		if reset.From != qualify.Reachable || reset.To != qualify.NonQualified || reset.FailureThreshold != 5 {
+			t.Fatalf("reset event %+v", reset)
+		}
+		h.until(41 * time.Second)
+		if got := h.prober.sentTo(trunk); !equalDurations(got, durations(0, 30, 40)) {
+			t.Fatalf("changed contact probed at %v, want a new first probe at 40", got)
+		}
+		// A changed probe option is a change too.
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: p, Probe: qualify.ProbeOptions{Transport: "tcp"}})
+		if c := h.e.Contacts()[0]; c.Status != qualify.NonQualified {
+			t.Fatalf("contact with new probe options kept status %v", c.Status)
+		}
+	})
+}
+
+func TestReloadRemovesContactInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{silent: true} })
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: referencePolicy()})
+		h.until(time.Second)
+		waiter := make(chan []ContactResult)
+		go func() {
+			res, _ := h.e.Qualify(t.Context(), "a")
+			waiter <- res
+		}()
+		synctest.Wait()
+		h.apply(AoR{Name: "b", Contacts: []string{"sip:b@h"}, Policy: referencePolicy()})
+		if res := <-waiter; len(res) != 1 || !errors.Is(res[0].Err, ErrRemoved) {
+			t.Fatalf("waiter of a removed contact got %+v", res)
+		}
+		h.until(10 * time.Second)
+		var forTrunk []Event
+		for _, ev := range h.eventsOf(0) {
+			if ev.AoR == "a" {
+				forTrunk = append(forTrunk, ev)
+			}
+		}
+		if len(forTrunk) != 2 || forTrunk[0].To != qualify.Removed || forTrunk[1].Kind != AvailabilityChanged || forTrunk[1].Available {
+			t.Fatalf("events of the removed AoR: %+v", forTrunk)
+		}
+		h.e.mu.Lock()
+		free, slots := len(h.e.free), len(h.e.slots)
+		h.e.mu.Unlock()
+		if free != 1 || slots != 2 {
+			t.Fatalf("after the removed probe returned: %d free of %d slots, want 1 of 2", free, slots)
+		}
+		h.apply(AoR{Name: "b", Contacts: []string{"sip:b@h", "sip:c@h"}, Policy: referencePolicy()})
+		h.until(11 * time.Second)
+		if got := h.prober.sentTo("sip:c@h"); !equalDurations(got, durations(10)) {
+			t.Fatalf("contact in the reused slot probed at %v, want 10", got)
+		}
+	})
+}
+
+func TestInvalidReloadKeepsRunningSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, answersUntil(time.Hour))
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: referencePolicy()})
+		h.until(time.Second)
+		before := h.e.AoRs()
+		if err := h.e.Apply([]AoR{{Name: "a"}, {Name: "a"}}); err == nil {
+			t.Fatal("duplicate AoR accepted")
+		}
+		if after := h.e.AoRs(); !reflect.DeepEqual(before, after) {
+			t.Fatalf("an invalid reload changed the state:\n%+v\n%+v", before, after)
+		}
+	})
+}

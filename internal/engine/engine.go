@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/schedule"
+)
+
+// Prober sends one probe and returns what it measured. It must honour
+// t.Timeout from the first send, return promptly when ctx is cancelled, and
+// be safe for concurrent use.
+type Prober interface {
+	Probe(ctx context.Context, t qualify.Target) qualify.Result
+}
+
+// AoR is one AoR to qualify, as the configuration defines it.
+type AoR struct {
+	// Name is unique among the AoRs applied together.
+	Name string
+	// Contacts are the static contact URIs, unique within the AoR.
+	Contacts []string
+	// Policy holds the AoR's qualify options.
+	Policy qualify.Policy
+	// Probe shapes the OPTIONS request.
+	Probe qualify.ProbeOptions
+}
+
+// Config configures an Engine. Only Prober is required.
+type Config struct {
+	// Prober sends the probes.
+	Prober Prober
+	// MaxInFlight bounds the probes in flight; zero means the scheduler's
+	// default.
+	MaxInFlight int
+	// MaxInitialQualifyTime bounds the random delay of each contact's first
+	// probe (max_initial_qualify_time); zero means F.
+	MaxInitialQualifyTime time.Duration
+	// Rand returns uniform numbers in [0, 1) for the first-probe delay; nil
+	// means math/rand/v2.
+	Rand func() float64
+	// Lateness, if set, is called with how late each scheduled probe
+	// started against its due time. It must be cheap and safe for
+	// concurrent use.
+	Lateness func(time.Duration)
+	// Observe, if set, is called after every applied probe with the AoR
+	// name, the result and its verdict. It must be cheap and safe for
+	// concurrent use.
+	Observe func(aor string, r qualify.Result, ok bool, reason qualify.Reason)
+}
+
+// Engine qualifies contacts. Create it with New, load AoRs with Apply, and
+// call Run.
+type Engine struct {
+	cfg   Config
+	sched *schedule.Scheduler
+
+	mu      sync.Mutex // guards everything below; see the package doc
+	slots   []contact
+	free    []uint32
+	aors    map[string]*aorState
+	waiters map[uint32][]chan<- ContactResult
+	subs    []*Subscription
+	seq     uint64 // last event sequence number
+
+	probes [5]atomic.Uint64 // applied probes by verdict reason
+}
+
+// ErrNoProber is returned by New without a Prober.
+var ErrNoProber = errors.New("engine: no prober configured")
+
+// New returns an Engine with no AoRs.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Prober == nil {
+		return nil, ErrNoProber
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	e := &Engine{
+		cfg:     cfg,
+		aors:    map[string]*aorState{},
+		waiters: map[uint32][]chan<- ContactResult{},
+	}
+	e.sched = schedule.New(schedule.Config{MaxInFlight: cfg.MaxInFlight, Released: e.released}, e.runProbe)
+	return e, nil
+}
+
+// Run qualifies until ctx is cancelled, then waits for the probes in flight
+// (which see the cancellation) to return. Results that arrive after the
+// cancellation are not applied.
+func (e *Engine) Run(ctx context.Context) {
+	e.sched.Run(ctx)
+}
+
+// Counters are totals since the engine started.
+type Counters struct {
+	// Probes counts applied probes by verdict: index ReasonNone are
+	// successes, the others failures by reason.
+	Probes [5]uint64
+	// InFlight is the number of probes running now; Waiting the number of
+	// contacts waiting for their next probe.
+	InFlight, Waiting int
+}
+
+// Counters returns the engine's totals.
+func (e *Engine) Counters() Counters {
+	var c Counters
+	for i := range e.probes {
+		c.Probes[i] = e.probes[i].Load()
+	}
+	st := e.sched.Stats()
+	c.InFlight, c.Waiting = st.InFlight, st.Waiting
+	return c
+}

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// StatusChanged: a contact's status changed (From -> To), including
+	// Removed on reload and the reset to NonQualified of a changed contact.
+	StatusChanged EventKind = iota + 1
+	// ProbeFailed: a failed probe was counted towards N without changing
+	// the status (the contact is suspect).
+	ProbeFailed
+	// RecoveryProgress: a success was counted towards M without changing
+	// the status (the contact is recovering).
+	RecoveryProgress
+	// AvailabilityChanged: an AoR became available or unavailable (at
+	// least one routable contact, or none).
+	AvailabilityChanged
+)
+
+var kindLabels = [...]string{"", "status", "failure", "recovery", "availability"}
+
+// String returns the kind's short name, as used in the event stream.
+func (k EventKind) String() string {
+	if int(k) < len(kindLabels) && k > 0 {
+		return kindLabels[k]
+	}
+	return "unknown"
+}
+
+// Event is one edge. Contact events carry the contact and its counters;
+// AvailabilityChanged carries only AoR, Time and Available.
+type Event struct {
+	// Seq numbers events from 1, without gaps, in publication order.
+	Seq  uint64
+	Kind EventKind
+	Time time.Time
+	AoR  string
+	URI  string
+	// From and To are the statuses before and after; equal unless Kind is
+	// StatusChanged.
+	From, To qualify.Status
+	// Routable is whether the contact may carry calls after the event.
+	Routable bool
+	// LatencyOnly mirrors the AoR's qualify_latency_only.
+	LatencyOnly bool
+	// Failures and Successes are the counters after the event, out of
+	// FailureThreshold (N) and SuccessThreshold (M).
+	Failures, Successes                int
+	FailureThreshold, SuccessThreshold int
+	// Result is the probe that caused the event; zero for reload events.
+	Result qualify.Result
+	// Reason is the probe's verdict: ReasonNone for a success.
+	Reason qualify.Reason
+	// Next is when the contact's next probe is due; zero if none.
+	Next time.Time
+	// Available is the AoR's availability after an AvailabilityChanged.
+	Available bool
+}
+
+// Subscription receives events. A subscriber that falls behind loses the
+// events that do not fit its buffer; they are counted, and probing never
+// waits for it.
+type Subscription struct {
+	// C delivers the events in order. It is closed by Close.
+	C <-chan Event
+
+	ch      chan Event
+	dropped atomic.Uint64
+	e       *Engine
+}
+
+// Subscribe returns a subscription with room for buffer events.
+func (e *Engine) Subscribe(buffer int) *Subscription {
+	ch := make(chan Event, max(buffer, 1))
+	s := &Subscription{C: ch, ch: ch, e: e}
+	e.mu.Lock()
+	e.subs = append(e.subs, s)
+	e.mu.Unlock()
+	return s
+}
+
+// Dropped returns how many events did not fit the buffer.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Close ends the subscription and closes C. It is idempotent.
+func (s *Subscription) Close() {
+	s.e.mu.Lock()
+	defer s.e.mu.Unlock()
+	i := slices.Index(s.e.subs, s)
+	if i < 0 {
+		return
+	}
+	s.e.subs = slices.Delete(s.e.subs, i, i+1)
+	close(s.ch)
+}
+
+// publish numbers ev and offers it to every subscriber without blocking.
+// Called with mu held, which orders events.
+func (e *Engine) publish(ev Event) {
+	e.seq++
+	ev.Seq = e.seq
+	for _, s := range e.subs {
+		select {
+		case s.ch <- ev:
+		default:
+			s.dropped.Add(1)
+		}
+	}
+}
+
+// contactEvent builds an event of kind k for the contact in slot id, in its
+// current state. Called with mu held.
+func (e *Engine) contactEvent(k EventKind, id uint32, from qualify.Status, now time.Time) Event {
+	c := &e.slots[id]
+	p := c.aor.policy
+	return Event{
+		Kind: k, Time: now, AoR: c.aor.name, URI: c.uri,
+		From: from, To: c.state.Status,
+		Routable:    p.Routable(c.state.Status),
+		LatencyOnly: p.LatencyOnly,
+		Failures:    int(c.state.Failures), Successes: int(c.state.Successes),
+		FailureThreshold: p.FailureThreshold(), SuccessThreshold: p.SuccessThreshold(),
+		Next: fromUnixNano(c.next),
+	}
+}

@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// runProbe is the scheduler's job for slot id: probe the contact, apply the
+// result, and return when its next probe is due.
+func (e *Engine) runProbe(ctx context.Context, id uint32, due time.Time) time.Time {
+	start := time.Now()
+	if e.cfg.Lateness != nil {
+		e.cfg.Lateness(start.Sub(due))
+	}
+	target, ok := e.begin(id)
+	if !ok {
+		return time.Time{}
+	}
+	res := e.cfg.Prober.Probe(ctx, target)
+	end := time.Now()
+	if res.Sent.IsZero() {
+		res.Sent = start
+	}
+	if err := ctx.Err(); err != nil {
+		e.abandon(id, err)
+		return time.Time{}
+	}
+	return e.finish(id, end, res)
+}
+
+// begin marks slot id's probe in flight and returns its target; false if
+// the contact was removed meanwhile.
+func (e *Engine) begin(id uint32) (qualify.Target, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := &e.slots[id]
+	if c.zombie {
+		return qualify.Target{}, false
+	}
+	c.running = true
+	a := c.aor
+	return qualify.Target{AoR: a.name, URI: c.uri, Timeout: a.policy.ProbeTimeout(), Options: a.probe}, true
+}
+
+// released frees a slot whose contact was removed while its probe was
+// dispatched or running, once the scheduler says the job has returned.
+func (e *Engine) released(id uint32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.slots[id].zombie {
+		e.release(id)
+	}
+}
+
+// abandon drops the result of a probe cut short by shutdown.
+func (e *Engine) abandon(id uint32, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.slots[id].running = false
+	e.dismiss(id, err)
+}
+
+// finish applies a probe result to slot id, publishes the edges and answers
+// the waiters of a manual qualify. It returns the next due time.
+func (e *Engine) finish(id uint32, end time.Time, res qualify.Result) time.Time {
+	e.mu.Lock()
+	c := &e.slots[id]
+	c.running = false
+	if c.zombie {
+		e.mu.Unlock()
+		return time.Time{}
+	}
+	a := c.aor
+	step := a.policy.Observe(c.state, end, res)
+	e.record(id, step, end, res)
+	e.notify(id, step, res)
+	e.mu.Unlock()
+	e.probes[step.Reason].Add(1)
+	if e.cfg.Observe != nil {
+		e.cfg.Observe(a.name, res, step.OK, step.Reason)
+	}
+	return step.Next
+}
+
+// record stores step in slot id and publishes what changed. Called with mu
+// held.
+func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify.Result) {
+	c := &e.slots[id]
+	wasRoutable := e.routable(id)
+	c.state = step.State
+	c.next = unixNano(step.Next)
+	c.last = lastResult{at: end.UnixNano(), rtt: c.last.rtt, code: int16(res.Code), reason: step.Reason, ok: step.OK, detail: res.Detail}
+	if step.OK {
+		c.last.rtt = res.RTT
+	}
+	if kind := edgeKind(step); kind != 0 {
+		ev := e.contactEvent(kind, id, step.From, end)
+		ev.Result, ev.Reason = res, step.Reason
+		e.publish(ev)
+	}
+	if now := e.routable(id); now != wasRoutable {
+		e.shiftRoutable(c.aor, now, end)
+	}
+}
+
+// edgeKind returns which event a step publishes, or 0 for none: status
+// changes, failures counted towards N, successes counted towards M.
+func edgeKind(step qualify.Step) EventKind {
+	switch {
+	case step.Changed():
+		return StatusChanged
+	case step.Next.IsZero():
+		return 0 // qualify off: a manual probe changes nothing
+	case !step.OK && step.State.Phase() == qualify.Suspect:
+		return ProbeFailed
+	case step.OK && step.State.Phase() == qualify.Recovering:
+		return RecoveryProgress
+	}
+	return 0
+}
+
+// shiftRoutable counts a contact of a becoming routable or not, and
+// publishes the AoR's availability when it flips. Called with mu held.
+func (e *Engine) shiftRoutable(a *aorState, routable bool, now time.Time) {
+	before := a.available()
+	if routable {
+		a.routable++
+	} else {
+		a.routable--
+	}
+	if a.available() != before {
+		e.publish(Event{Kind: AvailabilityChanged, Time: now, AoR: a.name, Available: a.available()})
+	}
+}

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// aorState is one applied AoR. Policies and probe options are interned:
+// AoRs with equal options share one copy.
+type aorState struct {
+	name     string
+	policy   *qualify.Policy
+	probe    *qualify.ProbeOptions
+	ids      []uint32 // contact slots, in configuration order
+	routable int      // how many of the contacts are routable
+}
+
+func (a *aorState) available() bool { return a.routable > 0 }
+
+// contact is one slot of the table. Times are Unix nanoseconds (0: none) to
+// keep the slot small; a million contacts live in one slice.
+type contact struct {
+	aor     *aorState // nil: the slot is free
+	uri     string
+	state   qualify.State
+	zombie  bool // removed while its probe runs; freed when the probe returns
+	running bool // a probe is in flight
+	last    lastResult
+	next    int64 // when the next probe is due
+}
+
+// lastResult is the latest applied probe result of a contact.
+type lastResult struct {
+	at     int64         // when it ended
+	rtt    time.Duration // of the last success; kept across failures
+	code   int16
+	reason qualify.Reason
+	ok     bool
+	detail string
+}
+
+// alloc returns a free slot for a new contact of a. Called with mu held.
+func (e *Engine) alloc(a *aorState, uri string) uint32 {
+	var id uint32
+	if n := len(e.free); n > 0 {
+		id = e.free[n-1]
+		e.free = e.free[:n-1]
+	} else {
+		id = uint32(len(e.slots))
+		e.slots = append(e.slots, contact{})
+	}
+	e.slots[id] = contact{aor: a, uri: uri}
+	return id
+}
+
+// release frees slot id. Called with mu held.
+func (e *Engine) release(id uint32) {
+	e.slots[id] = contact{}
+	e.free = append(e.free, id)
+}
+
+// routable reports whether the contact in slot id is routable now.
+func (e *Engine) routable(id uint32) bool {
+	c := &e.slots[id]
+	return c.aor.policy.Routable(c.state.Status)
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
