@@ -39,9 +39,9 @@ type Scheduler struct {
 	run      RunFunc
 	released func(ID)
 	max      int
-	epoch time.Time
-	wake  chan struct{} // capacity 1: the loop has something to look at
-	wg    sync.WaitGroup
+	epoch    time.Time
+	wake     chan struct{} // capacity 1: the loop has something to look at
+	wg       sync.WaitGroup
 
 	mu       sync.Mutex // guards the fields below
 	q        queue
