@@ -1,0 +1,158 @@
+package pjsip
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// AoR is one address of record (a type=aor section, or the AoR a wizard
+// creates) with its static contacts and effective options.
+type AoR struct {
+	// Name is the section's name.
+	Name string
+	// Contacts are the static contact URIs (contact=), in order, without
+	// duplicates. Empty for an AoR whose contacts register dynamically.
+	Contacts []string
+	// Policy holds the qualify_* options; unset ones have Asterisk's
+	// defaults (qualify.DefaultPolicy).
+	Policy qualify.Policy
+	// Probe shapes the OPTIONS: the AoR's outbound_proxy (else the
+	// endpoint's), and the transport protocol, From and credentials of the
+	// first endpoint, in file order, that lists this AoR in aors=.
+	Probe qualify.ProbeOptions
+	// File and Line locate the section's header (the wizard's for a wizard
+	// AoR).
+	File string
+	Line int
+}
+
+// aorOption applies one option's value to an AoR.
+type aorOption func(a *AoR, value string) error
+
+// aorOptions are all the options Asterisk defines for an AoR (location.c),
+// plus qualifyd's; any other is an error. Those qualifyd does not use are
+// still checked as Asterisk's option types would.
+var aorOptions = map[string]aorOption{
+	"type":                   func(*AoR, string) error { return nil },
+	"contact":                addContacts,
+	"outbound_proxy":         func(a *AoR, v string) error { a.Probe.OutboundProxy = v; return nil },
+	"qualify_frequency":      setFrequency,
+	"qualify_timeout":        setTimeout,
+	"qualify_2xx_only":       setBool(func(a *AoR, b bool) { a.Policy.Only2xx = b }),
+	"qualify_latency_only":   setBool(func(a *AoR, b bool) { a.Policy.LatencyOnly = b }),
+	"qualify_failures":       setCount(func(a *AoR, n int) { a.Policy.Failures = n }),
+	"qualify_successes":      setCount(func(a *AoR, n int) { a.Policy.Successes = n }),
+	"qualify_retry_interval": setInterval(func(a *AoR, d time.Duration) { a.Policy.RetryInterval = d }),
+	"qualify_down_interval":  setInterval(func(a *AoR, d time.Duration) { a.Policy.DownInterval = d }),
+	"authenticate_qualify":   setBool(nil),
+	"remove_existing":        setBool(nil),
+	"remove_unavailable":     setBool(nil),
+	"support_path":           setBool(nil),
+	"max_contacts":           checkUint,
+	"minimum_expiration":     checkUint,
+	"maximum_expiration":     checkUint,
+	"default_expiration":     checkUint,
+	"mailboxes":              func(*AoR, string) error { return nil },
+	"voicemail_extension":    func(*AoR, string) error { return nil },
+}
+
+// addContacts adds each URI of a comma-separated list, as Asterisk's
+// permanent_uri_handler; a URI given twice is kept once.
+func addContacts(a *AoR, value string) error {
+	for _, uri := range splitList(value) {
+		if err := checkContact(uri); err != nil {
+			return err
+		}
+		if !contains(a.Contacts, uri) {
+			a.Contacts = append(a.Contacts, uri)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// setFrequency reads qualify_frequency: whole seconds, 0..86400.
+func setFrequency(a *AoR, v string) error {
+	n, err := parseRange(v, 0, 86400)
+	a.Policy.Frequency = seconds(float64(n))
+	return err
+}
+
+// setTimeout reads qualify_timeout: fractional seconds, at most 86400;
+// zero or less means the SIP transaction timeout.
+func setTimeout(a *AoR, v string) error {
+	f, err := parseFloat(v)
+	switch {
+	case err != nil:
+		return err
+	case f > 86400:
+		return causef(ErrValue, "%q is out of range: must be at most 86400 seconds", v)
+	}
+	a.Policy.Timeout = seconds(max(f, 0))
+	return nil
+}
+
+func setBool(set func(*AoR, bool)) aorOption {
+	return func(a *AoR, v string) error {
+		b, err := parseBool(v)
+		if err == nil && set != nil {
+			set(a, b)
+		}
+		return err
+	}
+}
+
+// setCount reads an integer of at least 1.
+func setCount(set func(*AoR, int)) aorOption {
+	return func(a *AoR, v string) error {
+		n, err := parseRange(v, 1, 1<<31-1)
+		if err == nil {
+			set(a, n)
+		}
+		return err
+	}
+}
+
+// setInterval reads fractional seconds in 0..86400.
+func setInterval(set func(*AoR, time.Duration)) aorOption {
+	return func(a *AoR, v string) error {
+		d, err := parseSeconds(v)
+		if err == nil {
+			set(a, d)
+		}
+		return err
+	}
+}
+
+func checkUint(_ *AoR, v string) error {
+	_, err := parseUint(v)
+	return err
+}
+
+// readAoR builds an AoR from a section's options, in order.
+func readAoR(name, file string, line int, vars []variable) (*AoR, error) {
+	a := &AoR{Name: name, Policy: qualify.DefaultPolicy(), File: file, Line: line}
+	for _, v := range vars {
+		apply, ok := aorOptions[v.name]
+		if !ok {
+			return nil, optErr(name, v, causef(ErrUnknownOption, "Asterisk defines no AoR option %q", v.name))
+		}
+		if err := apply(a, v.value); err != nil {
+			return nil, optErr(name, v, err)
+		}
+	}
+	if err := a.Policy.Validate(); err != nil {
+		return nil, &Error{File: file, Line: line, Section: name, Err: fmt.Errorf("%w: %w", ErrValue, err)}
+	}
+	return a, nil
+}

@@ -1,0 +1,104 @@
+package pjsip
+
+import (
+	"strings"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Endpoint is one endpoint (a type=endpoint section, or a wizard's) as far
+// as qualifyd needs it: which AoRs it lists.
+type Endpoint struct {
+	// Name is the section's name.
+	Name string
+	// AoRs are the names in aors=, in order.
+	AoRs []string
+}
+
+// endpointDef is an endpoint with the options that shape its AoRs'
+// OPTIONS, each kept with its place for errors. An unset one is the zero
+// variable.
+type endpointDef struct {
+	Endpoint
+	outboundAuth, outboundProxy, transport, fromUser, fromDomain variable
+}
+
+// readEndpoint takes the options qualifyd needs (the last value of each
+// wins) and ignores the many others.
+func readEndpoint(name string, vars []variable) *endpointDef {
+	e := &endpointDef{Endpoint: Endpoint{Name: name}}
+	fields := map[string]*variable{
+		"outbound_auth":  &e.outboundAuth,
+		"outbound_proxy": &e.outboundProxy,
+		"transport":      &e.transport,
+		"from_user":      &e.fromUser,
+		"from_domain":    &e.fromDomain,
+	}
+	for _, v := range vars {
+		if v.name == "aors" {
+			e.AoRs = splitList(v.value)
+		} else if f, ok := fields[v.name]; ok {
+			*f = v
+		}
+	}
+	return e
+}
+
+// readAuth takes an auth section's username, password and realm.
+func readAuth(vars []variable) qualify.Credentials {
+	var c qualify.Credentials
+	for _, v := range vars {
+		switch v.name {
+		case "username":
+			c.Username = v.value
+		case "password":
+			c.Password = v.value
+		case "realm":
+			c.Realm = v.value
+		}
+	}
+	return c
+}
+
+// protocols are the values Asterisk accepts for a transport's protocol.
+var protocols = []string{"udp", "tcp", "tls", "ws", "wss", "flow"}
+
+// readTransport returns a transport section's protocol, lower case; udp
+// when unset, as Asterisk.
+func readTransport(name string, vars []variable) (string, error) {
+	proto := "udp"
+	for _, v := range vars {
+		if v.name != "protocol" {
+			continue
+		}
+		proto = strings.ToLower(v.value)
+		if !contains(protocols, proto) {
+			return "", optErr(name, v, causef(ErrValue, "%q is not a transport protocol (udp, tcp, tls, ws, wss or flow)", v.value))
+		}
+	}
+	return proto, nil
+}
+
+// readGlobal returns a global section's max_initial_qualify_time, whole
+// seconds 0..86400, and whether it is set.
+func readGlobal(name string, vars []variable) (int, bool, error) {
+	v, ok := lastOf(vars, "max_initial_qualify_time")
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := parseRange(v.value, 0, 86400)
+	if err != nil {
+		return 0, false, optErr(name, v, err)
+	}
+	return n, true, nil
+}
+
+// lastOf returns the last option called name.
+func lastOf(vars []variable, name string) (variable, bool) {
+	for i := len(vars) - 1; i >= 0; i-- {
+		if vars[i].name == name {
+			return vars[i], true
+		}
+	}
+	return variable{}, false
+}

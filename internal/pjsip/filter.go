@@ -1,0 +1,87 @@
+package pjsip
+
+import (
+	"regexp"
+	"strings"
+)
+
+// templateMode says whether a filter matches templates.
+type templateMode int
+
+const (
+	templatesExclude  templateMode = iota // the default: never a template
+	templatesInclude                      // TEMPLATES=include: templates too
+	templatesRestrict                     // TEMPLATES=restrict: only templates
+)
+
+// cond is one name=regex condition of a filter.
+type cond struct {
+	name string
+	re   *regexp.Regexp
+}
+
+// filter is the "type=aor&..." of "[name](+type=aor)", as Asterisk's
+// does_category_match: every condition must match some option of the
+// section (name case-insensitively, value by an unanchored POSIX extended
+// regular expression).
+type filter struct {
+	conds     []cond
+	templates templateMode
+}
+
+// parseFilter reads a filter: conditions separated by '&', each
+// "name=value"; empty names are skipped; TEMPLATES=include and
+// TEMPLATES=restrict set which sections may match.
+func parseFilter(s string) (filter, error) {
+	var f filter
+	if strings.Trim(s, blanks) == "" {
+		return f, nil
+	}
+	for _, part := range strings.Split(s, "&") {
+		part = strings.Trim(part, blanks)
+		switch {
+		case strings.EqualFold(part, "TEMPLATES=include"):
+			f.templates = templatesInclude
+			continue
+		case strings.EqualFold(part, "TEMPLATES=restrict"):
+			f.templates = templatesRestrict
+			continue
+		}
+		name, value, _ := strings.Cut(part, "=")
+		if name = strings.Trim(name, blanks); name == "" {
+			continue
+		}
+		value, _, _ = strings.Cut(value, "=")
+		re, err := regexp.CompilePOSIX(strings.Trim(value, blanks))
+		if err != nil {
+			return f, causef(ErrSyntax, "filter %q: %v", part, err)
+		}
+		f.conds = append(f.conds, cond{name: name, re: re})
+	}
+	return f, nil
+}
+
+// matches reports whether s passes the filter.
+func (f filter) matches(s *section) bool {
+	switch {
+	case f.templates == templatesExclude && s.template:
+		return false
+	case f.templates == templatesRestrict && !s.template:
+		return false
+	}
+	for _, c := range f.conds {
+		if !c.matches(s) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c cond) matches(s *section) bool {
+	for _, v := range s.vars {
+		if strings.EqualFold(v.name, c.name) && c.re.MatchString(v.value) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,94 @@
+package pjsip
+
+import (
+	"errors"
+	"io/fs"
+	"path"
+	"strings"
+)
+
+// include reads the files that pattern names: resolved against the
+// configuration directory unless absolute, expanded as a glob (sorted), each
+// read in turn with cur as its starting section. A pattern naming no file
+// is an error for #include and nothing for #tryinclude.
+func (p *parser) include(file string, ln line, pattern string, try bool, cur *section) error {
+	fail := func(sentinel error, format string, args ...any) error {
+		return &Error{File: file, Line: ln.num, Err: causef(sentinel, "#include %q: "+format, append([]any{pattern}, args...)...)}
+	}
+	resolved := pattern
+	if !path.IsAbs(pattern) {
+		resolved = path.Join(p.dir, pattern)
+	}
+	names, err := fs.Glob(p.fsys, fsName(resolved))
+	if err != nil {
+		return fail(ErrInclude, "%v", err)
+	}
+	if len(names) == 0 && !try {
+		return fail(ErrInclude, "no such file (resolved to %s)", path.Clean(resolved))
+	}
+	for _, name := range names {
+		shown := name
+		if path.IsAbs(resolved) {
+			shown = "/" + name
+		}
+		if chain, loop := p.loop(name, shown); loop {
+			return fail(ErrIncludeLoop, "%s", chain)
+		}
+		src, err := readFile(p.fsys, name)
+		if err != nil {
+			return fail(ErrInclude, "%s: %v", shown, err)
+		}
+		if err := p.parseSource(name, shown, src, cur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fsName maps a slash path to a name in the file system: an absolute path
+// /a/b is a/b under its root.
+func fsName(p string) string {
+	p = strings.TrimLeft(path.Clean(p), "/")
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+// loop reports whether name is being read already, with the chain of
+// includes that leads back to it.
+func (p *parser) loop(name, shown string) (string, bool) {
+	for i, f := range p.stack {
+		if f.name == name {
+			var chain []string
+			for _, g := range p.stack[i:] {
+				chain = append(chain, g.shown)
+			}
+			return strings.Join(append(chain, shown), " -> "), true
+		}
+	}
+	return "", false
+}
+
+// readFile reads one regular file of the file system.
+func readFile(fsys fs.FS, name string) ([]byte, error) {
+	info, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return fs.ReadFile(fsys, name)
+}
+
+// parseSource parses src as the file name, shown in errors as shown.
+func (p *parser) parseSource(name, shown string, src []byte, cur *section) error {
+	lines, err := lex(shown, src)
+	if err != nil {
+		return err
+	}
+	p.stack = append(p.stack, openFile{name: name, shown: shown})
+	defer func() { p.stack = p.stack[:len(p.stack)-1] }()
+	return p.parseLines(shown, lines, cur)
+}

@@ -1,0 +1,266 @@
+package pjsip
+
+import (
+	"fmt"
+	"strings"
+)
+
+// maxVars bounds the options of one section. Inheriting a section into
+// itself doubles it; Asterisk loops forever on that, qualifyd stops here.
+const maxVars = 1 << 16
+
+// variable is one option line, key = value, with where it was written.
+type variable struct {
+	// name is the option as the reader looks it up (a wizard's "aor/"
+	// prefix removed); key is as written, for errors.
+	name, key string
+	value     string
+	file      string
+	line      int
+}
+
+// section is one [name] of the merged configuration: its own options, then
+// appended ones, with inherited ones copied in where the header named them.
+type section struct {
+	name     string
+	template bool
+	file     string
+	line     int
+	vars     []variable
+}
+
+// first returns the first option called name, as Asterisk's sorcery uses
+// for type=.
+func (s *section) first(name string) (variable, bool) {
+	for _, v := range s.vars {
+		if v.name == name {
+			return v, true
+		}
+	}
+	return variable{}, false
+}
+
+func (s *section) add(v variable) error {
+	if len(s.vars) >= maxVars {
+		return causef(ErrSyntax, "more than %d options in one section", maxVars)
+	}
+	s.vars = append(s.vars, v)
+	return nil
+}
+
+// find returns the first section named name (case-insensitively, as
+// Asterisk) that f matches, or nil.
+func (p *parser) find(name string, f filter) *section {
+	for _, s := range p.sections {
+		if strings.EqualFold(s.name, name) && f.matches(s) {
+			return s
+		}
+	}
+	return nil
+}
+
+// parseLines reads one file's lines into p.sections. cur is the section
+// open where the file starts (an #include continues the includer's).
+func (p *parser) parseLines(file string, lines []line, cur *section) error {
+	var err error
+	for _, ln := range lines {
+		switch ln.text[0] {
+		case '[':
+			cur, err = p.header(file, ln)
+		case '#':
+			err = p.directive(file, ln, cur)
+		default:
+			err = p.assign(file, ln, cur)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// header reads "[name]" with optional "(opts)": "!" template, "+" or
+// "+filter" append, any other word a section to inherit from, in order, as
+// process_text_line. Text after "]" not starting with "(" is ignored, as
+// Asterisk.
+func (p *parser) header(file string, ln line) (*section, error) {
+	end := strings.IndexByte(ln.text, ']')
+	if end < 0 {
+		return nil, &Error{File: file, Line: ln.num, Err: causef(ErrSyntax, "no closing ']' in %q", ln.text)}
+	}
+	name, rest := ln.text[1:end], ln.text[end+1:]
+	fail := func(err error) (*section, error) {
+		return nil, &Error{File: file, Line: ln.num, Section: name, Err: err}
+	}
+	newSec := &section{name: name, file: file, line: ln.num}
+	if !strings.HasPrefix(rest, "(") {
+		p.sections = append(p.sections, newSec)
+		return newSec, nil
+	}
+	closeAt := strings.IndexByte(rest, ')')
+	if closeAt < 0 {
+		return fail(causef(ErrSyntax, "no closing ')' in %q", ln.text))
+	}
+	cur, err := p.headerOptions(newSec, strings.Split(rest[1:closeAt], ","))
+	if err != nil {
+		return fail(err)
+	}
+	if cur == newSec {
+		p.sections = append(p.sections, newSec)
+	}
+	return cur, nil
+}
+
+// headerOptions applies a header's options to newSec; after an append the
+// current section is the earlier one, and later options apply to it.
+func (p *parser) headerOptions(newSec *section, opts []string) (*section, error) {
+	cur := newSec
+	for _, opt := range opts {
+		var err error
+		switch {
+		case opt == "!":
+			cur.template = true
+		case strings.HasPrefix(opt, "+"):
+			cur, err = p.appendTo(cur, newSec, opt)
+		case opt == "":
+			err = causef(ErrSyntax, "empty name in the section's options")
+		default:
+			err = p.inherit(cur, opt)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cur, nil
+}
+
+// appendTo resolves "(+filter)": the first earlier non-template section of
+// the same name whose options match filter. The options of newSec so far
+// (inherited ones) move to it.
+func (p *parser) appendTo(cur, newSec *section, opt string) (*section, error) {
+	f, err := parseFilter(opt[1:])
+	if err != nil {
+		return nil, err
+	}
+	target := p.find(newSec.name, f)
+	if target == nil {
+		if opt == "+" {
+			return nil, causef(ErrNoSection, "append (+) to a section not defined before")
+		}
+		return nil, causef(ErrNoSection, "append (%s) matches no section defined before", opt)
+	}
+	if cur == newSec {
+		target.template = target.template || newSec.template
+		for _, v := range newSec.vars {
+			if err := target.add(v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return target, nil
+}
+
+// inherit copies the options of the first section named base, template or
+// not, into cur: a snapshot, as ast_category_inherit.
+func (p *parser) inherit(cur *section, base string) error {
+	b := p.find(base, filter{templates: templatesInclude})
+	if b == nil {
+		return causef(ErrNoSection, "inherits from %q, which is not defined before", base)
+	}
+	vars := append([]variable(nil), b.vars...)
+	for _, v := range vars {
+		if err := cur.add(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// assign reads "key = value", "key => value" or "key += value" (appends to
+// the last value of key, or sets it when there is none). A leading
+// backslash escapes the first character of the key.
+func (p *parser) assign(file string, ln line, cur *section) error {
+	fail := func(format string, args ...any) error {
+		e := &Error{File: file, Line: ln.num, Err: causef(ErrSyntax, format, args...)}
+		if cur != nil {
+			e.Section = cur.name
+		}
+		return e
+	}
+	if cur == nil {
+		return fail("option %q outside any section", ln.text)
+	}
+	text, from := ln.text, 0
+	if text[0] == '\\' {
+		text, from = text[1:], 1
+		if text == "" || text[0] < 33 {
+			return fail("invalid escape in %q", ln.text)
+		}
+	}
+	eq := strings.IndexByte(text[from:], '=')
+	if eq < 0 {
+		return fail("no '=' in %q", ln.text)
+	}
+	eq += from
+	v := variable{file: file, line: ln.num}
+	plus := eq > from && text[eq-1] == '+'
+	if plus {
+		v.name, v.value = strings.Trim(text[:eq-1], blanks), text[eq+1:]
+	} else {
+		v.name, v.value = strings.Trim(text[:eq], blanks), strings.TrimPrefix(text[eq+1:], ">")
+	}
+	if v.name == "" {
+		return fail("no option name in %q", ln.text)
+	}
+	v.key = v.name
+	if plus && appendValue(cur, v) {
+		return nil
+	}
+	v.value = strings.Trim(v.value, blanks)
+	if err := cur.add(v); err != nil {
+		return &Error{File: file, Line: ln.num, Section: cur.name, Err: err}
+	}
+	return nil
+}
+
+// appendValue adds v's value to the last option of the same name, and
+// reports whether there was one.
+func appendValue(cur *section, v variable) bool {
+	for i := len(cur.vars) - 1; i >= 0; i-- {
+		if cur.vars[i].name == v.name {
+			cur.vars[i].value = strings.Trim(cur.vars[i].value+v.value, blanks)
+			return true
+		}
+	}
+	return false
+}
+
+// directive reads #include, #tryinclude and #exec (refused).
+func (p *parser) directive(file string, ln line, cur *section) error {
+	name, arg := ln.text[1:], ""
+	if i := strings.IndexFunc(name, func(r rune) bool { return r <= ' ' }); i >= 0 {
+		name, arg = name[:i], strings.Trim(name[i+1:], blanks)
+	}
+	fail := func(sentinel error, format string, args ...any) error {
+		msg := fmt.Sprintf(format, args...)
+		return &Error{File: file, Line: ln.num, Err: causef(sentinel, "#%s %s", name, msg)}
+	}
+	switch strings.ToLower(name) {
+	case "include", "tryinclude":
+		if arg == "" {
+			return fail(ErrSyntax, "needs a file name")
+		}
+		return p.include(file, ln, dequote(arg), strings.EqualFold(name, "tryinclude"), cur)
+	case "exec":
+		return fail(ErrInclude, "%q: refused, qualifyd never runs programs from its configuration", dequote(arg))
+	}
+	return fail(ErrSyntax, "is not a directive (want #include or #tryinclude)")
+}
+
+// dequote strips one pair of "" or <> around an include's argument.
+func dequote(s string) string {
+	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '<' && s[len(s)-1] == '>') {
+		return s[1 : len(s)-1]
+	}
+	return s
+}

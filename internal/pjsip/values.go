@@ -1,0 +1,144 @@
+package pjsip
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// parseUint reads an unsigned integer as Asterisk's ast_parse_arg with
+// PARSE_UINT32 (strtoul, base 0): an optional '+', then "0x" hex, a leading
+// "0" octal, or decimal; no sign '-', nothing after the digits.
+func parseUint(s string) (uint32, error) {
+	digits, base := strings.TrimPrefix(s, "+"), 10
+	switch {
+	case len(digits) > 2 && (digits[:2] == "0x" || digits[:2] == "0X"):
+		digits, base = digits[2:], 16
+	case len(digits) > 1 && digits[0] == '0':
+		digits, base = digits[1:], 8
+	}
+	if digits == "" || !isDigits(digits, base) {
+		return 0, causef(ErrValue, "%q is not an unsigned integer", s)
+	}
+	n, err := strconv.ParseUint(digits, base, 32)
+	if err != nil {
+		return 0, causef(ErrValue, "%q is out of range", s)
+	}
+	return uint32(n), nil
+}
+
+// isDigits reports whether s is only digits of base (strconv.ParseUint
+// alone would also take underscores and prefixes).
+func isDigits(s string, base int) bool {
+	for _, r := range strings.ToLower(s) {
+		ok := r >= '0' && r <= '9' && int(r-'0') < base || base == 16 && r >= 'a' && r <= 'f'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// parseRange reads an unsigned integer in [lo, hi].
+func parseRange(s string, lo, hi uint32) (int, error) {
+	n, err := parseUint(s)
+	if err != nil {
+		return 0, err
+	}
+	if n < lo || n > hi {
+		return 0, causef(ErrValue, "%q is out of range: must be between %d and %d", s, lo, hi)
+	}
+	return int(n), nil
+}
+
+// parseFloat reads a finite decimal number of seconds (as strtod, without
+// the hexadecimal, infinite and NaN forms).
+func parseFloat(s string) (float64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || strings.ContainsAny(s, "xX_") {
+		return 0, causef(ErrValue, "%q is not a number of seconds", s)
+	}
+	return f, nil
+}
+
+// parseSeconds reads fractional seconds in [0, 86400] as a Duration,
+// rounded to the nanosecond.
+func parseSeconds(s string) (time.Duration, error) {
+	f, err := parseFloat(s)
+	if err != nil {
+		return 0, err
+	}
+	if f < 0 || f > 86400 {
+		return 0, causef(ErrValue, "%q is out of range: must be between 0 and 86400 seconds", s)
+	}
+	return seconds(f), nil
+}
+
+// seconds converts f seconds to a Duration, rounded to the nanosecond.
+func seconds(f float64) time.Duration {
+	return time.Duration(math.Round(f * float64(time.Second)))
+}
+
+// parseBool reads a boolean as Asterisk's ast_true and ast_false; a value
+// that is neither is an error (Asterisk would take it as false).
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "yes", "true", "y", "t", "1", "on":
+		return true, nil
+	case "no", "false", "n", "f", "0", "off":
+		return false, nil
+	}
+	return false, causef(ErrValue, "%q is not a boolean (yes or no)", s)
+}
+
+// splitList splits a comma-separated list, stripping each item and
+// dropping empty ones.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.Trim(item, blanks); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// maxHost is pjproject's PJ_MAX_HOSTNAME, the bound Asterisk checks.
+const maxHost = 255
+
+// checkContact accepts what Asterisk's ast_sip_validate_uri_length accepts:
+// a sip: or sips: URI with a host of at most 255 characters.
+func checkContact(uri string) error {
+	lower := strings.ToLower(uri)
+	rest, ok := strings.CutPrefix(lower, "sip:")
+	if !ok {
+		rest, ok = strings.CutPrefix(lower, "sips:")
+	}
+	if !ok {
+		return causef(ErrValue, "contact %q is not a sip: or sips: URI", uri)
+	}
+	host := uriHost(rest)
+	if host == "" || len(host) > maxHost || strings.ContainsAny(host, blanks+"<>\"") {
+		return causef(ErrValue, "contact %q has no valid host", uri)
+	}
+	return nil
+}
+
+// uriHost returns the host of a SIP URI after its scheme.
+func uriHost(rest string) string {
+	if i := strings.IndexAny(rest, ";?"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if strings.HasPrefix(rest, "[") {
+		if i := strings.IndexByte(rest, ']'); i >= 0 {
+			return rest[:i+1]
+		}
+		return ""
+	}
+	host, _, _ := strings.Cut(rest, ":")
+	return host
+}
