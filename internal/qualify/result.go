@@ -22,6 +22,15 @@ type Result struct {
 	// DNS is the time spent resolving the contact's host, not part of the
 	// deadline.
 	DNS time.Duration
+	// Addr is the transport and address the probe went to, such as
+	// "udp 192.0.2.7:5060"; empty when nothing was sent. When the contact
+	// resolved to several targets it is the target whose result this is.
+	Addr string
+	// Targets holds one Result per target when the contact's host name
+	// resolved to more than one (RFC 3263); nil otherwise. The Result that
+	// holds them is the best of them: the first final response, preferring
+	// a 2xx, else the first failure.
+	Targets []Result
 }
 
 // Credentials are an endpoint's outbound_auth, used to answer a 401/407

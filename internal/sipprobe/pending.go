@@ -1,0 +1,238 @@
+package sipprobe
+
+import (
+	"bytes"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// transaction is one outstanding OPTIONS client transaction (RFC 3261
+// section 17.1.2). Transactions are pooled. gen and active belong to
+// table.mu; st is written by the probing goroutine while the transaction
+// is not registered, and its outcome fields by whoever completes it under
+// table.mu, before the send on done.
+type transaction struct {
+	gen    uint64 // bumped at every registration (stale heap items)
+	active bool   // in table.byKey
+	st     txState
+	done   chan struct{} // capacity 1; one send per registration
+}
+
+// txState is the resettable part of a transaction.
+type txState struct {
+	req      request
+	buf      []byte         // the request as sent
+	dest     netip.AddrPort // where the request went
+	conn     *streamConn    // nil for UDP
+	sent     time.Time      // first send of the probe (RTT start)
+	deadline time.Time
+	interval time.Duration // next Timer E interval (UDP)
+	// wantChallenge asks the receiver to keep a 401/407 challenge.
+	wantChallenge bool
+
+	// outcome
+	code      int
+	recv      time.Time
+	reason    qualify.Reason
+	detail    string
+	challenge string // WWW-/Proxy-Authenticate value kept for wantChallenge
+	proxyAuth bool   // the challenge came in Proxy-Authenticate (407)
+}
+
+// reset clears the state for the next probe, keeping the buffer.
+func (tx *transaction) reset() {
+	tx.st = txState{buf: tx.st.buf[:0]}
+}
+
+// drop is why a response was not matched.
+type drop uint8
+
+const (
+	dropNone drop = iota
+	dropLate
+	dropDuplicate
+	dropWrongSource
+	dropMismatch
+)
+
+// recentSize bounds the memory of answered transactions kept to tell
+// duplicates from late responses.
+const recentSize = 1 << 14
+
+// table is the pending table: outstanding transactions keyed by their
+// branch, and the heap of their next timer events. One mutex guards both;
+// each probe takes it a few times for a few hundred nanoseconds.
+type table struct {
+	mu     sync.Mutex
+	byKey  map[uint64]*transaction
+	heap   timerHeap
+	wake   chan struct{} // capacity 1: the heap has a new earliest event
+	closed bool
+	// recent remembers answered keys (ring order) to count duplicates.
+	recent     map[uint64]struct{}
+	recentRing [recentSize]uint64
+	recentNext int
+}
+
+func newTable() *table {
+	return &table{
+		byKey:  make(map[uint64]*transaction),
+		recent: make(map[uint64]struct{}, recentSize),
+		wake:   make(chan struct{}, 1),
+	}
+}
+
+// register adds tx under its key with its first timer event. It returns
+// false when the key is taken (the caller draws another) or the table is
+// closed, in which case tx.st.reason says so.
+func (tb *table) register(tx *transaction, first time.Time) bool {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if tb.closed {
+		tx.st.reason, tx.st.detail = qualify.ReasonTransport, "prober closed"
+		return false
+	}
+	if _, taken := tb.byKey[tx.st.req.key]; taken {
+		return false
+	}
+	tx.gen++
+	tx.active = true
+	tb.byKey[tx.st.req.key] = tx
+	tb.push(timerItem{due: first, tx: tx, gen: tx.gen})
+	return true
+}
+
+// push adds an event and wakes the timer goroutine if it is the earliest.
+// tb.mu must be held.
+func (tb *table) push(it timerItem) {
+	tb.heap.push(it)
+	if top := tb.heap.items[0]; top.tx == it.tx && top.gen == it.gen {
+		select {
+		case tb.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// complete removes tx and wakes its prober. tb.mu must be held and tx
+// active.
+func (tb *table) complete(tx *transaction) {
+	delete(tb.byKey, tx.st.req.key)
+	tx.active = false
+	tx.done <- struct{}{}
+}
+
+// fail completes tx with reason unless it already completed.
+func (tb *table) fail(tx *transaction, reason qualify.Reason, detail string) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if tx.active {
+		tx.st.reason, tx.st.detail = reason, detail
+		tb.complete(tx)
+	}
+}
+
+// abandon is called by the prober when it stops waiting for tx (context
+// cancelled). It reports whether tx was still outstanding; if not, its
+// done signal is pending and is consumed here.
+func (tb *table) abandon(tx *transaction) bool {
+	tb.mu.Lock()
+	active := tx.active
+	if active {
+		delete(tb.byKey, tx.st.req.key)
+		tx.active = false
+	}
+	tb.mu.Unlock()
+	if !active {
+		<-tx.done
+	}
+	return active
+}
+
+// match finds the transaction m answers, checks that it came from src on
+// conn, and completes it with a final response. It returns why not.
+func (tb *table) match(m *message, src netip.AddrPort, conn *streamConn, now time.Time) (drop, bool) {
+	key, ok := branchKey(m.branch)
+	if !ok {
+		return dropLate, false
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tx := tb.byKey[key]
+	switch {
+	case tx == nil:
+		if _, dup := tb.recent[key]; dup {
+			return dropDuplicate, false
+		}
+		return dropLate, false
+	case tx.st.conn != conn || (conn == nil && tx.st.dest != src):
+		return dropWrongSource, false
+	case !tx.matches(m):
+		return dropMismatch, false
+	case m.code < 200:
+		return dropNone, true // provisional: ignored, extends nothing
+	}
+	tx.answer(m, now)
+	tb.complete(tx)
+	tb.remember(key)
+	return dropNone, false
+}
+
+// matches compares the Call-ID and CSeq of m with the request's.
+func (tx *transaction) matches(m *message) bool {
+	var id [16]byte
+	return m.cseq == tx.st.req.cseq && string(m.cseqMethod) == "OPTIONS" &&
+		bytes.Equal(m.callID, appendHex(id[:0], tx.st.req.callID))
+}
+
+// answer records the final response m.
+func (tx *transaction) answer(m *message, now time.Time) {
+	st := &tx.st
+	st.code, st.recv = m.code, now
+	if !st.wantChallenge {
+		return
+	}
+	switch {
+	case m.code == 401 && m.wwwAuth != nil:
+		st.challenge = string(m.wwwAuth)
+	case m.code == 407 && m.proxyAuth != nil:
+		st.challenge, st.proxyAuth = string(m.proxyAuth), true
+	}
+}
+
+// remember records an answered key in the bounded recent set.
+func (tb *table) remember(key uint64) {
+	old := tb.recentRing[tb.recentNext]
+	if old != 0 {
+		delete(tb.recent, old)
+	}
+	tb.recentRing[tb.recentNext] = key
+	tb.recentNext = (tb.recentNext + 1) % recentSize
+	tb.recent[key] = struct{}{}
+}
+
+// failConn fails every transaction sent on conn (the connection broke).
+func (tb *table) failConn(conn *streamConn, detail string) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	for _, tx := range tb.byKey {
+		if tx.st.conn == conn {
+			tx.st.reason, tx.st.detail = qualify.ReasonTransport, detail
+			tb.complete(tx)
+		}
+	}
+}
+
+// close fails every outstanding transaction and refuses new ones.
+func (tb *table) close() {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.closed = true
+	for _, tx := range tb.byKey {
+		tx.st.reason, tx.st.detail = qualify.ReasonTransport, "prober closed"
+		tb.complete(tx)
+	}
+}

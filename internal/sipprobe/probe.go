@@ -1,0 +1,224 @@
+package sipprobe
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Probe sends one OPTIONS transaction to t and returns what it measured.
+//
+// The deadline is t.Timeout (qualify.SIPTransactionTimeout when <= 0) from
+// the first send; over TCP/TLS it starts before the connection is set up,
+// so a probe never lasts longer than that after DNS. DNS resolution has
+// its own timeout (Config.DNSTimeout) and is reported in Result.DNS. When
+// ctx is cancelled, Probe returns at once with reason timeout and detail
+// "canceled". A host name resolving to several targets probes them all
+// concurrently (see qualify.Result.Targets).
+func (p *Prober) Probe(ctx context.Context, t qualify.Target) qualify.Result {
+	rt, err := p.routes.get(&t)
+	if err != nil {
+		p.stats.transportErrors.Add(1)
+		return qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error()}
+	}
+	if t.Timeout <= 0 {
+		t.Timeout = qualify.SIPTransactionTimeout
+	}
+	if rt.addr.IsValid() {
+		return p.probeAddr(ctx, &t, rt, rt.dest, rt.destName)
+	}
+	return p.probeHost(ctx, &t, rt)
+}
+
+// probeHost resolves rt.host (RFC 3263) and probes every target.
+func (p *Prober) probeHost(ctx context.Context, t *qualify.Target, rt *route) qualify.Result {
+	start := time.Now()
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.DNSTimeout)
+	addrs, err := p.dns.resolve(dctx, rt.host, rt.port, rt.transport)
+	cancel()
+	took := time.Since(start)
+	if err != nil {
+		return qualify.Result{Reason: qualify.ReasonDNS, Detail: err.Error(), DNS: took}
+	}
+	if len(addrs) == 1 {
+		r := p.probeAddr(ctx, t, rt, addrs[0], destName(rt.transport, addrs[0]))
+		r.DNS = took
+		return r
+	}
+	results := make([]qualify.Result, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Go(func() { results[i] = p.probeAddr(ctx, t, rt, a, destName(rt.transport, a)) })
+	}
+	wg.Wait()
+	best := results[bestResult(results)]
+	best.Targets, best.DNS = results, took
+	return best
+}
+
+// bestResult picks the first 2xx, else the first final response, else
+// the first result.
+func bestResult(rs []qualify.Result) int {
+	final := -1
+	for i, r := range rs {
+		if r.Reason == qualify.ReasonNone && r.Code >= 200 && r.Code < 300 {
+			return i
+		}
+		if final < 0 && r.Reason == qualify.ReasonNone && r.Code >= 200 {
+			final = i
+		}
+	}
+	return max(final, 0)
+}
+
+func destName(t transport, a netip.AddrPort) string { return t.String() + " " + a.String() }
+
+// probeAddr runs one probe to dest, answering one digest challenge when
+// the target has credentials.
+func (p *Prober) probeAddr(ctx context.Context, t *qualify.Target, rt *route, dest netip.AddrPort, name string) qualify.Result {
+	tx := p.pool.Get().(*transaction)
+	defer p.release(tx)
+	if err := p.prepare(ctx, tx, t, rt, dest); err != nil {
+		p.stats.transportErrors.Add(1)
+		return qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Addr: name}
+	}
+	p.transact(ctx, tx, t.Timeout)
+	if tx.st.challenge != "" && tx.st.reason == qualify.ReasonNone {
+		p.answerChallenge(ctx, tx, t)
+	}
+	return result(&tx.st, name)
+}
+
+func (p *Prober) release(tx *transaction) {
+	tx.reset()
+	p.pool.Put(tx)
+}
+
+// prepare fills the request of a new probe to dest and, for TCP/TLS,
+// gets the connection (the deadline starts before the dial).
+func (p *Prober) prepare(ctx context.Context, tx *transaction, t *qualify.Target, rt *route, dest netip.AddrPort) error {
+	st := &tx.st
+	st.dest, st.interval = dest, T1
+	r := &st.req
+	r.ruri, r.to, r.route, r.transport = rt.ruri, rt.to, rt.proxy, rt.transport.via()
+	r.userAgent, r.cseq = p.cfg.UserAgent, 1
+	r.callID, r.fromTag = rand.Uint64(), rand.Uint64()
+	r.fromUser, r.fromHost = cmpOrStr(rt.fromUser, p.cfg.FromUser), cmpOrStr(rt.fromDomain, p.cfg.FromDomain)
+	st.wantChallenge = t.Options != nil && t.Options.Auth.Username != ""
+	if rt.transport == udp {
+		sentBy, err := p.udp.viaSentBy(dest.Addr())
+		r.sentBy, r.fromHost = sentBy, cmpOrStr(r.fromHost, sentBy)
+		return err
+	}
+	st.deadline = time.Now().Add(t.Timeout)
+	dctx, cancel := context.WithDeadline(ctx, st.deadline)
+	defer cancel()
+	conn, err := p.streams.get(dctx, streamKey{transport: rt.transport, addr: dest, serverName: rt.serverName()})
+	if err != nil {
+		return err
+	}
+	st.conn, r.sentBy, r.fromHost = conn, conn.sentBy, cmpOrStr(r.fromHost, conn.sentBy)
+	return nil
+}
+
+func cmpOrStr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// serverName is the TLS server name to verify: the URI host.
+func (rt *route) serverName() string { return strings.Trim(rt.host, "[]") }
+
+// transact sends the request in tx as a new client transaction and waits
+// for its outcome. The first call of a probe sets the RTT start and, for
+// UDP, the deadline.
+func (p *Prober) transact(ctx context.Context, tx *transaction, timeout time.Duration) {
+	st := &tx.st
+	now := time.Now()
+	if st.sent.IsZero() {
+		st.sent = now
+		if st.conn == nil {
+			st.deadline = now.Add(timeout)
+		}
+	}
+	if !now.Before(st.deadline) {
+		st.reason = qualify.ReasonTimeout
+		return
+	}
+	if !p.register(tx, now) {
+		return
+	}
+	p.stats.probes.Add(1)
+	if err := p.send(st); err != nil {
+		p.stats.transportErrors.Add(1)
+		p.table.fail(tx, qualify.ReasonTransport, "send failed")
+	}
+	p.wait(ctx, tx)
+}
+
+// register draws a fresh branch, builds the request and adds it to the
+// pending table. It returns false when the table is closed.
+func (p *Prober) register(tx *transaction, now time.Time) bool {
+	st := &tx.st
+	for {
+		st.req.key = rand.Uint64()
+		st.buf = appendRequest(st.buf[:0], &st.req)
+		if p.table.register(tx, firstEvent(st, now)) {
+			return true
+		}
+		if st.reason != qualify.ReasonNone {
+			return false
+		}
+	}
+}
+
+func (p *Prober) send(st *txState) error {
+	if st.conn != nil {
+		return st.conn.write(st.buf)
+	}
+	return p.udp.send(st.buf, st.dest)
+}
+
+// wait blocks until the transaction completes or ctx is cancelled.
+func (p *Prober) wait(ctx context.Context, tx *transaction) {
+	select {
+	case <-tx.done:
+	case <-ctx.Done():
+		if p.table.abandon(tx) {
+			tx.st.reason, tx.st.detail = qualify.ReasonTimeout, "canceled"
+		}
+	}
+}
+
+// answerChallenge retries the probe once with digest credentials, as a new
+// transaction (CSeq + 1, same Call-ID and From tag, RFC 3261 section
+// 22.2) within the same deadline. If the challenge cannot be answered, the
+// challenge itself is the probe's final response (a success, as Asterisk).
+func (p *Prober) answerChallenge(ctx context.Context, tx *transaction, t *qualify.Target) {
+	st := &tx.st
+	name, value, err := authorization(st.challenge, st.proxyAuth, t.Options.Auth, st.req.ruri)
+	if err != nil {
+		return
+	}
+	p.stats.authRetries.Add(1)
+	st.req.authName, st.req.authValue = name, value
+	st.req.cseq++
+	st.code, st.challenge, st.wantChallenge, st.interval = 0, "", false, T1
+	p.transact(ctx, tx, t.Timeout)
+}
+
+// result converts the outcome of a transaction.
+func result(st *txState, name string) qualify.Result {
+	r := qualify.Result{Sent: st.sent, Reason: st.reason, Detail: st.detail, Addr: name}
+	if st.reason == qualify.ReasonNone {
+		r.Code, r.RTT = st.code, st.recv.Sub(st.sent)
+	}
+	return r
+}

@@ -1,0 +1,179 @@
+package sipprobe
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/emiago/sipgo/sip"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// transport is a SIP transport protocol.
+type transport uint8
+
+const (
+	udp transport = iota
+	tcp
+	tlsTransport
+)
+
+// via returns the transport token of a Via header.
+func (t transport) via() string { return [...]string{"UDP", "TCP", "TLS"}[t] }
+
+func (t transport) String() string { return [...]string{"udp", "tcp", "tls"}[t] }
+
+// defaultPort is the port of a URI without one (RFC 3263 section 4.2).
+func (t transport) defaultPort() uint16 {
+	if t == tlsTransport {
+		return 5061
+	}
+	return 5060
+}
+
+// route is what a target's URI and options say about where and how to
+// send: parsed once per (URI, options) and cached.
+type route struct {
+	ruri  string
+	to    string
+	proxy string // Route header value, or ""
+	// host is where the request goes: the contact, or the outbound proxy.
+	host      string
+	addr      netip.Addr // host as an IP literal, if it is one
+	port      uint16     // 0: none in the URI
+	transport transport
+	// dest and destName are the address and its Result.Addr when host is
+	// an IP literal.
+	dest     netip.AddrPort
+	destName string
+	// fromUser and fromDomain come from the target's ProbeOptions.
+	fromUser, fromDomain string
+}
+
+// routeKey identifies a cached route.
+type routeKey struct {
+	uri  string
+	opts qualify.ProbeOptions
+}
+
+// maxRoutes bounds the route cache; it is emptied when full, which only
+// costs a re-parse.
+const maxRoutes = 1 << 16
+
+// routes caches parsed routes.
+type routes struct {
+	mu sync.RWMutex
+	m  map[routeKey]*route
+}
+
+// get returns the route of t, parsing it on first use.
+func (rs *routes) get(t *qualify.Target) (*route, error) {
+	key := routeKey{uri: t.URI}
+	if t.Options != nil {
+		key.opts = *t.Options
+	}
+	rs.mu.RLock()
+	r := rs.m[key]
+	rs.mu.RUnlock()
+	if r != nil {
+		return r, nil
+	}
+	r, err := parseRoute(t.URI, &key.opts)
+	if err != nil {
+		return nil, err
+	}
+	rs.mu.Lock()
+	if len(rs.m) >= maxRoutes || rs.m == nil {
+		rs.m = make(map[routeKey]*route)
+	}
+	rs.m[key] = r
+	rs.mu.Unlock()
+	return r, nil
+}
+
+// parseRoute builds the route of a contact URI: the destination is the
+// outbound proxy when there is one, else the contact.
+func parseRoute(uri string, o *qualify.ProbeOptions) (*route, error) {
+	contact, err := parseSIPURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	r := &route{ruri: uri, to: "<" + uri + ">", fromUser: o.FromUser, fromDomain: o.FromDomain}
+	dest := contact
+	if o.OutboundProxy != "" {
+		if dest, err = parseSIPURI(o.OutboundProxy); err != nil {
+			return nil, fmt.Errorf("outbound proxy: %w", err)
+		}
+		r.proxy = routeValue(o.OutboundProxy)
+	}
+	if r.transport, err = chooseTransport(&dest, o.Transport); err != nil {
+		return nil, err
+	}
+	r.host, r.port = dest.Host, uint16(dest.Port)
+	if a, err := netip.ParseAddr(strings.Trim(dest.Host, "[]")); err == nil {
+		r.addr = a.Unmap()
+		r.dest = netip.AddrPortFrom(r.addr, cmpOr(r.port, r.transport.defaultPort()))
+		r.destName = destName(r.transport, r.dest)
+	}
+	return r, nil
+}
+
+// parseSIPURI parses a sip: or sips: URI with sipgo's parser.
+func parseSIPURI(s string) (sip.Uri, error) {
+	var u sip.Uri
+	if err := sip.ParseUri(strings.Trim(s, "<>"), &u); err != nil {
+		return u, fmt.Errorf("URI %q: %w", s, err)
+	}
+	if u.Scheme != "sip" && u.Scheme != "sips" {
+		return u, fmt.Errorf("URI %q: scheme %q is not sip or sips", s, u.Scheme)
+	}
+	if u.Host == "" || u.Port < 0 || u.Port > 65535 {
+		return u, fmt.Errorf("URI %q: no host or bad port", s)
+	}
+	return u, nil
+}
+
+// chooseTransport picks the transport as Asterisk does: the URI's
+// transport parameter (or the sips scheme), then the endpoint's transport.
+func chooseTransport(u *sip.Uri, endpoint string) (transport, error) {
+	name, _ := u.UriParams.Get("transport")
+	if name == "" {
+		name = endpoint
+	}
+	if u.Scheme == "sips" {
+		name = "tls"
+	}
+	switch strings.ToLower(name) {
+	case "", "udp":
+		return udp, nil
+	case "tcp":
+		return tcp, nil
+	case "tls":
+		return tlsTransport, nil
+	}
+	return udp, fmt.Errorf("URI %q: unsupported transport %q", u.String(), name)
+}
+
+// routeValue is the Route header value for an outbound proxy: the URI in
+// angle brackets with the loose-routing parameter (RFC 3261 section 16.12).
+func routeValue(proxy string) string {
+	uri := strings.Trim(proxy, "<>")
+	if !strings.Contains(uri, ";lr") {
+		uri += ";lr"
+	}
+	return "<" + uri + ">"
+}
+
+// hostPort formats a local address as a Via sent-by.
+func hostPort(ap netip.AddrPort) string {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+}
+
+// cmpOr returns p, or def when p is 0.
+func cmpOr(p, def uint16) uint16 {
+	if p == 0 {
+		return def
+	}
+	return p
+}

@@ -1,0 +1,156 @@
+package sipprobe
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// timerItem is one due event of a transaction: a Timer E retransmission or
+// its deadline. Items are never removed early; an item whose gen differs
+// from its transaction's, or whose transaction is no longer active, is
+// stale and skipped when it comes due.
+type timerItem struct {
+	due time.Time
+	tx  *transaction
+	gen uint64
+}
+
+// timerHeap is a binary min-heap of timerItem by due time, without the
+// interface boxing of container/heap.
+type timerHeap struct{ items []timerItem }
+
+func (h *timerHeap) push(it timerItem) {
+	h.items = append(h.items, it)
+	i := len(h.items) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h.items[i].due.Before(h.items[parent].due) {
+			break
+		}
+		h.items[i], h.items[parent] = h.items[parent], h.items[i]
+		i = parent
+	}
+}
+
+func (h *timerHeap) pop() timerItem {
+	top := h.items[0]
+	last := len(h.items) - 1
+	h.items[0] = h.items[last]
+	h.items[last] = timerItem{}
+	h.items = h.items[:last]
+	h.down(0)
+	return top
+}
+
+func (h *timerHeap) down(i int) {
+	n := len(h.items)
+	for {
+		small, l, r := i, 2*i+1, 2*i+2
+		if l < n && h.items[l].due.Before(h.items[small].due) {
+			small = l
+		}
+		if r < n && h.items[r].due.Before(h.items[small].due) {
+			small = r
+		}
+		if small == i {
+			return
+		}
+		h.items[i], h.items[small] = h.items[small], h.items[i]
+		i = small
+	}
+}
+
+// resend is one retransmission taken out of the lock: the request bytes
+// are copied so the transaction may complete and be reused meanwhile.
+type resend struct {
+	off, n int
+	dest   netip.AddrPort
+}
+
+// timers runs the due events of a table: one goroutine and one time.Timer
+// for every transaction in flight (STYLE.md habit 4).
+type timers struct {
+	tb      *table
+	send    func(b []byte, dest netip.AddrPort) // UDP retransmission
+	counts  *counters
+	arena   []byte
+	resends []resend
+}
+
+// run fires due events until stop is closed.
+func (ts *timers) run(stop <-chan struct{}) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-ts.tb.wake:
+		}
+		next := ts.fire(time.Now())
+		t.Reset(next)
+	}
+}
+
+// fire handles every event due at now, sends the retransmissions outside
+// the lock, and returns the wait until the next event.
+func (ts *timers) fire(now time.Time) time.Duration {
+	ts.arena, ts.resends = ts.arena[:0], ts.resends[:0]
+	ts.tb.mu.Lock()
+	for len(ts.tb.heap.items) > 0 && !ts.tb.heap.items[0].due.After(now) {
+		ts.event(ts.tb.heap.pop())
+	}
+	next := time.Hour
+	if len(ts.tb.heap.items) > 0 {
+		next = ts.tb.heap.items[0].due.Sub(now)
+	}
+	ts.tb.mu.Unlock()
+	for _, r := range ts.resends {
+		ts.send(ts.arena[r.off:r.off+r.n], r.dest)
+	}
+	ts.counts.retransmissions.Add(uint64(len(ts.resends)))
+	return next
+}
+
+// event handles one due item; ts.tb.mu is held. Decisions use the item's
+// due time, not the (possibly late) wake-up time, so the Timer E schedule
+// is exact: 500 ms, 1.5 s, 3.5 s, 7.5 s, ... after the first send.
+func (ts *timers) event(it timerItem) {
+	tx := it.tx
+	switch {
+	case !tx.active || tx.gen != it.gen:
+		return
+	case !it.due.Before(tx.st.deadline):
+		tx.st.reason = qualify.ReasonTimeout
+		ts.counts.timeouts.Add(1)
+		ts.tb.complete(tx)
+		return
+	case tx.st.conn != nil:
+		// Reliable transports never retransmit (RFC 3261 17.1.2.2).
+		ts.tb.heap.push(timerItem{due: tx.st.deadline, tx: tx, gen: it.gen})
+		return
+	}
+	st := &tx.st
+	ts.resends = append(ts.resends, resend{off: len(ts.arena), n: len(st.buf), dest: st.dest})
+	ts.arena = append(ts.arena, st.buf...)
+	st.interval = min(2*st.interval, T2)
+	ts.tb.heap.push(timerItem{due: minTime(it.due.Add(st.interval), st.deadline), tx: tx, gen: it.gen})
+}
+
+// firstEvent is the first timer event of a transaction sent at sent.
+func firstEvent(st *txState, sent time.Time) time.Time {
+	if st.conn != nil {
+		return st.deadline
+	}
+	return minTime(sent.Add(st.interval), st.deadline)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

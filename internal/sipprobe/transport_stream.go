@@ -1,0 +1,217 @@
+package sipprobe
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// streamKey identifies one reused TCP or TLS connection.
+type streamKey struct {
+	transport  transport
+	addr       netip.AddrPort
+	serverName string // TLS only
+}
+
+// streamConn is one TCP or TLS connection with its reader goroutine.
+type streamConn struct {
+	c      net.Conn
+	sentBy string
+	wmu    sync.Mutex
+	broken atomic.Bool
+}
+
+// write sends one message; a failed write breaks the connection.
+func (sc *streamConn) write(b []byte) error {
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	_ = sc.c.SetWriteDeadline(time.Now().Add(T2))
+	if _, err := sc.c.Write(b); err != nil {
+		sc.breakConn()
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+func (sc *streamConn) breakConn() {
+	sc.broken.Store(true)
+	_ = sc.c.Close()
+}
+
+// streamSlot holds the connection of one destination; its mutex
+// serialises dialing so concurrent probes share one connection.
+type streamSlot struct {
+	mu   sync.Mutex
+	conn *streamConn
+}
+
+// streams is the pool of TCP/TLS connections, one per destination,
+// reconnected on demand.
+type streams struct {
+	mu     sync.Mutex
+	slots  map[streamKey]*streamSlot
+	closed bool
+	tls    *tls.Config
+	wg     sync.WaitGroup
+	// serve runs the reader of a new connection.
+	serve func(sc *streamConn)
+}
+
+// get returns the live connection to key, dialing one (bounded by ctx) if
+// there is none or the last one broke.
+func (s *streams) get(ctx context.Context, key streamKey) (*streamConn, error) {
+	slot, err := s.slot(key)
+	if err != nil {
+		return nil, err
+	}
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.conn != nil && !slot.conn.broken.Load() {
+		return slot.conn, nil
+	}
+	c, err := s.dial(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	sc := &streamConn{c: c, sentBy: hostPort(c.LocalAddr().(*net.TCPAddr).AddrPort())}
+	if !s.start(sc) {
+		return nil, errors.New("prober closed")
+	}
+	slot.conn = sc
+	return sc, nil
+}
+
+func (s *streams) slot(key streamKey) (*streamSlot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("prober closed")
+	}
+	slot := s.slots[key]
+	if slot == nil {
+		slot = &streamSlot{}
+		s.slots[key] = slot
+	}
+	return slot, nil
+}
+
+// start runs the reader of sc unless the pool is closed.
+func (s *streams) start(sc *streamConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = sc.c.Close()
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.serve(sc)
+	}()
+	return true
+}
+
+// dial connects to key.addr and, for TLS, completes a verified handshake.
+func (s *streams) dial(ctx context.Context, key streamKey) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", key.addr.String())
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if key.transport != tlsTransport {
+		return c, nil
+	}
+	cfg := s.tls.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = key.serverName
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return tc, nil
+}
+
+// close closes every connection and waits for the readers.
+func (s *streams) close() {
+	s.mu.Lock()
+	s.closed = true
+	for _, slot := range s.slots {
+		slot.mu.Lock()
+		if slot.conn != nil {
+			slot.conn.breakConn()
+		}
+		slot.mu.Unlock()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// serveStream reads messages from sc until it breaks, then fails the
+// probes still waiting on it.
+func (p *Prober) serveStream(sc *streamConn) {
+	r := bufio.NewReaderSize(sc.c, 4096)
+	var buf []byte
+	src := sc.c.RemoteAddr().(*net.TCPAddr).AddrPort()
+	for {
+		var err error
+		buf, err = readStreamMessage(r, buf[:0], p.cfg.MaxMessageSize)
+		if errors.Is(err, errOversized) {
+			p.stats.oversized.Add(1)
+		}
+		if err != nil {
+			break
+		}
+		p.handle(buf, src, sc, time.Now())
+	}
+	sc.breakConn()
+	p.table.failConn(sc, "connection closed")
+}
+
+var errOversized = errors.New("message too large")
+
+// readStreamMessage reads one message (headers, then Content-Length bytes
+// of body, RFC 3261 section 18.3) into buf, skipping keep-alive CRLFs.
+func readStreamMessage(r *bufio.Reader, buf []byte, max int) ([]byte, error) {
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == 0 && (len(line) <= 2 && (line[0] == '\r' || line[0] == '\n')) {
+			continue // keep-alive (RFC 5626 section 3.5.1)
+		}
+		if len(buf)+len(line) > max {
+			return buf, errOversized
+		}
+		buf = append(buf, line...)
+		if len(line) <= 2 && (line[0] == '\r' || line[0] == '\n') {
+			break
+		}
+	}
+	return readBody(r, buf, max)
+}
+
+// readBody appends the body announced by the headers in buf.
+func readBody(r *bufio.Reader, buf []byte, max int) ([]byte, error) {
+	var m message
+	if err := parseMessage(buf, &m); err != nil || m.contentLen <= 0 {
+		return buf, nil // handle counts the malformed; no body to skip
+	}
+	if len(buf)+m.contentLen > max {
+		return buf, errOversized
+	}
+	n := len(buf)
+	buf = append(buf, make([]byte, m.contentLen)...)
+	_, err := io.ReadFull(r, buf[n:])
+	return buf, err
+}
