@@ -3,7 +3,7 @@ GO       ?= go
 GOFLAGS  ?=
 PKGS     := ./...
 
-.PHONY: all build test deps vet unit bench fuzz clean
+.PHONY: all build test deps vet unit bench bench-engine clean
 
 all: build
 
@@ -36,6 +36,12 @@ test: deps vet unit
 # bench runs the micro and engine benchmarks (numbers go in issue notes).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# bench-engine runs the engine for 30 s in real time at 10k, 100k and 1M
+# contacts (F = 60 s, an instant fake prober) and prints the scaling table.
+bench-engine:
+	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
+	for n in 10000 100000 1000000; do bin/qualifyd-bench engine --contacts $$n --duration 30s; done
 
 clean:
 	rm -rf bin

@@ -1,0 +1,33 @@
+// Command qualifyd-bench measures qualifyd's engine and prober on this
+// machine, in real time, and prints the figures quoted in the README and
+// the issues. Every figure it prints comes from one run of it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: qualifyd-bench engine [options]   (see -h of each)")
+		return 2
+	}
+	switch args[0] {
+	case "engine":
+		return runEngine(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "qualifyd-bench: unknown benchmark %q\n", args[0])
+	return 2
+}
