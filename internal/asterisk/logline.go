@@ -1,0 +1,71 @@
+package asterisk
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Line returns the log line of one engine event, without a trailing
+// newline; ok is false for events that print nothing.
+//
+//	Contact pbx07/sip:pbx07@192.0.2.7:5060 is now Unreachable.  RTT: 0.000 msec
+//	Contact pbx07/sip:pbx07@192.0.2.7:5060 qualify failed (timeout): 1/3 failures, retrying in 2s
+func Line(ev engine.Event) (line string, ok bool) {
+	switch ev.Kind {
+	case engine.StatusChanged:
+		return statusLine(ev), true
+	case engine.ProbeFailed:
+		return fmt.Sprintf("Contact %s/%s qualify failed (%s): %d/%d failures, retrying in %s",
+			ev.AoR, ev.URI, ReasonText(ev.Reason, ev.Result.Code), ev.Failures, ev.FailureThreshold, Seconds(ev.Next.Sub(ev.Time))), true
+	case engine.RecoveryProgress:
+		return fmt.Sprintf("Contact %s/%s qualify succeeded: %d/%d successes, next in %s.  RTT: %s msec",
+			ev.AoR, ev.URI, ev.Successes, ev.SuccessThreshold, Seconds(ev.Next.Sub(ev.Time)), Msec(ev.Result.RTT)), true
+	}
+	return "", false
+}
+
+// statusLine is Asterisk's "Contact AOR/URI is now LABEL.  RTT: N.NNN msec"
+// (two spaces after the period; RTT 0.000 unless the probe answered).
+func statusLine(ev engine.Event) string {
+	label := ev.To.String()
+	if ev.To == qualify.Unreachable && ev.LatencyOnly {
+		label += " (latency only, still routable)"
+	}
+	rtt := time.Duration(0)
+	if ev.To == qualify.Reachable {
+		rtt = ev.Result.RTT
+	}
+	return fmt.Sprintf("Contact %s/%s is now %s.  RTT: %s msec", ev.AoR, ev.URI, label, Msec(rtt))
+}
+
+// EndpointLine is Asterisk's endpoint availability line.
+func EndpointLine(endpoint string, available bool) string {
+	state := "Unreachable"
+	if available {
+		state = "Reachable"
+	}
+	return "Endpoint " + endpoint + " is now " + state
+}
+
+// ReasonText names a failure as the logs and the API do: "timeout",
+// "transport", "dns", or "status 503".
+func ReasonText(r qualify.Reason, code int) string {
+	if r == qualify.ReasonStatus {
+		return "status " + strconv.Itoa(code)
+	}
+	return r.String()
+}
+
+// Msec formats d in milliseconds with three decimals, as Asterisk's RTT.
+func Msec(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64)
+}
+
+// Seconds formats d in seconds with at most three decimals: "2s", "2.5s".
+func Seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Round(time.Millisecond).Seconds(), 'f', -1, 64) + "s"
+}
