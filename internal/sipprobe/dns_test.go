@@ -1,0 +1,174 @@
+package sipprobe
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// dnsServer is an authoritative test server on loopback answering from a
+// fixed record set; everything else is NXDOMAIN.
+type dnsServer struct {
+	addr    string
+	queries atomic.Int64
+	mu      sync.Mutex
+	records map[string][]dns.RR // by "name type"
+}
+
+func newDNSServer(t *testing.T, rrs ...string) *dnsServer {
+	t.Helper()
+	s := &dnsServer{records: make(map[string][]dns.RR)}
+	for _, text := range rrs {
+		rr, err := dns.NewRR(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := rr.Header().Name + " " + dns.TypeToString[rr.Header().Rrtype]
+		s.records[key] = append(s.records[key], rr)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = pc.LocalAddr().String()
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, Handler: s, NotifyStartedFunc: func() { close(started) }}
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return s
+}
+
+func (s *dnsServer) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	s.queries.Add(1)
+	m := new(dns.Msg).SetReply(req)
+	m.Authoritative = true
+	q := req.Question[0]
+	s.mu.Lock()
+	m.Answer = s.records[strings.ToLower(q.Name)+" "+dns.TypeToString[q.Qtype]]
+	s.mu.Unlock()
+	if len(m.Answer) == 0 && !s.known(q.Name) {
+		m.Rcode = dns.RcodeNameError
+	}
+	_ = w.WriteMsg(m)
+}
+
+// known reports whether any record exists for name.
+func (s *dnsServer) known(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.records {
+		if strings.HasPrefix(key, strings.ToLower(name)+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+func portOf(ap netip.AddrPort) string { return strconv.Itoa(int(ap.Port())) }
+
+// TestDNSSRVAllTargets: every SRV target is probed; the contact succeeds
+// because one answers, and each target is reported.
+func TestDNSSRVAllTargets(t *testing.T) {
+	silent := newUDPResponder(t, nil)
+	live := newUDPResponder(t, func(x *exchange) { x.reply(200) })
+	d := newDNSServer(t,
+		"_sip._udp.pbx.test. 60 IN SRV 10 50 "+portOf(silent.addr)+" a.pbx.test.",
+		"_sip._udp.pbx.test. 60 IN SRV 20 50 "+portOf(live.addr)+" b.pbx.test.",
+		"a.pbx.test. 60 IN A 127.0.0.1", "b.pbx.test. 60 IN A 127.0.0.1")
+	p := newProber(t, Config{Resolver: d.addr})
+	res := p.Probe(t.Context(), target("sip:trunk@pbx.test", 500*time.Millisecond))
+	if res.Code != 200 || res.Addr != "udp "+live.addr.String() || res.DNS <= 0 {
+		t.Fatalf("got %+v, want 200 from %s", res, live.addr)
+	}
+	if len(res.Targets) != 2 || res.Targets[0].Reason != qualify.ReasonTimeout ||
+		res.Targets[0].Addr != "udp "+silent.addr.String() || res.Targets[1].Code != 200 {
+		t.Errorf("targets %+v", res.Targets)
+	}
+}
+
+// TestDNSExplicitPortCached: a host with a port is looked up as A/AAAA
+// only, and the answers are cached for their TTL.
+func TestDNSExplicitPortCached(t *testing.T) {
+	live := newUDPResponder(t, func(x *exchange) { x.reply(200) })
+	d := newDNSServer(t, "host.test. 60 IN A 127.0.0.1")
+	p := newProber(t, Config{Resolver: d.addr})
+	for range 3 {
+		res := p.Probe(t.Context(), target("sip:trunk@host.test:"+portOf(live.addr), 3*time.Second))
+		if res.Code != 200 || res.Targets != nil {
+			t.Fatalf("got %+v", res)
+		}
+	}
+	if q := d.queries.Load(); q != 2 {
+		t.Errorf("%d queries, want 2 (A and AAAA once)", q)
+	}
+}
+
+// TestDNSTCP: transport=tcp looks up _sip._tcp.
+func TestDNSTCP(t *testing.T) {
+	live := newStreamResponder(t, nil, func(x *exchange) { x.reply(200) })
+	d := newDNSServer(t, "_sip._tcp.tcp.test. 60 IN SRV 0 0 "+portOf(live.addr)+" srv.tcp.test.",
+		"srv.tcp.test. 60 IN A 127.0.0.1")
+	p := newProber(t, Config{Resolver: d.addr})
+	res := p.Probe(t.Context(), target("sip:trunk@tcp.test;transport=tcp", 3*time.Second))
+	if res.Code != 200 || res.Addr != "tcp "+live.addr.String() {
+		t.Fatalf("got %+v", res)
+	}
+}
+
+func TestDNSFailure(t *testing.T) {
+	d := newDNSServer(t, "other.test. 60 IN A 127.0.0.1")
+	dead, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close() // bound, never answers
+	for name, cfg := range map[string]Config{
+		"nxdomain": {Resolver: d.addr},
+		"silent":   {Resolver: dead.LocalAddr().String(), DNSTimeout: 300 * time.Millisecond},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newProber(t, cfg)
+			res := p.Probe(t.Context(), target("sip:trunk@missing.test", 3*time.Second))
+			if res.Reason != qualify.ReasonDNS || res.Detail == "" || !res.Sent.IsZero() {
+				t.Fatalf("got %+v, want dns", res)
+			}
+		})
+	}
+}
+
+// TestResolveOrder checks RFC 3263 target selection without probing.
+func TestResolveOrder(t *testing.T) {
+	d := newDNSServer(t,
+		"_sips._tcp.s.test. 60 IN SRV 20 0 5001 b.s.test.",
+		"_sips._tcp.s.test. 60 IN SRV 10 0 5002 a.s.test.",
+		"a.s.test. 60 IN AAAA ::1", "b.s.test. 60 IN A 127.0.0.2",
+		"plain.test. 60 IN A 127.0.0.3", "plain.test. 60 IN AAAA ::3")
+	r := newResolver(d.addr)
+	cases := []struct {
+		host string
+		port uint16
+		tr   transport
+		want string
+	}{
+		{"s.test", 0, tlsTransport, "[[::1]:5002 127.0.0.2:5001]"},
+		{"plain.test", 0, udp, "[127.0.0.3:5060 [::3]:5060]"},
+		{"plain.test", 0, tlsTransport, "[127.0.0.3:5061 [::3]:5061]"},
+		{"plain.test", 7, tcp, "[127.0.0.3:7 [::3]:7]"},
+	}
+	for _, tc := range cases {
+		got, err := r.resolve(t.Context(), tc.host, tc.port, tc.tr)
+		if err != nil || fmt.Sprint(got) != tc.want {
+			t.Errorf("%s:%d %v: got %v, %v, want %s", tc.host, tc.port, tc.tr, got, err, tc.want)
+		}
+	}
+}
