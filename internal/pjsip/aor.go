@@ -2,6 +2,7 @@ package pjsip
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -115,7 +116,7 @@ func setBool(set func(*AoR, bool)) aorOption {
 // setCount reads an integer of at least 1.
 func setCount(set func(*AoR, int)) aorOption {
 	return func(a *AoR, v string) error {
-		n, err := parseRange(v, 1, 1<<31-1)
+		n, err := parseRange(v, 1, math.MaxInt32)
 		if err == nil {
 			set(a, n)
 		}

@@ -46,7 +46,10 @@ func parseRange(s string, lo, hi uint32) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n < lo || n > hi {
+	switch {
+	case n < lo && hi == math.MaxInt32:
+		return 0, causef(ErrValue, "%q is out of range: must be at least %d", s, lo)
+	case n < lo || n > hi:
 		return 0, causef(ErrValue, "%q is out of range: must be between %d and %d", s, lo, hi)
 	}
 	return int(n), nil

@@ -1,0 +1,176 @@
+package pjsip
+
+import (
+	"errors"
+	"testing"
+	"testing/fstest"
+)
+
+// parseFiles parses src as pjsip.conf with files as the other files of the
+// configuration directory.
+func parseFiles(src string, files map[string]string) (*Config, error) {
+	fsys := fstest.MapFS{}
+	for name, body := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(body)}
+	}
+	return Parse("pjsip.conf", []byte(src), Options{FS: fsys})
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		is   error
+		want string
+	}{
+		{"no closing bracket", "[pbx07\ntype=aor", ErrSyntax,
+			`pjsip.conf:1: syntax error: no closing ']' in "[pbx07"`},
+		{"no closing paren", "[pbx07](!", ErrSyntax,
+			`pjsip.conf:1: section "pbx07": syntax error: no closing ')' in "[pbx07](!"`},
+		{"option outside section", "type=aor", ErrSyntax,
+			`pjsip.conf:1: syntax error: option "type=aor" outside any section`},
+		{"no equals", "[a]\ntype=aor\nqualify_frequency", ErrSyntax,
+			`pjsip.conf:3: section "a": syntax error: no '=' in "qualify_frequency"`},
+		{"no name", "[a]\n = 3", ErrSyntax,
+			`pjsip.conf:2: section "a": syntax error: no option name in "= 3"`},
+		{"invalid escape", "[a]\n\\ x=1", ErrSyntax,
+			`pjsip.conf:2: section "a": syntax error: invalid escape in "\\ x=1"`},
+		{"unclosed block comment", "[a]\ntype=aor ;-- starts\n\n", ErrSyntax,
+			`pjsip.conf:2: syntax error: block comment ";--" is never closed with "--;"`},
+		{"stray block end", "[a]\ntype=aor --;", ErrSyntax,
+			`pjsip.conf:2: syntax error: "--;" closes no block comment`},
+		{"empty inheritance", "[x](!)\n[a](x,)", ErrSyntax,
+			`pjsip.conf:2: section "a": syntax error: empty name in the section's options`},
+		{"missing template", "[a](!)\n[b](tpl)\ntype=aor", ErrNoSection,
+			`pjsip.conf:2: section "b": no such section: inherits from "tpl", which is not defined before`},
+		{"template defined later", "[b](tpl)\n[tpl](!)", ErrNoSection,
+			`pjsip.conf:1: section "b": no such section: inherits from "tpl", which is not defined before`},
+		{"append to missing", "[a]\ntype=aor\n[b](+)\nx=1", ErrNoSection,
+			`pjsip.conf:3: section "b": no such section: append (+) to a section not defined before`},
+		{"append to template", "[a](!)\ntype=aor\n[a](+)\nx=1", ErrNoSection,
+			`pjsip.conf:3: section "a": no such section: append (+) to a section not defined before`},
+		{"filtered append matches nothing", "[pbx07]\ntype=endpoint\n[pbx07](+type=aor)\nqualify_failures=3", ErrNoSection,
+			`pjsip.conf:3: section "pbx07": no such section: append (+type=aor) matches no section defined before`},
+		{"bad filter", "[a]\ntype=aor\n[a](+type=a[)", ErrSyntax,
+			`pjsip.conf:3: section "a": syntax error: filter "type=a[": error parsing regexp: missing closing ]: ` + "`[`"},
+		{"unknown aor option", "[pbx07]\ntype=aor\nqualify_falures=3", ErrUnknownOption,
+			`pjsip.conf:3: section "pbx07": option "qualify_falures": unknown option: Asterisk defines no AoR option "qualify_falures"`},
+		{"frequency too big", "[a]\ntype=aor\nqualify_frequency=86401", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_frequency": invalid value: "86401" is out of range: must be between 0 and 86400`},
+		{"frequency fractional", "[a]\ntype=aor\nqualify_frequency=1.5", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_frequency": invalid value: "1.5" is not an unsigned integer`},
+		{"frequency negative", "[a]\ntype=aor\nqualify_frequency=-1", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_frequency": invalid value: "-1" is not an unsigned integer`},
+		{"frequency empty", "[a]\ntype=aor\nqualify_frequency=", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_frequency": invalid value: "" is not an unsigned integer`},
+		{"frequency bad octal", "[a]\ntype=aor\nqualify_frequency=08", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_frequency": invalid value: "08" is not an unsigned integer`},
+		{"timeout not a number", "[a]\ntype=aor\nqualify_timeout=3s", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_timeout": invalid value: "3s" is not a number of seconds`},
+		{"timeout too big", "[a]\ntype=aor\nqualify_timeout=86400.5", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_timeout": invalid value: "86400.5" is out of range: must be at most 86400 seconds`},
+		{"timeout nan", "[a]\ntype=aor\nqualify_timeout=nan", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_timeout": invalid value: "nan" is not a number of seconds`},
+		{"failures zero", "[a]\ntype=aor\nqualify_failures=0", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_failures": invalid value: "0" is out of range: must be at least 1`},
+		{"successes word", "[a]\ntype=aor\nqualify_successes=two", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_successes": invalid value: "two" is not an unsigned integer`},
+		{"retry negative", "[a]\ntype=aor\nqualify_retry_interval=-0.5", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_retry_interval": invalid value: "-0.5" is out of range: must be between 0 and 86400 seconds`},
+		{"down too big", "[a]\ntype=aor\nqualify_down_interval=1e6", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_down_interval": invalid value: "1e6" is out of range: must be between 0 and 86400 seconds`},
+		{"bad boolean", "[a]\ntype=aor\nqualify_2xx_only=maybe", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_2xx_only": invalid value: "maybe" is not a boolean (yes or no)`},
+		{"bad Asterisk boolean", "[a]\ntype=aor\nremove_existing=", ErrValue,
+			`pjsip.conf:3: section "a": option "remove_existing": invalid value: "" is not a boolean (yes or no)`},
+		{"bad Asterisk integer", "[a]\ntype=aor\nmax_contacts=one", ErrValue,
+			`pjsip.conf:3: section "a": option "max_contacts": invalid value: "one" is not an unsigned integer`},
+		{"contact not sip", "[a]\ntype=aor\ncontact=sip:ok@192.0.2.1,http://192.0.2.1", ErrValue,
+			`pjsip.conf:3: section "a": option "contact": invalid value: contact "http://192.0.2.1" is not a sip: or sips: URI`},
+		{"contact without host", "[a]\ntype=aor\ncontact=sip:alice@", ErrValue,
+			`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:alice@" has no valid host`},
+		{"inherited bad value names its line", "[t](!)\nqualify_frequency=abc\n[a](t)\ntype=aor", ErrValue,
+			`pjsip.conf:2: section "a": option "qualify_frequency": invalid value: "abc" is not an unsigned integer`},
+		{"duplicate aor", "[a]\ntype=aor\n[a]\ntype=aor", ErrDuplicate,
+			`pjsip.conf:3: section "a": duplicate section: a second aor named "a" (the first is at pjsip.conf:1)`},
+		{"missing include", "#include nope.conf", ErrInclude,
+			`pjsip.conf:1: include error: #include "nope.conf": no such file (resolved to nope.conf)`},
+		{"glob matches nothing", `#include "pjsip.d/*.conf"`, ErrInclude,
+			`pjsip.conf:1: include error: #include "pjsip.d/*.conf": no such file (resolved to pjsip.d/*.conf)`},
+		{"include without file", "#include", ErrSyntax,
+			`pjsip.conf:1: syntax error: #include needs a file name`},
+		{"exec", "#exec /usr/bin/make-config", ErrInclude,
+			`pjsip.conf:1: include error: #exec "/usr/bin/make-config": refused, qualifyd never runs programs from its configuration`},
+		{"unknown directive", "#inclde x.conf", ErrSyntax,
+			`pjsip.conf:1: syntax error: #inclde is not a directive (want #include or #tryinclude)`},
+		{"error in included file", "[a]\n#include a.conf", ErrUnknownOption,
+			`a.conf:2: section "a": option "qualify_frequncy": unknown option: Asterisk defines no AoR option "qualify_frequncy"`},
+		{"missing transport", "[a]\ntype=aor\n[a]\ntype=endpoint\naors=a\ntransport=udp", ErrReference,
+			`pjsip.conf:6: section "a": option "transport": missing reference: no transport section "udp"`},
+		{"missing outbound auth", "[a]\ntype=aor\n[e]\ntype=endpoint\naors=a\noutbound_auth=a-auth,b", ErrReference,
+			`pjsip.conf:6: section "e": option "outbound_auth": missing reference: no auth section "a-auth"`},
+		{"bad protocol", "[t]\ntype=transport\nprotocol=sctp", ErrValue,
+			`pjsip.conf:3: section "t": option "protocol": invalid value: "sctp" is not a transport protocol (udp, tcp, tls, ws, wss or flow)`},
+		{"bad max initial qualify time", "[global]\ntype=global\nmax_initial_qualify_time=1.5", ErrValue,
+			`pjsip.conf:3: section "global": option "max_initial_qualify_time": invalid value: "1.5" is not an unsigned integer`},
+		{"wizard unknown aor option", "[w]\ntype=wizard\nremote_hosts=192.0.2.9\naor/qualify_fail=3", ErrUnknownOption,
+			`pjsip.conf:4: section "w": option "aor/qualify_fail": unknown option: Asterisk defines no AoR option "qualify_fail"`},
+		{"wizard bad aor value", "[w]\ntype=wizard\naor/qualify_failures=0", ErrValue,
+			`pjsip.conf:3: section "w": option "aor/qualify_failures": invalid value: "0" is out of range: must be at least 1`},
+		{"wizard sends_auth without username", "[w]\ntype=wizard\nsends_auth=yes\noutbound_auth/password=x", ErrValue,
+			`pjsip.conf:3: section "w": option "sends_auth": invalid value: sends_auth=yes needs outbound_auth/username`},
+		{"wizard bad sends_auth", "[w]\ntype=wizard\nsends_auth=sometimes", ErrValue,
+			`pjsip.conf:3: section "w": option "sends_auth": invalid value: "sometimes" is not a boolean (yes or no)`},
+		{"wizard other variable", "[w]\ntype=wizard\nremote_hosts=h\ncontact_pattern=sip:${USER}@${REMOTE_HOST}", ErrValue,
+			`pjsip.conf:4: section "w": option "contact_pattern": invalid value: "sip:${USER}@${REMOTE_HOST}": only ${REMOTE_HOST} can be substituted`},
+		{"wizard bad remote host", "[w]\ntype=wizard\nremote_hosts=192.0.2.9,\"bad host\"", ErrValue,
+			`pjsip.conf:3: section "w": option "remote_hosts": invalid value: contact "sip:\"bad host\"" has no valid host`},
+		{"wizard clashes with aor", "[w]\ntype=aor\n[w]\ntype=wizard", ErrDuplicate,
+			`pjsip.conf:3: section "w": duplicate section: a second aor named "w" (the first is at pjsip.conf:1)`},
+	}
+	files := map[string]string{"a.conf": "type=aor\nqualify_frequncy=30\n"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFiles(tt.src, files)
+			if err == nil {
+				t.Fatalf("no error, want %s", tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error\n got: %s\nwant: %s", err, tt.want)
+			}
+			if !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Errorf("error %T is not an *Error", err)
+			}
+		})
+	}
+}
+
+func TestIncludeLoop(t *testing.T) {
+	files := map[string]string{
+		"b.conf": "[b]\n#include c.conf\n",
+		"c.conf": "\n#include \"pjsip.conf\"\n",
+	}
+	fsys := fstest.MapFS{"pjsip.conf": &fstest.MapFile{Data: []byte("#include <b.conf>\n")}}
+	for name, body := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(body)}
+	}
+	_, err := Load("pjsip.conf", Options{FS: fsys})
+	want := `c.conf:2: include loop: #include "pjsip.conf": pjsip.conf -> b.conf -> c.conf -> pjsip.conf`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n got: %v\nwant: %s", err, want)
+	}
+	if !errors.Is(err, ErrIncludeLoop) {
+		t.Errorf("%v is not ErrIncludeLoop", err)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("/nonexistent/pjsip.conf", Options{FS: fstest.MapFS{}})
+	if !errors.Is(err, ErrInclude) {
+		t.Fatalf("Load of a missing file: %v, want ErrInclude", err)
+	}
+}
