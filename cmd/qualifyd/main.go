@@ -22,7 +22,8 @@ type command struct {
 // commands lists every subcommand by name; each lives in its own file.
 func commands() map[string]command {
 	return map[string]command{
-		"version": {summary: "print the version", run: runVersion},
+		"version":      {summary: "print the version", run: runVersion},
+		"check-config": {summary: "check a pjsip.conf / qualifyd configuration file", run: runCheckConfig},
 	}
 }
 

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// runCheckConfig is "qualifyd check-config [--json] [--config-dir DIR]
+// FILE": it reads FILE as qualifyd would and exits 0 with a summary (or
+// the effective AoR settings as JSON), 1 with the error on stderr, or 2 on
+// a usage error.
+func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	asJSON := flags.Bool("json", false, "print the effective settings of every AoR as JSON")
+	dir := flags.String("config-dir", "", "directory that relative #include paths resolve against (default: FILE's directory)")
+	flags.Usage = func() {
+		fmt.Fprintln(stderr, "usage: qualifyd check-config [--json] [--config-dir DIR] FILE")
+		flags.PrintDefaults()
+	}
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if flags.NArg() != 1 {
+		flags.Usage()
+		return 2
+	}
+	cfg, err := pjsip.Load(flags.Arg(0), pjsip.Options{ConfigDir: *dir})
+	if err != nil {
+		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		return writeJSON(stdout, stderr, cfg)
+	}
+	writeSummary(stdout, flags.Arg(0), cfg)
+	return 0
+}
+
+// aorJSON is one AoR's effective settings: defaults and fallbacks
+// resolved, times in seconds.
+type aorJSON struct {
+	Name          string   `json:"name"`
+	Contacts      []string `json:"contacts"`
+	Frequency     float64  `json:"qualify_frequency"`
+	Timeout       float64  `json:"qualify_timeout"`
+	Failures      int      `json:"qualify_failures"`
+	RetryInterval float64  `json:"qualify_retry_interval"`
+	DownInterval  float64  `json:"qualify_down_interval"`
+	Successes     int      `json:"qualify_successes"`
+	Only2xx       bool     `json:"qualify_2xx_only"`
+	LatencyOnly   bool     `json:"qualify_latency_only"`
+	OutboundProxy string   `json:"outbound_proxy"`
+}
+
+// effective resolves an AoR's settings as the engine applies them: the
+// timeout's SIP transaction default, R falling back to F, and D to R, then
+// F.
+func effective(a pjsip.AoR) aorJSON {
+	p := a.Policy
+	return aorJSON{
+		Name:          a.Name,
+		Contacts:      append([]string{}, a.Contacts...),
+		Frequency:     p.Frequency.Seconds(),
+		Timeout:       p.ProbeTimeout().Seconds(),
+		Failures:      p.FailureThreshold(),
+		RetryInterval: orFrequency(p.RetryInterval, p).Seconds(),
+		DownInterval:  orFrequency(p.EffectiveDownInterval(), p).Seconds(),
+		Successes:     p.SuccessThreshold(),
+		Only2xx:       p.Only2xx,
+		LatencyOnly:   p.LatencyOnly,
+		OutboundProxy: a.Probe.OutboundProxy,
+	}
+}
+
+// orFrequency returns d, or F when d is unset (zero).
+func orFrequency(d time.Duration, p qualify.Policy) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return p.Frequency
+}
+
+func writeJSON(stdout, stderr io.Writer, cfg *pjsip.Config) int {
+	out := struct {
+		AoRs []aorJSON `json:"aors"`
+	}{AoRs: []aorJSON{}}
+	for _, a := range cfg.AoRs {
+		out.AoRs = append(out.AoRs, effective(a))
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// writeSummary prints one line for the file and one per AoR.
+func writeSummary(w io.Writer, file string, cfg *pjsip.Config) {
+	qualified, contacts, width := 0, 0, 0
+	for _, a := range cfg.AoRs {
+		contacts += len(a.Contacts)
+		width = max(width, len(a.Name))
+		if a.Policy.Enabled() && len(a.Contacts) > 0 {
+			qualified++
+		}
+	}
+	fmt.Fprintf(w, "%s: OK: %d AoRs (%d qualified), %d static contacts, %d endpoints\n",
+		file, len(cfg.AoRs), qualified, contacts, len(cfg.Endpoints))
+	for _, a := range cfg.AoRs {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, a.Name, describe(effective(a)))
+	}
+}
+
+// describe summarises one AoR's effective settings on one line.
+func describe(e aorJSON) string {
+	s := fmt.Sprintf("contacts=%d", len(e.Contacts))
+	if e.Frequency == 0 {
+		return s + " qualify=off"
+	}
+	s += fmt.Sprintf(" frequency=%gs timeout=%gs failures=%d retry=%gs down=%gs successes=%d",
+		e.Frequency, e.Timeout, e.Failures, e.RetryInterval, e.DownInterval, e.Successes)
+	if e.Only2xx {
+		s += " 2xx-only"
+	}
+	if e.LatencyOnly {
+		s += " latency-only"
+	}
+	if e.OutboundProxy != "" {
+		s += " proxy=" + e.OutboundProxy
+	}
+	return s
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// writeConfig writes files into a fresh directory and returns its path.
+func writeConfig(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// checkConfig runs the command as main would, through run.
+func checkConfig(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), append([]string{"check-config"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+const pbxConf = `[udp]
+type=transport
+protocol=udp
+
+[pbx07]
+type=endpoint
+transport=udp
+aors=pbx07
+outbound_proxy=sip:edge.example\;lr
+
+[pbx07]
+type=aor
+contact=sip:pbx07@192.0.2.7:5060
+qualify_frequency=30
+
+[pbx08]
+type=aor
+contact=sip:pbx08@192.0.2.8:5060
+qualify_frequency=60
+qualify_timeout=0
+
+[phone]
+type=aor
+max_contacts=1
+`
+
+const overlayConf = `#include pjsip.conf
+[pbx07](+type=aor)
+qualify_failures=3
+qualify_retry_interval=2
+[pbx08](+type=aor)
+qualify_retry_interval=1.5
+qualify_down_interval=10
+qualify_successes=2
+qualify_latency_only=yes
+`
+
+func TestCheckConfigJSON(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"pjsip.conf": pbxConf, "qualifyd.conf": overlayConf})
+	code, stdout, stderr := checkConfig("--json", filepath.Join(dir, "qualifyd.conf"))
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	want := `{
+  "aors": [
+    {
+      "name": "pbx07",
+      "contacts": [
+        "sip:pbx07@192.0.2.7:5060"
+      ],
+      "qualify_frequency": 30,
+      "qualify_timeout": 3,
+      "qualify_failures": 3,
+      "qualify_retry_interval": 2,
+      "qualify_down_interval": 2,
+      "qualify_successes": 1,
+      "qualify_2xx_only": false,
+      "qualify_latency_only": false,
+      "outbound_proxy": "sip:edge.example;lr"
+    },
+    {
+      "name": "pbx08",
+      "contacts": [
+        "sip:pbx08@192.0.2.8:5060"
+      ],
+      "qualify_frequency": 60,
+      "qualify_timeout": 32,
+      "qualify_failures": 1,
+      "qualify_retry_interval": 1.5,
+      "qualify_down_interval": 10,
+      "qualify_successes": 2,
+      "qualify_2xx_only": false,
+      "qualify_latency_only": true,
+      "outbound_proxy": ""
+    },
+    {
+      "name": "phone",
+      "contacts": [],
+      "qualify_frequency": 0,
+      "qualify_timeout": 3,
+      "qualify_failures": 1,
+      "qualify_retry_interval": 0,
+      "qualify_down_interval": 0,
+      "qualify_successes": 1,
+      "qualify_2xx_only": false,
+      "qualify_latency_only": false,
+      "outbound_proxy": ""
+    }
+  ]
+}
+`
+	if stdout != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", stdout, want)
+	}
+}
+
+func TestCheckConfigDownFallsBackToFrequency(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"pjsip.conf": "[a]\ntype=aor\nqualify_frequency=20\n"})
+	code, stdout, _ := checkConfig("-json", filepath.Join(dir, "pjsip.conf"))
+	if code != 0 || !bytes.Contains([]byte(stdout), []byte(`"qualify_retry_interval": 20,
+      "qualify_down_interval": 20,`)) {
+		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
+func TestCheckConfigSummary(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"pjsip.conf": pbxConf, "qualifyd.conf": overlayConf})
+	file := filepath.Join(dir, "qualifyd.conf")
+	code, stdout, stderr := checkConfig(file)
+	want := file + ": OK: 3 AoRs (2 qualified), 2 static contacts, 1 endpoints\n" +
+		"  pbx07  contacts=1 frequency=30s timeout=3s failures=3 retry=2s down=2s successes=1 proxy=sip:edge.example;lr\n" +
+		"  pbx08  contacts=1 frequency=60s timeout=32s failures=1 retry=1.5s down=10s successes=2 latency-only\n" +
+		"  phone  contacts=0 qualify=off\n"
+	if code != 0 || stderr != "" || stdout != want {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, stderr, stdout, want)
+	}
+}
+
+func TestCheckConfigConfigDir(t *testing.T) {
+	pbx := writeConfig(t, map[string]string{"pjsip.conf": pbxConf})
+	own := writeConfig(t, map[string]string{"qualifyd.conf": overlayConf})
+	file := filepath.Join(own, "qualifyd.conf")
+	if code, _, stderr := checkConfig(file); code != 1 || stderr == "" {
+		t.Fatalf("without --config-dir: exit %d, stderr %q; want 1 and the missing include", code, stderr)
+	}
+	if code, _, stderr := checkConfig("--config-dir", pbx, file); code != 0 {
+		t.Fatalf("with --config-dir: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestCheckConfigErrors(t *testing.T) {
+	dir := writeConfig(t, map[string]string{
+		"pjsip.conf": pbxConf,
+		"bad.conf":   "#include pjsip.conf\n[pbx07](+type=aor)\nqualify_failures=0\n",
+	})
+	tests := []struct {
+		name       string
+		args       []string
+		code       int
+		wantStderr string
+	}{
+		{"invalid file", []string{filepath.Join(dir, "bad.conf")}, 1,
+			"qualifyd check-config: " + filepath.Join(dir, "bad.conf") +
+				`:3: section "pbx07": option "qualify_failures": invalid value: "0" is out of range: must be at least 1` + "\n"},
+		{"missing file", []string{filepath.Join(dir, "nope.conf")}, 1, ""},
+		{"no file", nil, 2, ""},
+		{"two files", []string{"a", "b"}, 2, ""},
+		{"unknown flag", []string{"--yaml", "a"}, 2, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := checkConfig(tt.args...)
+			if code != tt.code || stdout != "" || stderr == "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d, the error on stderr only", code, stdout, stderr, tt.code)
+			}
+			if tt.wantStderr != "" && stderr != tt.wantStderr {
+				t.Errorf("stderr\n got: %q\nwant: %q", stderr, tt.wantStderr)
+			}
+		})
+	}
+}
+
+func TestCheckConfigHelp(t *testing.T) {
+	if code, _, stderr := checkConfig("-h"); code != 0 || stderr == "" {
+		t.Fatalf("exit %d, stderr %q; want 0 and the usage", code, stderr)
+	}
+}
