@@ -80,17 +80,19 @@ func readTransport(name string, vars []variable) (string, error) {
 }
 
 // readGlobal returns a global section's max_initial_qualify_time, whole
-// seconds 0..86400, and whether it is set.
-func readGlobal(name string, vars []variable) (int, bool, error) {
-	v, ok := lastOf(vars, "max_initial_qualify_time")
-	if !ok {
-		return 0, false, nil
+// seconds 0..86400 (the last value wins; each is checked), and whether it
+// is set.
+func readGlobal(name string, vars []variable) (n int, set bool, err error) {
+	for _, v := range vars {
+		if v.name != "max_initial_qualify_time" {
+			continue
+		}
+		if n, err = parseRange(v.value, 0, 86400); err != nil {
+			return 0, false, optErr(name, v, err)
+		}
+		set = true
 	}
-	n, err := parseRange(v.value, 0, 86400)
-	if err != nil {
-		return 0, false, optErr(name, v, err)
-	}
-	return n, true, nil
+	return n, set, nil
 }
 
 // lastOf returns the last option called name.

@@ -177,50 +177,55 @@ func (p *parser) inherit(cur *section, base string) error {
 }
 
 // assign reads "key = value", "key => value" or "key += value" (appends to
-// the last value of key, or sets it when there is none). A leading
-// backslash escapes the first character of the key.
+// the last value of key, or sets it when there is none).
 func (p *parser) assign(file string, ln line, cur *section) error {
-	fail := func(format string, args ...any) error {
-		e := &Error{File: file, Line: ln.num, Err: causef(ErrSyntax, format, args...)}
-		if cur != nil {
-			e.Section = cur.name
-		}
-		return e
-	}
 	if cur == nil {
-		return fail("option %q outside any section", ln.text)
+		return &Error{File: file, Line: ln.num, Err: causef(ErrSyntax, "option %q outside any section", ln.text)}
 	}
-	text, from := ln.text, 0
-	if text[0] == '\\' {
-		text, from = text[1:], 1
-		if text == "" || text[0] < 33 {
-			return fail("invalid escape in %q", ln.text)
-		}
+	fail := func(err error) error {
+		return &Error{File: file, Line: ln.num, Section: cur.name, Err: err}
 	}
-	eq := strings.IndexByte(text[from:], '=')
-	if eq < 0 {
-		return fail("no '=' in %q", ln.text)
+	name, value, plus, err := splitOption(ln.text)
+	if err != nil {
+		return fail(err)
 	}
-	eq += from
-	v := variable{file: file, line: ln.num}
-	plus := eq > from && text[eq-1] == '+'
-	if plus {
-		v.name, v.value = strings.Trim(text[:eq-1], blanks), text[eq+1:]
-	} else {
-		v.name, v.value = strings.Trim(text[:eq], blanks), strings.TrimPrefix(text[eq+1:], ">")
-	}
-	if v.name == "" {
-		return fail("no option name in %q", ln.text)
-	}
-	v.key = v.name
+	v := variable{name: name, key: name, value: value, file: file, line: ln.num}
 	if plus && appendValue(cur, v) {
 		return nil
 	}
 	v.value = strings.Trim(v.value, blanks)
 	if err := cur.add(v); err != nil {
-		return &Error{File: file, Line: ln.num, Section: cur.name, Err: err}
+		return fail(err)
 	}
 	return nil
+}
+
+// splitOption splits an option line at its first '=' as process_text_line:
+// a leading backslash escapes the key's first character, "=>" is "=",
+// and "+=" appends. The value is returned unstripped.
+func splitOption(text string) (name, value string, plus bool, err error) {
+	orig, from := text, 0
+	if text[0] == '\\' {
+		text, from = text[1:], 1
+		if text == "" || text[0] < 33 {
+			return "", "", false, causef(ErrSyntax, "invalid escape in %q", orig)
+		}
+	}
+	eq := strings.IndexByte(text[from:], '=')
+	if eq < 0 {
+		return "", "", false, causef(ErrSyntax, "no '=' in %q", orig)
+	}
+	eq += from
+	plus = eq > from && text[eq-1] == '+'
+	if plus {
+		name, value = text[:eq-1], text[eq+1:]
+	} else {
+		name, value = text[:eq], strings.TrimPrefix(text[eq+1:], ">")
+	}
+	if name = strings.Trim(name, blanks); name == "" {
+		return "", "", false, causef(ErrSyntax, "no option name in %q", orig)
+	}
+	return name, value, plus, nil
 }
 
 // appendValue adds v's value to the last option of the same name, and
