@@ -24,6 +24,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"version":      {summary: "print the version", run: runVersion},
 		"check-config": {summary: "check a pjsip.conf / qualifyd configuration file", run: runCheckConfig},
+		"demo":         {summary: "qualify a scripted SIP peer on loopback, Asterisk's policy beside qualifyd's", run: runDemo},
 	}
 }
 
