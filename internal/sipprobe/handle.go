@@ -64,12 +64,10 @@ func (p *Prober) handleRequest(b []byte, m *message, src netip.AddrPort, conn *s
 	cl := sip.ContentLengthHeader(0)
 	res.AppendHeader(&cl)
 	out := []byte(res.String())
+	p.stats.optionsAnswered.Add(1)
 	if conn != nil {
-		err = conn.write(out)
-	} else {
-		err = p.udp.send(out, src)
+		_ = conn.write(out) // a failed write breaks the connection
+		return
 	}
-	if err == nil {
-		p.stats.optionsAnswered.Add(1)
-	}
+	_ = p.udp.send(out, src)
 }

@@ -1,0 +1,113 @@
+package sipprobe
+
+import (
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// timerRig runs a table and its timer goroutine in a synctest bubble, with
+// a send that records when each retransmission happened.
+type timerRig struct {
+	tb    *table
+	ts    *timers
+	stop  chan struct{}
+	mu    sync.Mutex
+	sends []time.Duration
+	start time.Time
+	// onSend, if set, runs after each recorded retransmission.
+	onSend func()
+}
+
+func newTimerRig(t *testing.T) *timerRig {
+	r := &timerRig{tb: newTable(), stop: make(chan struct{}), start: time.Now()}
+	r.ts = &timers{tb: r.tb, counts: &counters{}, send: func([]byte, netip.AddrPort) {
+		r.mu.Lock()
+		r.sends = append(r.sends, time.Since(r.start))
+		r.mu.Unlock()
+		if r.onSend != nil {
+			r.onSend()
+		}
+	}}
+	go r.ts.run(r.stop)
+	t.Cleanup(func() { close(r.stop) })
+	return r
+}
+
+// start registers a UDP (conn == nil) or stream transaction now.
+func (r *timerRig) startTx(timeout time.Duration, conn *streamConn) *transaction {
+	tx := &transaction{done: make(chan struct{}, 1)}
+	tx.st.req.key = uint64(len(r.tb.byKey) + 1)
+	tx.st.conn, tx.st.interval = conn, T1
+	tx.st.sent = time.Now()
+	tx.st.deadline = tx.st.sent.Add(timeout)
+	r.tb.register(tx, firstEvent(&tx.st, tx.st.sent))
+	return tx
+}
+
+func seconds(ss ...float64) []time.Duration {
+	var out []time.Duration
+	for _, s := range ss {
+		out = append(out, time.Duration(s*float64(time.Second)))
+	}
+	return out
+}
+
+// TestTimerE: UDP retransmissions at T1 doubling to T2 (RFC 3261 section
+// 17.1.2.2) until the deadline, which ends the transaction exactly.
+func TestTimerE(t *testing.T) {
+	cases := []struct {
+		timeout time.Duration
+		want    []time.Duration
+	}{
+		{32 * time.Second, seconds(0.5, 1.5, 3.5, 7.5, 11.5, 15.5, 19.5, 23.5, 27.5, 31.5)},
+		{3 * time.Second, seconds(0.5, 1.5)},
+		{500 * time.Millisecond, nil},
+	}
+	for _, tc := range cases {
+		synctest.Test(t, func(t *testing.T) {
+			r := newTimerRig(t)
+			tx := r.startTx(tc.timeout, nil)
+			<-tx.done
+			if got := time.Since(r.start); got != tc.timeout {
+				t.Errorf("timed out after %v, want %v", got, tc.timeout)
+			}
+			if tx.st.reason != qualify.ReasonTimeout || !slices.Equal(r.sends, tc.want) {
+				t.Errorf("reason %v, sends %v, want timeout with %v", tx.st.reason, r.sends, tc.want)
+			}
+		})
+	}
+}
+
+// TestTimerStreamAndCompletion: a stream transaction is never
+// retransmitted, and a completed transaction's stale events do nothing.
+func TestTimerStreamAndCompletion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newTimerRig(t)
+		ready := make(chan *transaction, 1)
+		r.onSend = func() { // answer right after the first retransmission
+			tx := <-ready
+			r.tb.mu.Lock()
+			tx.st.code = 200
+			r.tb.complete(tx)
+			r.tb.mu.Unlock()
+		}
+		stream := r.startTx(2*time.Second, &streamConn{})
+		answered := r.startTx(10*time.Second, nil)
+		ready <- answered
+		<-answered.done
+		<-stream.done
+		synctest.Wait()
+		if stream.st.reason != qualify.ReasonTimeout || time.Since(r.start) != 2*time.Second {
+			t.Errorf("stream: reason %v at %v", stream.st.reason, time.Since(r.start))
+		}
+		if want := seconds(0.5); !slices.Equal(r.sends, want) {
+			t.Errorf("sends %v, want %v", r.sends, want)
+		}
+	})
+}
