@@ -121,3 +121,20 @@ func TestInvalidReloadKeepsRunningSet(t *testing.T) {
 		}
 	})
 }
+
+func TestSummary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, func(uri string, _ time.Duration) reply {
+			return reply{silent: uri == "sip:dead@h", after: time.Millisecond}
+		})
+		p := qualify.Policy{Frequency: 10 * time.Second, Timeout: time.Second}
+		h.apply(AoR{Name: "a", Contacts: []string{"sip:ok@h", "sip:dead@h"}, Policy: p},
+			AoR{Name: "b", Contacts: []string{"sip:dead@h"}, Policy: p},
+			AoR{Name: "off", Contacts: []string{"sip:off@h"}})
+		h.until(2 * time.Second)
+		want := Summary{ByStatus: [4]int{1, 1, 2, 0}, Routable: 2, AoRs: 3, AoRsAvailable: 2}
+		if got := h.e.Summary(); got != want {
+			t.Fatalf("summary %+v, want %+v", got, want)
+		}
+	})
+}

@@ -121,3 +121,33 @@ func (e *Engine) snapshot(id uint32) ContactSnapshot {
 		LatencyOnly: p.LatencyOnly,
 	}
 }
+
+// Summary is an aggregate of the table, cheap enough for every metrics
+// scrape: no per-contact copies.
+type Summary struct {
+	// ByStatus counts contacts by status (index qualify.Status).
+	ByStatus [4]int
+	// Routable counts routable contacts.
+	Routable int
+	// AoRs and AoRsAvailable count the configured AoRs and the available
+	// ones.
+	AoRs, AoRsAvailable int
+}
+
+// Summary returns the aggregate counts at one instant.
+func (e *Engine) Summary() Summary {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var s Summary
+	s.AoRs = len(e.aors)
+	for _, a := range e.aors {
+		if a.available() {
+			s.AoRsAvailable++
+		}
+		s.Routable += a.routable
+		for _, id := range a.ids {
+			s.ByStatus[e.slots[id].state.Status]++
+		}
+	}
+	return s
+}
