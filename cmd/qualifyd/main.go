@@ -25,6 +25,7 @@ func commands() map[string]command {
 		"version":      {summary: "print the version", run: runVersion},
 		"check-config": {summary: "check a pjsip.conf / qualifyd configuration file", run: runCheckConfig},
 		"demo":         {summary: "qualify a scripted SIP peer on loopback, Asterisk's policy beside qualifyd's", run: runDemo},
+		"check":        {summary: "send one OPTIONS to a SIP URI and print the status and RTT", run: runCheck},
 	}
 }
 
