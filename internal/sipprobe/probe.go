@@ -21,22 +21,38 @@ import (
 // "canceled". A host name resolving to several targets probes them all
 // concurrently (see qualify.Result.Targets).
 func (p *Prober) Probe(ctx context.Context, t qualify.Target) qualify.Result {
-	rt, err := p.routes.get(&t)
+	rt, err := p.routes.get(t.URI, t.Options)
 	if err != nil {
 		p.stats.transportErrors.Add(1)
 		return qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error()}
 	}
-	if t.Timeout <= 0 {
-		t.Timeout = qualify.SIPTransactionTimeout
+	pr := probe{opts: t.Options, timeout: t.Timeout}
+	if pr.timeout <= 0 {
+		pr.timeout = qualify.SIPTransactionTimeout
 	}
 	if rt.addr.IsValid() {
-		return p.probeAddr(ctx, &t, rt, rt.dest, rt.destName)
+		return p.probeAddr(ctx, pr, rt, rt.dest, rt.destName)
 	}
-	return p.probeHost(ctx, &t, rt)
+	return p.probeHost(ctx, pr, rt)
+}
+
+// probe is what a probe needs of its Target. It is passed by value, so
+// the Target itself never escapes to the heap.
+type probe struct {
+	opts    *qualify.ProbeOptions
+	timeout time.Duration
+}
+
+// credentials returns the target's digest credentials, if any.
+func (pr probe) credentials() (qualify.Credentials, bool) {
+	if pr.opts == nil || pr.opts.Auth.Username == "" {
+		return qualify.Credentials{}, false
+	}
+	return pr.opts.Auth, true
 }
 
 // probeHost resolves rt.host (RFC 3263) and probes every target.
-func (p *Prober) probeHost(ctx context.Context, t *qualify.Target, rt *route) qualify.Result {
+func (p *Prober) probeHost(ctx context.Context, pr probe, rt *route) qualify.Result {
 	start := time.Now()
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.DNSTimeout)
 	addrs, err := p.dns.resolve(dctx, rt.host, rt.port, rt.transport)
@@ -46,14 +62,14 @@ func (p *Prober) probeHost(ctx context.Context, t *qualify.Target, rt *route) qu
 		return qualify.Result{Reason: qualify.ReasonDNS, Detail: err.Error(), DNS: took}
 	}
 	if len(addrs) == 1 {
-		r := p.probeAddr(ctx, t, rt, addrs[0], destName(rt.transport, addrs[0]))
+		r := p.probeAddr(ctx, pr, rt, addrs[0], destName(rt.transport, addrs[0]))
 		r.DNS = took
 		return r
 	}
 	results := make([]qualify.Result, len(addrs))
 	var wg sync.WaitGroup
 	for i, a := range addrs {
-		wg.Go(func() { results[i] = p.probeAddr(ctx, t, rt, a, destName(rt.transport, a)) })
+		wg.Go(func() { results[i] = p.probeAddr(ctx, pr, rt, a, destName(rt.transport, a)) })
 	}
 	wg.Wait()
 	best := results[bestResult(results)]
@@ -80,16 +96,16 @@ func destName(t transport, a netip.AddrPort) string { return t.String() + " " + 
 
 // probeAddr runs one probe to dest, answering one digest challenge when
 // the target has credentials.
-func (p *Prober) probeAddr(ctx context.Context, t *qualify.Target, rt *route, dest netip.AddrPort, name string) qualify.Result {
+func (p *Prober) probeAddr(ctx context.Context, pr probe, rt *route, dest netip.AddrPort, name string) qualify.Result {
 	tx := p.pool.Get().(*transaction)
 	defer p.release(tx)
-	if err := p.prepare(ctx, tx, t, rt, dest); err != nil {
+	if err := p.prepare(ctx, tx, pr, rt, dest); err != nil {
 		p.stats.transportErrors.Add(1)
 		return qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Addr: name}
 	}
-	p.transact(ctx, tx, t.Timeout)
+	p.transact(ctx, tx, pr.timeout)
 	if tx.st.challenge != "" && tx.st.reason == qualify.ReasonNone {
-		p.answerChallenge(ctx, tx, t)
+		p.answerChallenge(ctx, tx, pr)
 	}
 	return result(&tx.st, name)
 }
@@ -101,7 +117,7 @@ func (p *Prober) release(tx *transaction) {
 
 // prepare fills the request of a new probe to dest and, for TCP/TLS,
 // gets the connection (the deadline starts before the dial).
-func (p *Prober) prepare(ctx context.Context, tx *transaction, t *qualify.Target, rt *route, dest netip.AddrPort) error {
+func (p *Prober) prepare(ctx context.Context, tx *transaction, pr probe, rt *route, dest netip.AddrPort) error {
 	st := &tx.st
 	st.dest, st.interval = dest, T1
 	r := &st.req
@@ -109,13 +125,13 @@ func (p *Prober) prepare(ctx context.Context, tx *transaction, t *qualify.Target
 	r.userAgent, r.cseq = p.cfg.UserAgent, 1
 	r.callID, r.fromTag = rand.Uint64(), rand.Uint64()
 	r.fromUser, r.fromHost = cmpOrStr(rt.fromUser, p.cfg.FromUser), cmpOrStr(rt.fromDomain, p.cfg.FromDomain)
-	st.wantChallenge = t.Options != nil && t.Options.Auth.Username != ""
+	_, st.wantChallenge = pr.credentials()
 	if rt.transport == udp {
 		sentBy, err := p.udp.viaSentBy(dest.Addr())
 		r.sentBy, r.fromHost = sentBy, cmpOrStr(r.fromHost, sentBy)
 		return err
 	}
-	st.deadline = time.Now().Add(t.Timeout)
+	st.deadline = time.Now().Add(pr.timeout)
 	dctx, cancel := context.WithDeadline(ctx, st.deadline)
 	defer cancel()
 	conn, err := p.streams.get(dctx, streamKey{transport: rt.transport, addr: dest, serverName: rt.serverName()})
@@ -201,9 +217,10 @@ func (p *Prober) wait(ctx context.Context, tx *transaction) {
 // transaction (CSeq + 1, same Call-ID and From tag, RFC 3261 section
 // 22.2) within the same deadline. If the challenge cannot be answered, the
 // challenge itself is the probe's final response (a success, as Asterisk).
-func (p *Prober) answerChallenge(ctx context.Context, tx *transaction, t *qualify.Target) {
+func (p *Prober) answerChallenge(ctx context.Context, tx *transaction, pr probe) {
 	st := &tx.st
-	name, value, err := authorization(st.challenge, st.proxyAuth, t.Options.Auth, st.req.ruri)
+	creds, _ := pr.credentials()
+	name, value, err := authorization(st.challenge, st.proxyAuth, creds, st.req.ruri)
 	if err != nil {
 		return
 	}
@@ -211,7 +228,7 @@ func (p *Prober) answerChallenge(ctx context.Context, tx *transaction, t *qualif
 	st.req.authName, st.req.authValue = name, value
 	st.req.cseq++
 	st.code, st.challenge, st.wantChallenge, st.interval = 0, "", false, T1
-	p.transact(ctx, tx, t.Timeout)
+	p.transact(ctx, tx, pr.timeout)
 }
 
 // result converts the outcome of a transaction.

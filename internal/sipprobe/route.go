@@ -67,11 +67,12 @@ type routes struct {
 	m  map[routeKey]*route
 }
 
-// get returns the route of t, parsing it on first use.
-func (rs *routes) get(t *qualify.Target) (*route, error) {
-	key := routeKey{uri: t.URI}
-	if t.Options != nil {
-		key.opts = *t.Options
+// get returns the route of a contact URI with options, parsing it on
+// first use.
+func (rs *routes) get(uri string, opts *qualify.ProbeOptions) (*route, error) {
+	key := routeKey{uri: uri}
+	if opts != nil {
+		key.opts = *opts
 	}
 	rs.mu.RLock()
 	r := rs.m[key]
@@ -79,7 +80,7 @@ func (rs *routes) get(t *qualify.Target) (*route, error) {
 	if r != nil {
 		return r, nil
 	}
-	r, err := parseRoute(t.URI, &key.opts)
+	r, err := parseRoute(uri, &key.opts)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 type udpTransport struct {
 	conn  *net.UDPConn
 	local netip.AddrPort
+	// localSentBy is local as a sent-by, when it is a specific address.
+	localSentBy string
 	// sentBy caches the Via sent-by per destination address when the socket
 	// is bound to an unspecified address (the source address the kernel
 	// picks for that destination).
@@ -33,7 +35,7 @@ func listenUDP(cfg *Config) (*udpTransport, error) {
 	}
 	setBuffers(conn, cfg.ReadBuffer, cfg.WriteBuffer)
 	local := conn.LocalAddr().(*net.UDPAddr).AddrPort()
-	return &udpTransport{conn: conn, local: local, sentBy: make(map[netip.Addr]string)}, nil
+	return &udpTransport{conn: conn, local: local, localSentBy: hostPort(local), sentBy: make(map[netip.Addr]string)}, nil
 }
 
 // setBuffers sets the socket buffers, beyond the sysctl limits when the
@@ -56,7 +58,7 @@ func setBuffers(conn *net.UDPConn, rbuf, wbuf int) {
 // the source address the kernel routes dest from.
 func (u *udpTransport) viaSentBy(dest netip.Addr) (string, error) {
 	if !u.local.Addr().IsUnspecified() {
-		return hostPort(u.local), nil
+		return u.localSentBy, nil
 	}
 	u.mu.RLock()
 	s, ok := u.sentBy[dest]
