@@ -2,6 +2,7 @@ package sipprobe
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -58,8 +59,8 @@ func echo200(c *net.UDPConn, silent bool) {
 		if err != nil {
 			return
 		}
-		i := strings.Index(string(in[:n]), "\r\n")
-		if silent || i < 0 || !strings.HasPrefix(string(in[:n]), "OPTIONS ") {
+		i := bytes.Index(in[:n], []byte("\r\n"))
+		if silent || i < 0 || !bytes.HasPrefix(in[:n], []byte("OPTIONS ")) {
 			continue
 		}
 		out = append(append(out[:0], "SIP/2.0 200 OK\r\n"...), in[i+2:n]...)
