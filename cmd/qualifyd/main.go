@@ -26,6 +26,7 @@ func commands() map[string]command {
 		"check-config": {summary: "check a pjsip.conf / qualifyd configuration file", run: runCheckConfig},
 		"demo":         {summary: "qualify a scripted SIP peer on loopback, Asterisk's policy beside qualifyd's", run: runDemo},
 		"check":        {summary: "send one OPTIONS to a SIP URI and print the status and RTT", run: runCheck},
+		"run":          {summary: "run the daemon: qualify the configured AoRs, serve the API", run: runDaemon},
 	}
 }
 

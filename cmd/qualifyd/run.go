@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/sipprobe"
+)
+
+// runOptions are the flags of `qualifyd run`.
+type runOptions struct {
+	config    string
+	configDir string
+	httpAddr  string
+	sipBind   string
+	logFormat string
+	token     string
+	tokenFile string
+	perAoR    int
+}
+
+func parseRun(args []string, stderr io.Writer) (runOptions, error) {
+	var o runOptions
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.config, "config", "", "qualifyd's configuration file (pjsip.conf syntax; may #include the PBX's files)")
+	fs.StringVar(&o.configDir, "config-dir", "", "directory relative #include paths resolve against (Asterisk's astetcdir; default: the config file's directory)")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8089", "HTTP API, metrics and status page address; empty disables HTTP")
+	fs.StringVar(&o.sipBind, "sip-bind", "", "local UDP address of the probe socket (default: an ephemeral port on all interfaces)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (Asterisk's lines) or json")
+	fs.StringVar(&o.token, "token", "", "bearer token required by the API's write routes (prefer --token-file)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
+	fs.IntVar(&o.perAoR, "metrics-per-aor", 0, "export per-AoR metric series for at most this many AoRs (0: none)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return o, err
+	}
+	if len(pos) > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", pos)
+	}
+	if o.config == "" {
+		return o, errors.New("--config FILE is required")
+	}
+	return o, o.readToken()
+}
+
+// readToken loads --token-file into token.
+func (o *runOptions) readToken() error {
+	if o.tokenFile == "" {
+		return nil
+	}
+	if o.token != "" {
+		return errors.New("--token and --token-file are exclusive")
+	}
+	b, err := os.ReadFile(o.tokenFile)
+	if err != nil {
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	o.token = string(trimSpace(b))
+	if o.token == "" {
+		return fmt.Errorf("--token-file %s: empty", o.tokenFile)
+	}
+	return nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// runDaemon is `qualifyd run`: qualify the configured AoRs until SIGINT or
+// SIGTERM, reloading on SIGHUP.
+func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseRun(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "qualifyd run:", err)
+		}
+		return 2
+	}
+	log, err := newEventLog(stdout, o.logFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, "qualifyd run:", err)
+		return 2
+	}
+	d, err := newDaemon(o, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "qualifyd run:", err)
+		return 1
+	}
+	if err := d.serve(ctx); err != nil {
+		fmt.Fprintln(stderr, "qualifyd run:", err)
+		return 1
+	}
+	return 0
+}
+
+// daemon is one running qualifyd: configuration, prober, engine, logs.
+type daemon struct {
+	opts      runOptions
+	log       *eventLog
+	prober    *sipprobe.Prober
+	eng       *engine.Engine
+	endpoints *endpointWatch
+	reloadMu  sync.Mutex // one reload at a time
+}
+
+// newDaemon loads the configuration and builds the prober and engine; a
+// broken configuration stops it before anything is sent.
+func newDaemon(o runOptions, log *eventLog) (*daemon, error) {
+	cfg, err := pjsip.Load(o.config, pjsip.Options{ConfigDir: o.configDir})
+	if err != nil {
+		return nil, err
+	}
+	prober, err := sipprobe.New(sipprobe.Config{ListenAddr: o.sipBind})
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{opts: o, log: log, prober: prober, endpoints: newEndpointWatch()}
+	d.eng, err = engine.New(engine.Config{Prober: prober, MaxInitialQualifyTime: cfg.MaxInitialQualifyTime})
+	if err == nil {
+		err = d.apply(cfg)
+	}
+	if err != nil {
+		prober.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// apply hands cfg to the engine and the endpoint watch.
+func (d *daemon) apply(cfg *pjsip.Config) error {
+	if err := d.eng.Apply(engineAoRs(cfg)); err != nil {
+		return err
+	}
+	d.endpoints.configure(cfg.Endpoints, d.aorAvailable)
+	return nil
+}
+
+// reload re-reads the configuration file and applies it with the reload
+// rule; on any error the running configuration stays and the error is
+// returned (and logged).
+func (d *daemon) reload(context.Context) error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	cfg, err := pjsip.Load(d.opts.config, pjsip.Options{ConfigDir: d.opts.configDir})
+	if err == nil {
+		err = d.apply(cfg)
+	}
+	if err != nil {
+		d.log.notice(slog.LevelError, "reload failed, keeping the running configuration: "+err.Error())
+		return err
+	}
+	d.log.notice(slog.LevelInfo, "configuration reloaded", countAttrs(cfg)...)
+	return nil
+}
+
+func (d *daemon) aorAvailable(name string) bool {
+	a, ok := d.eng.AoR(name)
+	return ok && a.Available
+}
+
+// serve runs everything until ctx is cancelled; SIGHUP reloads.
+func (d *daemon) serve(ctx context.Context) error {
+	defer d.prober.Close()
+	sub := d.eng.Subscribe(1 << 14)
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); d.eng.Run(runCtx) }()
+	go func() { defer wg.Done(); d.logEvents(sub) }()
+	d.log.notice(slog.LevelInfo, "started", slog.String("config", d.opts.config), slog.String("sip", d.prober.Addr().String()))
+	d.watchHangup(runCtx)
+	cancel()
+	sub.Close()
+	wg.Wait()
+	d.log.notice(slog.LevelInfo, "stopped")
+	return nil
+}
+
+// watchHangup reloads on every SIGHUP until ctx is done.
+func (d *daemon) watchHangup(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			_ = d.reload(ctx)
+		}
+	}
+}
+
+// logEvents prints every event and the endpoint changes they cause, until
+// sub is closed.
+func (d *daemon) logEvents(sub *engine.Subscription) {
+	for ev := range sub.C {
+		if ev.Kind == engine.AvailabilityChanged {
+			d.endpoints.aorChanged(ev.AoR, ev.Time, d.aorAvailable, d.log.endpoint)
+			continue
+		}
+		d.log.event(ev)
+	}
+}
+
+// engineAoRs converts the configuration's AoRs for the engine.
+func engineAoRs(cfg *pjsip.Config) []engine.AoR {
+	out := make([]engine.AoR, len(cfg.AoRs))
+	for i, a := range cfg.AoRs {
+		out[i] = engine.AoR{Name: a.Name, Contacts: a.Contacts, Policy: a.Policy, Probe: a.Probe}
+	}
+	return out
+}
+
+func countAttrs(cfg *pjsip.Config) []slog.Attr {
+	n := 0
+	for _, a := range cfg.AoRs {
+		n += len(a.Contacts)
+	}
+	return []slog.Attr{slog.Int("aors", len(cfg.AoRs)), slog.Int("contacts", n)}
+}
