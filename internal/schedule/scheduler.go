@@ -30,6 +30,10 @@ type Config struct {
 	// while its job ran, once that job has returned: from then on the owner
 	// may reuse the ID. It runs in the job's goroutine, without locks held.
 	Released func(id ID)
+	// Now returns the current time; nil means time.Now. A caller that
+	// drives the scheduler itself (TakeDue, Done) in virtual time sets it
+	// so that the epoch is virtual too.
+	Now func() time.Time
 }
 
 // Scheduler runs items when they are due, never two jobs of one item at
@@ -40,6 +44,7 @@ type Scheduler struct {
 	released func(ID)
 	max      int
 	epoch    time.Time
+	now      func() time.Time
 	wake     chan struct{} // capacity 1: the loop has something to look at
 	wg       sync.WaitGroup
 
@@ -56,11 +61,15 @@ func New(cfg Config, run RunFunc) *Scheduler {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Scheduler{
 		run:      run,
 		released: cfg.Released,
 		max:      cfg.MaxInFlight,
-		epoch:    time.Now(),
+		epoch:    cfg.Now(),
+		now:      cfg.Now,
 		wake:     make(chan struct{}, 1),
 		deferred: map[ID]int64{},
 		armed:    math.MaxInt64,
@@ -172,12 +181,13 @@ func (s *Scheduler) Run(ctx context.Context) {
 func (s *Scheduler) take(batch []entry) ([]entry, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := int64(time.Since(s.epoch))
-	for s.q.len() > 0 && s.q.min().due <= now && s.inFlight < s.max && len(batch) < cap(batch) {
-		e := s.q.pop()
-		s.q.mark(e.id, running)
+	now := int64(s.now().Sub(s.epoch))
+	for len(batch) < cap(batch) {
+		e, ok := s.popDue(now)
+		if !ok {
+			break
+		}
 		batch = append(batch, e)
-		s.inFlight++
 	}
 	s.starved = false
 	switch {
@@ -216,9 +226,16 @@ func (s *Scheduler) wait(ctx context.Context, timer *time.Timer, d time.Duration
 func (s *Scheduler) exec(ctx context.Context, e entry) {
 	defer s.wg.Done()
 	next := s.run(ctx, e.id, s.epoch.Add(time.Duration(e.due)))
+	s.done(e.id, next)
+}
+
+// done ends the job of id: it frees its slot, puts the item back in the
+// heap at next (see finish), wakes the loop if needed, and releases an
+// item removed meanwhile. Run's jobs and Done share it.
+func (s *Scheduler) done(id ID, next time.Time) {
 	s.mu.Lock()
 	s.inFlight--
-	poke, removed := s.finish(e.id, next)
+	poke, removed := s.finish(id, next)
 	poke = poke || s.starved
 	s.starved = false
 	s.mu.Unlock()
@@ -226,7 +243,7 @@ func (s *Scheduler) exec(ctx context.Context, e entry) {
 		s.poke()
 	}
 	if removed && s.released != nil {
-		s.released(e.id)
+		s.released(id)
 	}
 }
 
