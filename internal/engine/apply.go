@@ -20,7 +20,7 @@ func (e *Engine) Apply(aors []AoR) error {
 	if err := validate(aors); err != nil {
 		return err
 	}
-	now := time.Now()
+	now := e.cfg.Now()
 	in := newInterner()
 	e.mu.Lock()
 	defer e.mu.Unlock()

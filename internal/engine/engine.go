@@ -52,6 +52,9 @@ type Config struct {
 	// name, the result and its verdict. It must be cheap and safe for
 	// concurrent use.
 	Observe func(aor string, r qualify.Result, ok bool, reason qualify.Reason)
+	// Now returns the current time; nil means time.Now. A simulator that
+	// drives the engine in virtual time (see Driver) sets it.
+	Now func() time.Time
 }
 
 // Engine qualifies contacts. Create it with New, load AoRs with Apply, and
@@ -82,12 +85,15 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	e := &Engine{
 		cfg:     cfg,
 		aors:    map[string]*aorState{},
 		waiters: map[uint32][]chan<- ContactResult{},
 	}
-	e.sched = schedule.New(schedule.Config{MaxInFlight: cfg.MaxInFlight, Released: e.released}, e.runProbe)
+	e.sched = schedule.New(schedule.Config{MaxInFlight: cfg.MaxInFlight, Released: e.released, Now: cfg.Now}, e.runProbe)
 	return e, nil
 }
 

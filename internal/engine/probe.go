@@ -10,7 +10,7 @@ import (
 // runProbe is the scheduler's job for slot id: probe the contact, apply the
 // result, and return when its next probe is due.
 func (e *Engine) runProbe(ctx context.Context, id uint32, due time.Time) time.Time {
-	start := time.Now()
+	start := e.cfg.Now()
 	if e.cfg.Lateness != nil {
 		e.cfg.Lateness(start.Sub(due))
 	}
@@ -19,7 +19,7 @@ func (e *Engine) runProbe(ctx context.Context, id uint32, due time.Time) time.Ti
 		return time.Time{}
 	}
 	res := e.cfg.Prober.Probe(ctx, target)
-	end := time.Now()
+	end := e.cfg.Now()
 	if res.Sent.IsZero() {
 		res.Sent = start
 	}

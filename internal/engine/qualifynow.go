@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
@@ -44,7 +43,7 @@ func (e *Engine) Qualify(ctx context.Context, aor string) ([]ContactResult, erro
 	ids := a.ids
 	uris := make([]string, len(ids))
 	ch := make(chan ContactResult, len(ids))
-	now := time.Now()
+	now := e.cfg.Now()
 	for i, id := range ids {
 		uris[i] = e.slots[id].uri
 		e.waiters[id] = append(e.waiters[id], ch)
