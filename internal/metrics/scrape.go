@@ -1,0 +1,88 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// SIPStats are the prober's counters that the metrics export. The caller
+// copies them from its prober; the metrics do not depend on the prober's
+// own types.
+type SIPStats struct {
+	// Requests counts OPTIONS transactions sent (first transmissions).
+	Requests uint64
+	// Retransmissions counts UDP retransmissions (RFC 3261 Timer E).
+	Retransmissions uint64
+	// Dropped counts dropped incoming messages by reason. Keep the keys a
+	// small fixed set: each is a label value.
+	Dropped map[string]uint64
+}
+
+var (
+	descContacts = prometheus.NewDesc("qualifyd_contacts",
+		"Configured contacts by status (NonQualified, Reachable, Unreachable).", []string{"status"}, nil)
+	descRoutable = prometheus.NewDesc("qualifyd_contacts_routable",
+		"Contacts that may carry calls: not Unreachable, or latency-only.", nil, nil)
+	descAoRs = prometheus.NewDesc("qualifyd_aors",
+		"Configured AoRs.", nil, nil)
+	descAvailable = prometheus.NewDesc("qualifyd_aors_available",
+		"AoRs with at least one routable contact.", nil, nil)
+	descInFlight = prometheus.NewDesc("qualifyd_probes_in_flight",
+		"Probes running now.", nil, nil)
+	descRequests = prometheus.NewDesc("qualifyd_sip_requests_total",
+		"SIP OPTIONS transactions sent (first transmissions).", nil, nil)
+	descRetrans = prometheus.NewDesc("qualifyd_sip_retransmissions_total",
+		"SIP OPTIONS retransmissions over UDP (RFC 3261 Timer E).", nil, nil)
+	descDropped = prometheus.NewDesc("qualifyd_sip_dropped_total",
+		"Incoming SIP messages dropped by reason (late, duplicate, wrong_source, mismatch, malformed, oversized, request).",
+		[]string{"reason"}, nil)
+)
+
+// tableStatuses are the statuses a configured contact can have; Removed
+// only appears in events.
+var tableStatuses = [...]qualify.Status{qualify.NonQualified, qualify.Reachable, qualify.Unreachable}
+
+// scrapeCollector computes the gauges and the prober counters at scrape
+// time from the funcs in Options; a nil func exports nothing.
+type scrapeCollector struct {
+	opts Options
+}
+
+// Describe implements prometheus.Collector.
+func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descContacts, descRoutable, descAoRs, descAvailable,
+		descInFlight, descRequests, descRetrans, descDropped} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.opts.Summary != nil {
+		collectSummary(ch, c.opts.Summary())
+	}
+	if c.opts.InFlight != nil {
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.opts.InFlight()))
+	}
+	if c.opts.SIP != nil {
+		collectSIP(ch, c.opts.SIP())
+	}
+}
+
+func collectSummary(ch chan<- prometheus.Metric, s engine.Summary) {
+	for _, st := range tableStatuses {
+		ch <- prometheus.MustNewConstMetric(descContacts, prometheus.GaugeValue, float64(s.ByStatus[st]), st.String())
+	}
+	ch <- prometheus.MustNewConstMetric(descRoutable, prometheus.GaugeValue, float64(s.Routable))
+	ch <- prometheus.MustNewConstMetric(descAoRs, prometheus.GaugeValue, float64(s.AoRs))
+	ch <- prometheus.MustNewConstMetric(descAvailable, prometheus.GaugeValue, float64(s.AoRsAvailable))
+}
+
+func collectSIP(ch chan<- prometheus.Metric, s SIPStats) {
+	ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(s.Requests))
+	ch <- prometheus.MustNewConstMetric(descRetrans, prometheus.CounterValue, float64(s.Retransmissions))
+	for reason, n := range s.Dropped {
+		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(n), reason)
+	}
+}
