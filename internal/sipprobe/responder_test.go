@@ -3,7 +3,6 @@ package sipprobe
 import (
 	"bufio"
 	"crypto/tls"
-	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -178,5 +177,3 @@ func (r *responder) next(t *testing.T) *sip.Request {
 	}
 	return nil
 }
-
-var errNotClosed = errors.New("not closed")

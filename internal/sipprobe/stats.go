@@ -38,7 +38,8 @@ type Stats struct {
 	DroppedOversized uint64
 	// DroppedRequests counts incoming requests other than OPTIONS.
 	DroppedRequests uint64
-	// OptionsAnswered counts incoming OPTIONS answered with 200 OK.
+	// OptionsAnswered counts incoming OPTIONS answered with 200 OK (counted
+	// when the answer is written, whether or not the write succeeds).
 	OptionsAnswered uint64
 }
 
