@@ -1,0 +1,17 @@
+// Package web serves qualifyd's HTTP interface on its own ServeMux: the
+// JSON API over the engine's snapshots, manual qualify and reload, the
+// Server-Sent Events stream of engine events with replay from a bounded
+// ring, the Prometheus exposition, a health check, and a small HTML status
+// page.
+//
+// Write routes (POST) need "Authorization: Bearer TOKEN" when a token is
+// configured; ListenCheck refuses a non-loopback address without one.
+// Every error is JSON {"error": "..."} with a 4xx or 5xx status; a handler
+// panic is answered with 500 and counted, never crashing the daemon.
+//
+// Server.Run is the event pump: it subscribes to the engine, encodes each
+// event once into the ring, and wakes the stream handlers, which each read
+// the ring at their own pace. The pump never writes to a client, so a slow
+// client cannot hold it up; a client that falls more than the ring behind
+// receives a "gap" event and resumes at the oldest event kept.
+package web

@@ -1,0 +1,206 @@
+package web
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/asterisk"
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// stamp is a time in JSON: RFC 3339 in UTC with milliseconds, or null when
+// zero.
+type stamp time.Time
+
+// timeFormat is RFC 3339 with milliseconds.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON implements json.Marshaler.
+func (t stamp) MarshalJSON() ([]byte, error) {
+	if time.Time(t).IsZero() {
+		return []byte("null"), nil
+	}
+	return []byte(`"` + time.Time(t).UTC().Format(timeFormat) + `"`), nil
+}
+
+// reasonText is a verdict's reason as the API spells it: "" for a success,
+// else asterisk.ReasonText ("timeout", "status 503", ...).
+func reasonText(r qualify.Reason, code int) string {
+	if r == qualify.ReasonNone {
+		return ""
+	}
+	return asterisk.ReasonText(r, code)
+}
+
+type okJSON struct {
+	OK bool `json:"ok"`
+}
+
+type errorJSON struct {
+	Error string `json:"error"`
+}
+
+type lastResultJSON struct {
+	At     stamp  `json:"at"`
+	OK     bool   `json:"ok"`
+	Code   int    `json:"code"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+type contactJSON struct {
+	AoR              string          `json:"aor"`
+	URI              string          `json:"uri"`
+	Status           string          `json:"status"`
+	Routable         bool            `json:"routable"`
+	Phase            string          `json:"phase"`
+	RTTUsec          int64           `json:"rtt_usec"`
+	Failures         int             `json:"failures"`
+	FailureThreshold int             `json:"failure_threshold"`
+	Successes        int             `json:"successes"`
+	SuccessThreshold int             `json:"success_threshold"`
+	LatencyOnly      bool            `json:"latency_only"`
+	InFlight         bool            `json:"in_flight"`
+	LastResult       *lastResultJSON `json:"last_result"`
+	NextProbeAt      stamp           `json:"next_probe_at"`
+}
+
+func newContactJSON(c *engine.ContactSnapshot) contactJSON {
+	j := contactJSON{
+		AoR: c.AoR, URI: c.URI, Status: c.Status.String(), Routable: c.Routable,
+		Phase: c.Phase.String(), RTTUsec: c.RTT.Microseconds(),
+		Failures: c.Failures, FailureThreshold: c.FailureThreshold,
+		Successes: c.Successes, SuccessThreshold: c.SuccessThreshold,
+		LatencyOnly: c.LatencyOnly, InFlight: c.InFlight, NextProbeAt: stamp(c.NextProbe),
+	}
+	if l := c.Last; !l.At.IsZero() {
+		j.LastResult = &lastResultJSON{At: stamp(l.At), OK: l.OK, Code: l.Code,
+			Reason: reasonText(l.Reason, l.Code), Detail: l.Detail}
+	}
+	return j
+}
+
+// policyJSON is an AoR's effective policy, as qualifyd check-config --json
+// prints it: times in seconds, fallbacks resolved.
+type policyJSON struct {
+	Frequency     float64 `json:"qualify_frequency"`
+	Timeout       float64 `json:"qualify_timeout"`
+	Failures      int     `json:"qualify_failures"`
+	RetryInterval float64 `json:"qualify_retry_interval"`
+	DownInterval  float64 `json:"qualify_down_interval"`
+	Successes     int     `json:"qualify_successes"`
+	Only2xx       bool    `json:"qualify_2xx_only"`
+	LatencyOnly   bool    `json:"qualify_latency_only"`
+}
+
+func newPolicyJSON(p *qualify.Policy) policyJSON {
+	orF := func(d time.Duration) float64 {
+		if d > 0 {
+			return d.Seconds()
+		}
+		return p.Frequency.Seconds()
+	}
+	return policyJSON{
+		Frequency: p.Frequency.Seconds(), Timeout: p.ProbeTimeout().Seconds(),
+		Failures: p.FailureThreshold(), RetryInterval: orF(p.RetryInterval),
+		DownInterval: orF(p.EffectiveDownInterval()), Successes: p.SuccessThreshold(),
+		Only2xx: p.Only2xx, LatencyOnly: p.LatencyOnly,
+	}
+}
+
+type aorJSON struct {
+	Name      string        `json:"name"`
+	Available bool          `json:"available"`
+	Contacts  []contactJSON `json:"contacts"`
+	Policy    policyJSON    `json:"policy"`
+}
+
+func newAoRJSON(a *engine.AoRSnapshot) aorJSON {
+	j := aorJSON{Name: a.Name, Available: a.Available, Policy: newPolicyJSON(&a.Policy)}
+	j.Contacts = make([]contactJSON, len(a.Contacts))
+	for i := range a.Contacts {
+		j.Contacts[i] = newContactJSON(&a.Contacts[i])
+	}
+	return j
+}
+
+type probeJSON struct {
+	URI     string `json:"uri"`
+	OK      bool   `json:"ok"`
+	Status  string `json:"status"`
+	Code    int    `json:"code"`
+	Reason  string `json:"reason"`
+	RTTUsec int64  `json:"rtt_usec"`
+	Detail  string `json:"detail"`
+	Error   string `json:"error,omitempty"`
+}
+
+type qualifyJSON struct {
+	AoR     string      `json:"aor"`
+	Results []probeJSON `json:"results"`
+}
+
+func newQualifyJSON(aor string, rs []engine.ContactResult) qualifyJSON {
+	j := qualifyJSON{AoR: aor, Results: make([]probeJSON, len(rs))}
+	for i, r := range rs {
+		p := probeJSON{URI: r.URI, OK: r.OK, Status: r.Status.String(), Code: r.Result.Code,
+			Reason: reasonText(r.Reason, r.Result.Code), RTTUsec: r.Result.RTT.Microseconds(), Detail: r.Result.Detail}
+		if r.Err != nil {
+			p.Error = r.Err.Error()
+		}
+		j.Results[i] = p
+	}
+	return j
+}
+
+// writeJSON answers status with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do
+}
+
+// writeError answers status with {"error": msg}.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorJSON{Error: msg})
+}
+
+// writeContacts streams {"contacts":[...]} one contact at a time, so a
+// large table is never held as one JSON document.
+func writeContacts(w http.ResponseWriter, cs []engine.ContactSnapshot) {
+	writeList(w, "contacts", len(cs), func(i int) any { return newContactJSON(&cs[i]) })
+}
+
+// writeAoRs streams {"aors":[...]} one AoR at a time.
+func writeAoRs(w http.ResponseWriter, as []engine.AoRSnapshot) {
+	writeList(w, "aors", len(as), func(i int) any { return newAoRJSON(&as[i]) })
+}
+
+// writeList streams {"key":[item(0),...,item(n-1)]} followed by a newline.
+func writeList(w http.ResponseWriter, key string, n int, item func(int) any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"` + key + `":[`)
+	for i := range n {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		b, err := json.Marshal(item(i))
+		if err != nil {
+			return // cannot happen with these types; the reply is cut short
+		}
+		bw.Write(b)
+	}
+	bw.WriteString("]}\n")
+	_ = bw.Flush()
+}
+
+// quote quotes s for an error message.
+func quote(s string) string { return strconv.Quote(s) }

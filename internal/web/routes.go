@@ -1,0 +1,149 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// routes registers every route on s.mux. The paths and JSON shapes are the
+// contract of issue 5 that qualifyd show/qualify and other tools rely on.
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /{$}", s.page)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /metrics", s.metrics)
+	s.mux.HandleFunc("GET /api/v1/contacts", s.contacts)
+	s.mux.HandleFunc("GET /api/v1/aors", s.aors)
+	s.mux.HandleFunc("GET /api/v1/aors/{name}", s.aor)
+	s.mux.HandleFunc("GET /api/v1/events", s.events)
+	s.mux.Handle("POST /api/v1/aors/{name}/qualify", s.authorize(http.HandlerFunc(s.qualify)))
+	s.mux.Handle("POST /api/v1/reload", s.authorize(http.HandlerFunc(s.reload)))
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, okJSON{OK: true})
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Gatherer == nil {
+		writeError(w, http.StatusNotFound, "metrics are not enabled")
+		return
+	}
+	promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
+
+// contacts serves GET /api/v1/contacts[?aor=NAME][&status=LABEL].
+func (s *Server) contacts(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeContacts(w, f.apply(s.contactsOf(f.aor)))
+}
+
+// contactsOf returns every contact, or only aor's when aor is set.
+func (s *Server) contactsOf(aor string) []engine.ContactSnapshot {
+	if aor == "" {
+		return s.cfg.Engine.Contacts()
+	}
+	a, _ := s.cfg.Engine.AoR(aor)
+	return a.Contacts
+}
+
+func (s *Server) aors(w http.ResponseWriter, _ *http.Request) {
+	writeAoRs(w, s.cfg.Engine.AoRs())
+}
+
+func (s *Server) aor(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.cfg.Engine.AoR(r.PathValue("name"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "unknown AoR "+quote(r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, newAoRJSON(&a))
+}
+
+// qualify serves POST /api/v1/aors/{name}/qualify: probe the AoR's
+// contacts now, waiting at most its qualify timeout plus a second
+// (bounded by MaxQualifyWait).
+func (s *Server) qualify(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	a, ok := s.cfg.Engine.AoR(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, "unknown AoR "+quote(name))
+		return
+	}
+	wait := min(a.Policy.ProbeTimeout()+time.Second, s.cfg.MaxQualifyWait)
+	extendWrite(w, wait+5*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	res, err := s.cfg.Engine.Qualify(ctx, name)
+	if err != nil {
+		writeError(w, qualifyStatus(err), err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, newQualifyJSON(name, res))
+}
+
+// qualifyStatus maps a manual qualify error to an HTTP status.
+func qualifyStatus(err error) int {
+	switch {
+	case errors.Is(err, engine.ErrUnknownAoR):
+		return http.StatusNotFound // removed by a reload meanwhile
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusServiceUnavailable
+}
+
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Reload == nil {
+		writeError(w, http.StatusNotImplemented, "reload is not available")
+		return
+	}
+	if err := s.cfg.Reload(r.Context()); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, okJSON{OK: true})
+}
+
+// filter selects contacts by AoR and status.
+type filter struct {
+	aor       string
+	status    qualify.Status
+	hasStatus bool
+}
+
+func parseFilter(r *http.Request) (filter, error) {
+	q := r.URL.Query()
+	f := filter{aor: q.Get("aor")}
+	if v := q.Get("status"); v != "" {
+		st, ok := qualify.ParseStatus(v)
+		if !ok {
+			return f, errors.New("bad status " + quote(v) + ": want NonQualified, Reachable or Unreachable")
+		}
+		f.status, f.hasStatus = st, true
+	}
+	return f, nil
+}
+
+// apply filters cs in place by status.
+func (f filter) apply(cs []engine.ContactSnapshot) []engine.ContactSnapshot {
+	if !f.hasStatus {
+		return cs
+	}
+	out := cs[:0]
+	for _, c := range cs {
+		if c.Status == f.status {
+			out = append(out, c)
+		}
+	}
+	return out
+}

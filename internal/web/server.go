@@ -1,0 +1,141 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/qualifyd/qualifyd/internal/engine"
+)
+
+// Engine is what the server needs from *engine.Engine.
+type Engine interface {
+	Contacts() []engine.ContactSnapshot
+	AoRs() []engine.AoRSnapshot
+	AoR(name string) (engine.AoRSnapshot, bool)
+	Qualify(ctx context.Context, aor string) ([]engine.ContactResult, error)
+	Subscribe(buffer int) *engine.Subscription
+}
+
+// Defaults of the Config fields left zero.
+const (
+	DefaultRingSize       = 1024
+	DefaultHeartbeat      = 15 * time.Second
+	DefaultMaxQualifyWait = 60 * time.Second
+	DefaultPageLimit      = 2000
+)
+
+// Config configures a Server. Only Engine is required.
+type Config struct {
+	// Engine is the engine served.
+	Engine Engine
+	// Reload, if set, reloads the configuration for POST /api/v1/reload.
+	// An error is reported to the client as 422 with its text; the running
+	// configuration must then stay in force. Nil answers 501.
+	Reload func(ctx context.Context) error
+	// Token, if not empty, is the bearer token POST routes require.
+	Token string
+	// Gatherer, if set, is served at /metrics; nil answers 404 there.
+	Gatherer prometheus.Gatherer
+	// RingSize is how many events are kept for replay; zero means
+	// DefaultRingSize.
+	RingSize int
+	// Heartbeat is the interval of SSE comment lines keeping idle streams
+	// alive; zero means DefaultHeartbeat.
+	Heartbeat time.Duration
+	// MaxQualifyWait bounds how long POST .../qualify waits for the probes
+	// (the AoR's qualify timeout plus a second, at most this); zero means
+	// DefaultMaxQualifyWait.
+	MaxQualifyWait time.Duration
+	// PageLimit bounds the contacts listed on the status page; zero means
+	// DefaultPageLimit.
+	PageLimit int
+	// Version is shown on the status page.
+	Version string
+	// Logger receives handler panics; nil discards them.
+	Logger *slog.Logger
+	// Panicked, if set, is called once per handler panic (for a metric).
+	Panicked func()
+}
+
+// Server is the HTTP interface. Create it with New, serve Handler, and run
+// Run for the event stream.
+type Server struct {
+	cfg  Config
+	mux  *http.ServeMux
+	ring *ring
+}
+
+// ErrNoEngine is returned by New without an Engine.
+var ErrNoEngine = errors.New("web: no engine configured")
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Engine == nil {
+		return nil, ErrNoEngine
+	}
+	cfg = withDefaults(cfg)
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), ring: newRing(cfg.RingSize)}
+	s.routes()
+	return s, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.RingSize <= 0 {
+		cfg.RingSize = DefaultRingSize
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.MaxQualifyWait <= 0 {
+		cfg.MaxQualifyWait = DefaultMaxQualifyWait
+	}
+	if cfg.PageLimit <= 0 {
+		cfg.PageLimit = DefaultPageLimit
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+// Handler returns the server's handler: the routes behind panic recovery,
+// a request body limit, and JSON answers for unknown routes and methods.
+func (s *Server) Handler() http.Handler {
+	return s.recover(http.HandlerFunc(s.serve))
+}
+
+// maxBody bounds request bodies; no route reads one today.
+const maxBody = 64 << 10
+
+// serve dispatches r, answering the mux's own 404 and 405 in JSON.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	h, _ := s.mux.Handler(r)
+	rec := &statusRecorder{header: http.Header{}, status: http.StatusOK}
+	h.ServeHTTP(rec, r)
+	for _, k := range []string{"Allow", "Location"} {
+		if v := rec.header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	writeError(w, rec.status, http.StatusText(rec.status))
+}
+
+// statusRecorder captures the status (and headers) a mux fallback handler
+// writes, discarding its plain-text body.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
