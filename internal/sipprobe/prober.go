@@ -39,7 +39,7 @@ func New(cfg Config) (*Prober, error) {
 	}
 	p := &Prober{cfg: cfg, udp: u, table: newTable(), dns: newResolver(cfg.Resolver), stop: make(chan struct{})}
 	p.pool.New = func() any {
-		return &transaction{done: make(chan struct{}, 1), st: txState{buf: make([]byte, 0, 1024)}}
+		return &transaction{done: make(chan struct{}, 1), st: txState{buf: make([]byte, 0, 512)}}
 	}
 	p.timers = &timers{tb: p.table, counts: &p.stats, send: func(b []byte, d netip.AddrPort) { _ = u.send(b, d) }}
 	p.streams = &streams{slots: make(map[streamKey]*streamSlot), tls: tlsBase(cfg.TLS), serve: p.serveStream}

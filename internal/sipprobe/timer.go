@@ -62,6 +62,9 @@ func (h *timerHeap) down(i int) {
 	}
 }
 
+// maxArena is the retransmission buffer capacity kept between bursts.
+const maxArena = 1 << 20
+
 // resend is one retransmission taken out of the lock: the request bytes
 // are copied so the transaction may complete and be reused meanwhile.
 type resend struct {
@@ -112,6 +115,9 @@ func (ts *timers) fire(now time.Time) time.Duration {
 		ts.send(ts.arena[r.off:r.off+r.n], r.dest)
 	}
 	ts.counts.retransmissions.Add(uint64(len(ts.resends)))
+	if cap(ts.arena) > maxArena {
+		ts.arena, ts.resends = nil, nil // a burst is over: give the memory back
+	}
 	return next
 }
 
