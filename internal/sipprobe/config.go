@@ -24,7 +24,8 @@ const (
 // all interfaces, system DNS and system TLS roots.
 type Config struct {
 	// ListenAddr is the local UDP address ("host:port") of the shared
-	// socket. Empty means an ephemeral port on all interfaces.
+	// socket. Empty means an ephemeral port on all interfaces. To probe
+	// from several local addresses, run one Prober per address.
 	ListenAddr string
 	// ReadBuffer and WriteBuffer are the kernel socket buffer sizes in
 	// bytes; zero means DefaultSocketBuffer. Large buffers keep bursts of

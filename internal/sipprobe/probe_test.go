@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -246,5 +247,30 @@ func TestIncomingOptionsAnswered(t *testing.T) {
 	}
 	if s := p.Stats(); s.OptionsAnswered != 1 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestSentBy: bound to all interfaces, the Via carries the address the
+// kernel sends from (the real sent-by), for IPv4 and IPv6 contacts.
+func TestSentBy(t *testing.T) {
+	p := newProber(t, Config{ListenAddr: ":0"})
+	for _, ip := range []string{"127.0.0.1", "::1"} {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &responder{t: t, udp: c, got: make(chan *sip.Request, 16),
+			addr: c.LocalAddr().(*net.UDPAddr).AddrPort(), handle: func(x *exchange) { x.reply(200) }}
+		r.wg.Add(1)
+		go r.serveUDP()
+		t.Cleanup(func() { _ = c.Close(); r.wg.Wait() })
+		if res := p.Probe(t.Context(), target(uriOf(r, ""), 3*time.Second)); res.Code != 200 {
+			t.Fatalf("%s: got %+v", ip, res)
+		}
+		via := r.next(t).Via()
+		want := netip.AddrPortFrom(netip.MustParseAddr(ip), p.Addr().Port()).String()
+		if got := netip.AddrPortFrom(netip.MustParseAddr(via.Host), uint16(via.Port)).String(); got != want {
+			t.Errorf("sent-by %s, want %s", got, want)
+		}
 	}
 }

@@ -79,6 +79,9 @@ func TestTCPRefused(t *testing.T) {
 	if res.Reason != qualify.ReasonTransport || !strings.Contains(res.Detail, "refused") || !res.Sent.IsZero() {
 		t.Fatalf("got %+v, want transport (refused)", res)
 	}
+	if s := p.Stats(); s.TransportErrors != 1 || s.Probes != 0 {
+		t.Errorf("stats %+v", s)
+	}
 }
 
 // TestTCPPeerCloses: a connection closed with a probe in flight fails it
