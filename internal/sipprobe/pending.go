@@ -173,7 +173,10 @@ func (tb *table) match(m *message, src netip.AddrPort, conn *streamConn, now tim
 	case !tx.matches(m):
 		return dropMismatch, false
 	case m.code < 200:
-		return dropNone, true // provisional: ignored, extends nothing
+		// Provisional: the deadline stays; Timer E continues at T2
+		// (Proceeding state, RFC 3261 section 17.1.2.2).
+		tx.st.interval = T2
+		return dropNone, true
 	}
 	tx.answer(m, now)
 	tb.complete(tx)

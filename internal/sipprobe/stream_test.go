@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emiago/sipgo/sip"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -167,4 +168,22 @@ func (ca *testCA) serverConfig(t *testing.T, name string) *tls.Config {
 		t.Fatal(err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+}
+
+// TestTCPOversized: a response larger than MaxMessageSize is dropped and
+// counted; a stream cannot be resynchronised after it, so the connection
+// is closed and the probe fails with reason transport.
+func TestTCPOversized(t *testing.T) {
+	for name, pad := range map[string]string{"long line": strings.Repeat("x", 9000), "many lines": strings.Repeat("x\r\nX-Pad: ", 2000)} {
+		t.Run(name, func(t *testing.T) {
+			r := newStreamResponder(t, nil, func(x *exchange) {
+				x.reply(200, func(res *sip.Response) { res.AppendHeader(sip.NewHeader("X-Pad", pad)) })
+			})
+			p := newProber(t, Config{})
+			res := p.Probe(t.Context(), target(uriOf(r, ";transport=tcp"), 3*time.Second))
+			if res.Reason != qualify.ReasonTransport || p.Stats().DroppedOversized != 1 {
+				t.Fatalf("got %+v, stats %+v", res, p.Stats())
+			}
+		})
+	}
 }

@@ -42,7 +42,7 @@ func newTimerRig(t *testing.T) *timerRig {
 // start registers a UDP (conn == nil) or stream transaction now.
 func (r *timerRig) startTx(timeout time.Duration, conn *streamConn) *transaction {
 	tx := &transaction{done: make(chan struct{}, 1)}
-	tx.st.req.key = uint64(len(r.tb.byKey) + 1)
+	tx.st.req.key, tx.st.req.cseq = uint64(len(r.tb.byKey)+1), 1
 	tx.st.conn, tx.st.interval = conn, T1
 	tx.st.sent = time.Now()
 	tx.st.deadline = tx.st.sent.Add(timeout)
@@ -108,6 +108,32 @@ func TestTimerStreamAndCompletion(t *testing.T) {
 		}
 		if want := seconds(0.5); !slices.Equal(r.sends, want) {
 			t.Errorf("sends %v, want %v", r.sends, want)
+		}
+	})
+}
+
+// TestTimerEProceeding: after a provisional response Timer E continues at
+// T2 (RFC 3261 section 17.1.2.2), and the deadline does not move.
+func TestTimerEProceeding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newTimerRig(t)
+		ready := make(chan *transaction, 1)
+		var once sync.Once
+		r.onSend = func() { // a 180 right after the first retransmission
+			once.Do(func() {
+				tx := <-ready
+				m := message{code: 180, cseq: 1, cseqMethod: []byte("OPTIONS"),
+					branch: appendHex([]byte(branchPrefix), tx.st.req.key), callID: appendHex(nil, tx.st.req.callID)}
+				if d, prov := r.tb.match(&m, tx.st.dest, nil, time.Now()); d != dropNone || !prov {
+					t.Errorf("180 not matched as provisional: %v", d)
+				}
+			})
+		}
+		tx := r.startTx(10*time.Second, nil)
+		ready <- tx
+		<-tx.done
+		if want := seconds(0.5, 1.5, 5.5, 9.5); !slices.Equal(r.sends, want) || time.Since(r.start) != 10*time.Second {
+			t.Errorf("sends %v, ended at %v; want %v, 10s", r.sends, time.Since(r.start), want)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,6 +185,9 @@ var errOversized = errors.New("message too large")
 func readStreamMessage(r *bufio.Reader, buf []byte, max int) ([]byte, error) {
 	for {
 		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return buf, errOversized // one header line longer than the reader
+		}
 		if err != nil {
 			return buf, err
 		}
@@ -211,7 +215,7 @@ func readBody(r *bufio.Reader, buf []byte, max int) ([]byte, error) {
 		return buf, errOversized
 	}
 	n := len(buf)
-	buf = append(buf, make([]byte, m.contentLen)...)
+	buf = slices.Grow(buf, m.contentLen)[:n+m.contentLen]
 	_, err := io.ReadFull(r, buf[n:])
 	return buf, err
 }
