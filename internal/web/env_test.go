@@ -101,8 +101,7 @@ func newEnv(t *testing.T, cfg Config, ecfg engine.Config, aors ...engine.AoR) *e
 	return v
 }
 
-// start runs the engine and the pump until the test ends; the pump has
-// subscribed when start returns.
+// start runs the engine and the pump until the test ends.
 func (v *env) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -67,18 +67,21 @@ type Server struct {
 	cfg  Config
 	mux  *http.ServeMux
 	ring *ring
+	sub  *engine.Subscription // consumed by Run
 }
 
 // ErrNoEngine is returned by New without an Engine.
 var ErrNoEngine = errors.New("web: no engine configured")
 
-// New returns a Server for cfg.
+// New returns a Server for cfg. It subscribes to the engine's events at
+// once, so that none published before Run starts is missed.
 func New(cfg Config) (*Server, error) {
 	if cfg.Engine == nil {
 		return nil, ErrNoEngine
 	}
 	cfg = withDefaults(cfg)
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), ring: newRing(cfg.RingSize)}
+	s.sub = cfg.Engine.Subscribe(cfg.RingSize)
 	s.routes()
 	return s, nil
 }

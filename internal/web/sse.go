@@ -8,13 +8,12 @@ import (
 	"time"
 )
 
-// Run is the event pump: it subscribes to the engine and adds every event
-// to the replay ring until ctx is cancelled, then ends the event streams so
-// that http.Server.Shutdown can complete. Call it once, before the engine
-// applies its first configuration so that no event is missed. Events the
-// pump falls behind on are lost to the ring; streams see a gap event.
+// Run is the event pump: it adds every engine event to the replay ring
+// until ctx is cancelled, then unsubscribes and ends the event streams so
+// that http.Server.Shutdown can complete. Call it once. Events the pump
+// falls behind on are lost to the ring; streams see a gap event.
 func (s *Server) Run(ctx context.Context) {
-	sub := s.cfg.Engine.Subscribe(s.cfg.RingSize)
+	sub := s.sub
 	defer s.ring.close()
 	defer sub.Close()
 	for {
@@ -78,15 +77,16 @@ func lastEventID(r *http.Request) (id uint64, replay bool, err error) {
 	return id, true, nil
 }
 
-// start places st's cursor: at the newest event for a live client, at last
-// for a replay the ring still covers, else at the oldest kept after a gap
-// event. An id newer than any kept comes from before a restart.
+// start places st's cursor: at the newest event for a live client, else
+// at last; pump sends a gap event if the ring no longer holds last+1. An
+// id newer than any kept comes from before a restart: the client gets a
+// gap event at once and everything kept.
 func (s *Server) start(st *stream, last uint64, replay bool) error {
 	first, newest := s.ring.bounds()
 	switch {
 	case !replay:
 		st.cursor, st.live = newest, true
-	case last > newest || (first > 0 && first > last+1):
+	case last > newest:
 		st.cursor = max(first, 1) - 1
 		return st.write(gapFrame(last, first))
 	default:

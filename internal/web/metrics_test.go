@@ -1,0 +1,58 @@
+package web
+
+import (
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/metrics"
+)
+
+// TestMetricsRoute wires the metrics hooks into a running engine as the
+// daemon does and reads the exposition through GET /metrics.
+func TestMetricsRoute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		var e *engine.Engine
+		m, err := metrics.New(reg, metrics.Options{Summary: func() engine.Summary { return e.Summary() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := newEnv(t, Config{Gatherer: reg, Panicked: m.CountPanic},
+			engine.Config{Observe: m.ObserveProbe, Lateness: m.ObserveLateness})
+		e = v.e
+		v.prober.set(gw2URI, reply{silent: true})
+		v.prober.set(gw3URI, reply{after: 5 * time.Millisecond, code: 503})
+		v.prober.set(bakURI, reply{silent: true})
+		if err := e.Apply(scenario()); err != nil {
+			t.Fatal(err)
+		}
+		v.until(9 * time.Second)
+		w := v.do("GET", "/metrics")
+		if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+			t.Fatalf("got %d %q", w.Code, w.Header().Get("Content-Type"))
+		}
+		for _, line := range []string{
+			`qualifyd_contacts{status="NonQualified"} 1`,
+			`qualifyd_contacts{status="Reachable"} 1`,
+			`qualifyd_contacts{status="Unreachable"} 3`,
+			`qualifyd_contacts_routable 3`,
+			`qualifyd_aors 4`,
+			`qualifyd_aors_available 3`,
+			`qualifyd_probes_total{reason="none",result="success"} 1`,
+			`qualifyd_probes_total{reason="timeout",result="failure"} 3`,
+			`qualifyd_probes_total{reason="status",result="failure"} 1`,
+			`qualifyd_probe_rtt_seconds_count 1`,
+			`qualifyd_probe_rtt_seconds_sum 0.0125`,
+			`qualifyd_schedule_lateness_seconds_count 5`,
+			`qualifyd_http_panics_total 0`,
+		} {
+			if !strings.Contains(w.Body.String(), "\n"+line+"\n") {
+				t.Errorf("exposition lacks %q", line)
+			}
+		}
+	})
+}
