@@ -1,0 +1,153 @@
+package simulate
+
+import (
+	"iter"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Expected is what the closed forms of the package doc predict for one
+// policy when each probe fails independently with probability p < 1 and
+// qualify_successes is 1. Times are seconds.
+type Expected struct {
+	// FalseOutagesPerDay is 86400 p^N / E[L].
+	FalseOutagesPerDay float64
+	// MeanFalseOutageSeconds is S_D/(1-p) - T + RTT.
+	MeanFalseOutageSeconds float64
+	// UnavailableFraction is the share of time a healthy peer is wrongly
+	// unroutable; zero with qualify_latency_only.
+	UnavailableFraction float64
+	// ProbesPerHourHealthy is 3600 E[probes per cycle] / E[L].
+	ProbesPerHourHealthy float64
+	// ProbesPerHourDown is the steady rate while the peer is dead, 3600/S_D.
+	ProbesPerHourDown float64
+	// DetectionWorstSeconds is F + T + (N-1) S_R: an outage that begins
+	// just after a successful probe's send.
+	DetectionWorstSeconds float64
+	// DetectionMeanSeconds is F/2 + T + (N-1) S_R, for a death at a
+	// uniformly random moment of a lossless healthy run.
+	DetectionMeanSeconds float64
+	// DetectionFromFirstFailureSeconds is T + (N-1) S_R.
+	DetectionFromFirstFailureSeconds float64
+
+	// OutageVariance and ProbeVariance are the asymptotic variances per
+	// second of the number of false outages and of probes in a long
+	// healthy run (renewal-reward central limit theorem: a run of t
+	// seconds has variance t times these).
+	OutageVariance, ProbeVariance float64
+	// UnavailableVariance is the same for the unroutable time, in s^2/s.
+	UnavailableVariance float64
+	// OutageDurationVariance is the variance of one false outage's
+	// length, S_D^2 p / (1-p)^2, in s^2.
+	OutageDurationVariance float64
+}
+
+// steps returns S_R and S_D, send to send after a failed probe while
+// suspect and while Unreachable: T plus R (or D) when set, else F's
+// rhythm, never before the probe's deadline.
+func steps(p qualify.Policy) (retry, down time.Duration) {
+	t := p.ProbeTimeout()
+	retry, down = max(p.Frequency, t), max(p.Frequency, t)
+	if p.RetryInterval > 0 {
+		retry = t + p.RetryInterval
+	}
+	if d := p.EffectiveDownInterval(); d > 0 {
+		down = t + d
+	}
+	return retry, down
+}
+
+// WorstDetection returns F + T + (N-1) S_R, the longest time from a peer's
+// death to its contact becoming Unreachable.
+func WorstDetection(p qualify.Policy) time.Duration {
+	retry, _ := steps(p)
+	return p.Frequency + p.ProbeTimeout() + time.Duration(p.FailureThreshold()-1)*retry
+}
+
+// cycle is one outcome of a renewal cycle: from a probe sent while the
+// contact is healthy to the next such probe.
+type cycle struct {
+	prob   float64
+	length float64 // seconds
+	probes float64
+	outage float64 // 1 when the cycle holds a false outage
+	down   float64 // seconds the contact was Unreachable
+}
+
+// cycles enumerates the outcomes of a cycle under independent probe loss
+// p < 1: k < N failures then a success, or N failures and g >= 1 probes
+// while Unreachable, the last a success. The geometric tail is cut where
+// its probability is negligible.
+func cycles(p qualify.Policy, loss, rtt float64) iter.Seq[cycle] {
+	q, n, f := 1-loss, p.FailureThreshold(), p.Frequency.Seconds()
+	sr, sd := steps(p)
+	retry, down, t := sr.Seconds(), sd.Seconds(), p.ProbeTimeout().Seconds()
+	return func(yield func(cycle) bool) {
+		pk := 1.0
+		for k := range n {
+			if !yield(cycle{prob: pk * q, length: float64(k)*retry + f, probes: float64(k + 1)}) {
+				return
+			}
+			pk *= loss
+		}
+		for g := 1; pk > 1e-300 && g < 1e7; g++ {
+			c := cycle{prob: pk * q, length: float64(n-1)*retry + float64(g)*down + f,
+				probes: float64(n + g), outage: 1, down: float64(g)*down - t + rtt}
+			if !yield(c) {
+				return
+			}
+			pk *= loss
+		}
+	}
+}
+
+// Predict returns the closed forms for policy p under independent probe
+// loss, with the path's round-trip time rtt. Loss must be below 1.
+func Predict(p qualify.Policy, loss float64, rtt time.Duration) Expected {
+	var el, eprobes, eout, edown float64
+	for c := range cycles(p, loss, rtt.Seconds()) {
+		el += c.prob * c.length
+		eprobes += c.prob * c.probes
+		eout += c.prob * c.outage
+		edown += c.prob * c.down
+	}
+	var x Expected
+	x.FalseOutagesPerDay = 86400 * eout / el
+	x.ProbesPerHourHealthy = 3600 * eprobes / el
+	if !p.LatencyOnly {
+		x.UnavailableFraction = edown / el
+	}
+	x.OutageVariance = rewardVariance(p, loss, rtt, el, eout/el, func(c cycle) float64 { return c.outage })
+	x.ProbeVariance = rewardVariance(p, loss, rtt, el, eprobes/el, func(c cycle) float64 { return c.probes })
+	if !p.LatencyOnly {
+		x.UnavailableVariance = rewardVariance(p, loss, rtt, el, edown/el, func(c cycle) float64 { return c.down })
+	}
+	x.detection(p, loss, rtt)
+	return x
+}
+
+// detection fills the detection times, the outage length and the dead
+// probe rate.
+func (x *Expected) detection(p qualify.Policy, loss float64, rtt time.Duration) {
+	sr, sd := steps(p)
+	t, f := p.ProbeTimeout().Seconds(), p.Frequency.Seconds()
+	x.DetectionFromFirstFailureSeconds = t + float64(p.FailureThreshold()-1)*sr.Seconds()
+	x.DetectionWorstSeconds = f + x.DetectionFromFirstFailureSeconds
+	x.DetectionMeanSeconds = f/2 + x.DetectionFromFirstFailureSeconds
+	x.ProbesPerHourDown = 3600 / sd.Seconds()
+	q := 1 - loss
+	x.MeanFalseOutageSeconds = sd.Seconds()/q - t + rtt.Seconds()
+	x.OutageDurationVariance = sd.Seconds() * sd.Seconds() * loss / (q * q)
+}
+
+// rewardVariance returns E[(Y - rate L)^2] / E[L] for the per-cycle reward
+// Y, the asymptotic variance per second of its total.
+func rewardVariance(p qualify.Policy, loss float64, rtt time.Duration, el, rate float64, y func(cycle) float64) float64 {
+	var v float64
+	for c := range cycles(p, loss, rtt.Seconds()) {
+		d := y(c) - rate*c.length
+		v += c.prob * d * d
+	}
+	return v / el
+}

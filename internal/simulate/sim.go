@@ -1,0 +1,182 @@
+package simulate
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// epoch is where virtual time starts.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// contactURI is the simulated contact of every AoR.
+const contactURI = "sip:peer@192.0.2.1:5060"
+
+// sim is a real engine qualifying one AoR's contact against a simulated
+// peer, stepped in virtual time by a discrete-event loop: the next event
+// is the earliest of a probe becoming due and a probe in flight ending.
+type sim struct {
+	now     time.Time
+	e       *engine.Engine
+	d       *engine.Driver
+	sub     *engine.Subscription
+	peer    *peer
+	jobs    []engine.Job
+	flight  []inFlight // probes in flight, by end time
+	w       watch
+	started int // probes started
+}
+
+// inFlight is a started probe whose outcome the peer decided.
+type inFlight struct {
+	id  uint32
+	end time.Time
+	res qualify.Result
+}
+
+// noProber satisfies engine.Config; a driven engine never calls it.
+type noProber struct{}
+
+func (noProber) Probe(context.Context, qualify.Target) qualify.Result {
+	panic("simulate: a driven engine called its prober")
+}
+
+// newSim applies one AoR to a fresh engine at the epoch.
+func newSim(a AoR, p *peer, rng *rand.Rand) (*sim, error) {
+	s := &sim{now: epoch, peer: p}
+	e, err := engine.New(engine.Config{Prober: noProber{}, Rand: rng.Float64, Now: func() time.Time { return s.now }})
+	if err != nil {
+		return nil, err
+	}
+	s.e, s.d, s.sub = e, e.Driver(), e.Subscribe(64)
+	s.w.threshold = max(a.Policy.FailureThreshold(), 1)
+	err = e.Apply([]engine.AoR{{Name: a.Name, Contacts: []string{contactURI}, Policy: a.Policy}})
+	return s, err
+}
+
+// runUntil processes every event up to limit and leaves the clock there.
+func (s *sim) runUntil(limit time.Time) {
+	for s.step(limit) {
+	}
+	s.now = limit
+}
+
+// runWhile processes events up to limit while cond holds; it reports
+// whether cond stopped holding.
+func (s *sim) runWhile(cond func() bool, limit time.Time) bool {
+	for cond() {
+		if !s.step(limit) {
+			return false
+		}
+	}
+	return true
+}
+
+// step processes the next event at or before limit; false when there is
+// none. A completion goes before a probe due at the same time, as the
+// completion may move it.
+func (s *sim) step(limit time.Time) bool {
+	due, ok := s.d.Next()
+	if len(s.flight) > 0 && (!ok || !s.flight[0].end.After(due)) {
+		if s.flight[0].end.After(limit) {
+			return false
+		}
+		s.complete()
+		return true
+	}
+	if !ok || due.After(limit) {
+		return false
+	}
+	s.now = due
+	s.jobs = s.d.Start(due, math.MaxInt, s.jobs[:0])
+	for _, j := range s.jobs {
+		res, end := s.peer.probe(due, j.Target.Timeout)
+		s.push(inFlight{id: j.ID, end: end, res: res})
+		s.started++
+	}
+	return true
+}
+
+// push inserts f in end-time order (few probes are ever in flight).
+func (s *sim) push(f inFlight) {
+	i := len(s.flight)
+	s.flight = append(s.flight, f)
+	for i > 0 && s.flight[i-1].end.After(f.end) {
+		s.flight[i] = s.flight[i-1]
+		i--
+	}
+	s.flight[i] = f
+}
+
+// complete applies the earliest ending probe and reads the edges it made.
+func (s *sim) complete() {
+	f := s.flight[0]
+	s.flight = append(s.flight[:0], s.flight[1:]...)
+	s.now = f.end
+	s.d.Complete(f.id, f.end, f.res)
+	for {
+		select {
+		case ev := <-s.sub.C:
+			s.w.see(ev)
+		default:
+			return
+		}
+	}
+}
+
+// watch follows the contact's edges, as an operator's log would.
+type watch struct {
+	threshold    int // N
+	status       qualify.Status
+	down         bool      // Unreachable
+	downAt       time.Time // since when
+	unroutableAt time.Time // zero while routable
+	outages      int       // transitions to Unreachable
+	recovered    int       // outages that ended
+	outageTime   time.Duration
+	outageSq     float64 // sum of squared ended outages, s^2
+	unroutable   time.Duration
+	runStart     time.Time     // first send of the current failure run
+	fromFirst    time.Duration // of the latest detection
+}
+
+// see applies one engine event.
+func (w *watch) see(ev engine.Event) {
+	if ev.Kind == engine.StatusChanged {
+		w.status = ev.To
+	}
+	switch {
+	case ev.Kind == engine.ProbeFailed && ev.Failures == 1:
+		w.runStart = ev.Result.Sent
+	case ev.Kind == engine.StatusChanged && ev.To == qualify.Unreachable:
+		if w.threshold == 1 {
+			w.runStart = ev.Result.Sent
+		}
+		w.outages++
+		w.down, w.downAt, w.fromFirst = true, ev.Time, ev.Time.Sub(w.runStart)
+	case ev.Kind == engine.StatusChanged && ev.From == qualify.Unreachable && w.down:
+		d := ev.Time.Sub(w.downAt)
+		w.recovered++
+		w.outageTime += d
+		w.outageSq += d.Seconds() * d.Seconds()
+		w.down = false
+	case ev.Kind == engine.AvailabilityChanged && !ev.Available:
+		w.unroutableAt = ev.Time
+	case ev.Kind == engine.AvailabilityChanged && !w.unroutableAt.IsZero():
+		w.unroutable += ev.Time.Sub(w.unroutableAt)
+		w.unroutableAt = time.Time{}
+	}
+}
+
+// unroutableUntil returns the unroutable time, counting a spell still
+// running at end.
+func (w *watch) unroutableUntil(end time.Time) time.Duration {
+	if w.unroutableAt.IsZero() {
+		return w.unroutable
+	}
+	return w.unroutable + end.Sub(w.unroutableAt)
+}
