@@ -54,6 +54,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // let reverse proxies stream
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
 	st := &stream{w: w, rc: http.NewResponseController(w)}
 	if err := s.start(st, last, replay); err != nil {
 		return

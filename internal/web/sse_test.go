@@ -295,3 +295,13 @@ func TestRing(t *testing.T) {
 		t.Fatalf("push after close kept seq %d", l)
 	}
 }
+
+func TestEventsHead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := scenarioEnv(t, Config{})
+		w := v.do("HEAD", "/api/v1/events")
+		if w.Code != 200 || w.Header().Get("Content-Type") != "text/event-stream" || w.Body.Len() != 0 {
+			t.Fatalf("got %d %q %q", w.Code, w.Header().Get("Content-Type"), w.Body)
+		}
+	})
+}
