@@ -20,18 +20,15 @@ func (p *Prober) handle(b []byte, src netip.AddrPort, conn *streamConn, now time
 		p.handleRequest(b, &m, src, conn)
 		return
 	}
-	reason, provisional := p.table.match(&m, src, conn, now)
-	p.count(reason, provisional)
+	p.table.match(&m, src, conn, now)
 }
 
-// count records the outcome of a match.
-func (p *Prober) count(reason drop, provisional bool) {
-	c := &p.stats
+// count records why a response did not complete a transaction; matched
+// responses are counted by the table before it completes them.
+func (c *counters) count(reason drop, provisional bool) {
 	switch {
 	case provisional:
 		c.provisional.Add(1)
-	case reason == dropNone:
-		c.matched.Add(1)
 	case reason == dropLate:
 		c.late.Add(1)
 	case reason == dropDuplicate:

@@ -121,7 +121,7 @@ func FuzzParseMessage(f *testing.F) {
 		if !m.request && (m.code < 100 || m.code > 699) {
 			t.Fatalf("code %d accepted", m.code)
 		}
-		tb := newTable()
+		tb := newTable(&counters{})
 		if d, prov := tb.match(&m, netip.AddrPort{}, nil, time.Time{}); d == dropNone && !prov {
 			t.Fatalf("matched with an empty table")
 		}

@@ -67,6 +67,7 @@ const recentSize = 1 << 14
 // each probe takes it a few times for a few hundred nanoseconds.
 type table struct {
 	mu     sync.Mutex
+	counts *counters
 	byKey  map[uint64]*transaction
 	heap   timerHeap
 	wake   chan struct{} // capacity 1: the heap has a new earliest event
@@ -77,8 +78,12 @@ type table struct {
 	recentNext int
 }
 
-func newTable() *table {
+// newTable returns an empty table that counts into c. Counters are
+// updated before a transaction completes, so a Result never runs ahead of
+// Stats.
+func newTable(c *counters) *table {
 	return &table{
+		counts: c,
 		byKey:  make(map[uint64]*transaction),
 		recent: make(map[uint64]struct{}, recentSize),
 		wake:   make(chan struct{}, 1),
@@ -153,8 +158,16 @@ func (tb *table) abandon(tx *transaction) bool {
 }
 
 // match finds the transaction m answers, checks that it came from src on
-// conn, and completes it with a final response. It returns why not.
+// conn, and completes it with a final response; it counts the outcome and
+// returns it (why not matched, and whether m was provisional).
 func (tb *table) match(m *message, src netip.AddrPort, conn *streamConn, now time.Time) (drop, bool) {
+	d, provisional := tb.find(m, src, conn, now)
+	tb.counts.count(d, provisional)
+	return d, provisional
+}
+
+// find does the work of match.
+func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now time.Time) (drop, bool) {
 	key, ok := branchKey(m.branch)
 	if !ok {
 		return dropLate, false
@@ -179,6 +192,7 @@ func (tb *table) match(m *message, src netip.AddrPort, conn *streamConn, now tim
 		return dropNone, true
 	}
 	tx.answer(m, now)
+	tb.counts.matched.Add(1)
 	tb.complete(tx)
 	tb.remember(key)
 	return dropNone, false

@@ -37,7 +37,8 @@ func New(cfg Config) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prober{cfg: cfg, udp: u, table: newTable(), dns: newResolver(cfg.Resolver), stop: make(chan struct{})}
+	p := &Prober{cfg: cfg, udp: u, dns: newResolver(cfg.Resolver), stop: make(chan struct{})}
+	p.table = newTable(&p.stats)
 	p.pool.New = func() any {
 		return &transaction{done: make(chan struct{}, 1), st: txState{buf: make([]byte, 0, 512)}}
 	}

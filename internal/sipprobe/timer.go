@@ -114,7 +114,6 @@ func (ts *timers) fire(now time.Time) time.Duration {
 	for _, r := range ts.resends {
 		ts.send(ts.arena[r.off:r.off+r.n], r.dest)
 	}
-	ts.counts.retransmissions.Add(uint64(len(ts.resends)))
 	if cap(ts.arena) > maxArena {
 		ts.arena, ts.resends = nil, nil // a burst is over: give the memory back
 	}
@@ -140,6 +139,7 @@ func (ts *timers) event(it timerItem) {
 		return
 	}
 	st := &tx.st
+	ts.counts.retransmissions.Add(1) // before any completion it may precede
 	ts.resends = append(ts.resends, resend{off: len(ts.arena), n: len(st.buf), dest: st.dest})
 	ts.arena = append(ts.arena, st.buf...)
 	st.interval = min(2*st.interval, T2)

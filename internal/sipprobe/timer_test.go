@@ -25,7 +25,7 @@ type timerRig struct {
 }
 
 func newTimerRig(t *testing.T) *timerRig {
-	r := &timerRig{tb: newTable(), stop: make(chan struct{}), start: time.Now()}
+	r := &timerRig{tb: newTable(&counters{}), stop: make(chan struct{}), start: time.Now()}
 	r.ts = &timers{tb: r.tb, counts: &counters{}, send: func([]byte, netip.AddrPort) {
 		r.mu.Lock()
 		r.sends = append(r.sends, time.Since(r.start))
