@@ -19,6 +19,12 @@ const (
 	maxTTL      = 1 * time.Hour
 	negativeTTL = 30 * time.Second
 	maxCache    = 1 << 16
+	// maxTargets bounds the targets probed for one contact, whatever the
+	// DNS answers hold.
+	maxTargets = 16
+	// ednsSize is the UDP payload size advertised (RFC 6891; 1232 avoids
+	// IP fragmentation, as DNS Flag Day 2020 recommends).
+	ednsSize = 1232
 )
 
 // errNoRecords is returned when a name has no usable records.
@@ -85,7 +91,7 @@ func (r *resolver) resolve(ctx context.Context, host string, port uint16, t tran
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: %w", host, errNoRecords)
 	}
-	return out, nil
+	return out[:min(len(out), maxTargets)], nil
 }
 
 // sortSRV orders SRV records by priority, then by descending weight
@@ -124,7 +130,7 @@ func (r *resolver) addrs(ctx context.Context, name string, port uint16) ([]netip
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: %w", name, errNoRecords)
 	}
-	return out, nil
+	return out[:min(len(out), maxTargets)], nil
 }
 
 func addrOf(rr dns.RR) (netip.Addr, bool) {
@@ -170,6 +176,7 @@ func (r *resolver) query(ctx context.Context, name string, qtype uint16) ([]dns.
 		return nil, 0, errors.New("no DNS server configured")
 	}
 	q := new(dns.Msg).SetQuestion(name, qtype)
+	q.SetEdns0(ednsSize, false) // room for many SRV/A records over UDP
 	resp, _, err := r.client.ExchangeContext(ctx, q, r.server)
 	if err == nil && resp.Truncated {
 		tcp := dns.Client{Net: "tcp"}

@@ -148,11 +148,19 @@ func TestDNSFailure(t *testing.T) {
 
 // TestResolveOrder checks RFC 3263 target selection without probing.
 func TestResolveOrder(t *testing.T) {
-	d := newDNSServer(t,
+	rrs := []string{
 		"_sips._tcp.s.test. 60 IN SRV 20 0 5001 b.s.test.",
 		"_sips._tcp.s.test. 60 IN SRV 10 0 5002 a.s.test.",
 		"a.s.test. 60 IN AAAA ::1", "b.s.test. 60 IN A 127.0.0.2",
-		"plain.test. 60 IN A 127.0.0.3", "plain.test. 60 IN AAAA ::3")
+		"plain.test. 60 IN A 127.0.0.3", "plain.test. 60 IN AAAA ::3",
+	}
+	var many []netip.AddrPort // more A records than targets probed
+	for i := range maxTargets + 4 {
+		a := netip.AddrFrom4([4]byte{127, 0, 1, byte(i + 1)})
+		many = append(many, netip.AddrPortFrom(a, 7))
+		rrs = append(rrs, "many.test. 60 IN A "+a.String())
+	}
+	d := newDNSServer(t, rrs...)
 	r := newResolver(d.addr)
 	cases := []struct {
 		host string
@@ -164,6 +172,7 @@ func TestResolveOrder(t *testing.T) {
 		{"plain.test", 0, udp, "[127.0.0.3:5060 [::3]:5060]"},
 		{"plain.test", 0, tlsTransport, "[127.0.0.3:5061 [::3]:5061]"},
 		{"plain.test", 7, tcp, "[127.0.0.3:7 [::3]:7]"},
+		{"many.test", 7, udp, fmt.Sprint(many[:maxTargets])},
 	}
 	for _, tc := range cases {
 		got, err := r.resolve(t.Context(), tc.host, tc.port, tc.tr)
