@@ -13,8 +13,10 @@ import (
 	"syscall"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/metrics"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/sipprobe"
+	"github.com/qualifyd/qualifyd/internal/web"
 )
 
 // runOptions are the flags of `qualifyd run`.
@@ -51,7 +53,13 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	if o.config == "" {
 		return o, errors.New("--config FILE is required")
 	}
-	return o, o.readToken()
+	if err := o.readToken(); err != nil {
+		return o, err
+	}
+	if o.httpAddr != "" {
+		return o, web.ListenCheck(o.httpAddr, o.token)
+	}
+	return o, nil
 }
 
 // readToken loads --token-file into token.
@@ -107,37 +115,60 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
-// daemon is one running qualifyd: configuration, prober, engine, logs.
+// daemon is one running qualifyd: configuration, prober, engine, logs,
+// metrics and the HTTP front.
 type daemon struct {
 	opts      runOptions
 	log       *eventLog
 	prober    *sipprobe.Prober
 	eng       *engine.Engine
+	metrics   *metrics.Metrics
+	http      *httpFront // nil without --http
 	endpoints *endpointWatch
 	reloadMu  sync.Mutex // one reload at a time
 }
 
-// newDaemon loads the configuration and builds the prober and engine; a
-// broken configuration stops it before anything is sent.
+// newDaemon loads the configuration and builds the prober, engine, metrics
+// and HTTP front; a broken configuration or a busy port stops it before
+// anything is sent.
 func newDaemon(o runOptions, log *eventLog) (*daemon, error) {
 	cfg, err := pjsip.Load(o.config, pjsip.Options{ConfigDir: o.configDir})
 	if err != nil {
 		return nil, err
 	}
-	prober, err := sipprobe.New(sipprobe.Config{ListenAddr: o.sipBind})
-	if err != nil {
+	d := &daemon{opts: o, log: log, endpoints: newEndpointWatch()}
+	if d.prober, err = sipprobe.New(sipprobe.Config{ListenAddr: o.sipBind}); err != nil {
 		return nil, err
 	}
-	d := &daemon{opts: o, log: log, prober: prober, endpoints: newEndpointWatch()}
-	d.eng, err = engine.New(engine.Config{Prober: prober, MaxInitialQualifyTime: cfg.MaxInitialQualifyTime})
-	if err == nil {
-		err = d.apply(cfg)
-	}
-	if err != nil {
-		prober.Close()
+	if err = d.build(cfg); err != nil {
+		d.prober.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// build creates the metrics, the engine with cfg applied, and the HTTP
+// front.
+func (d *daemon) build(cfg *pjsip.Config) error {
+	v := version()
+	reg, m, err := newMetrics(d, v)
+	if err != nil {
+		return err
+	}
+	d.metrics = m
+	d.eng, err = engine.New(engine.Config{Prober: d.prober, MaxInitialQualifyTime: cfg.MaxInitialQualifyTime,
+		Observe: m.ObserveProbe, Lateness: m.ObserveLateness})
+	if err != nil {
+		return err
+	}
+	if err := d.apply(cfg); err != nil {
+		return err
+	}
+	if d.opts.httpAddr == "" {
+		return nil
+	}
+	d.http, err = newHTTPFront(d, reg, m, v)
+	return err
 }
 
 // apply hands cfg to the engine and the endpoint watch.
@@ -181,24 +212,36 @@ func (d *daemon) serve(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); d.eng.Run(runCtx) }()
 	go func() { defer wg.Done(); d.logEvents(sub) }()
-	d.log.notice(slog.LevelInfo, "started", slog.String("config", d.opts.config), slog.String("sip", d.prober.Addr().String()))
-	d.watchHangup(runCtx)
+	httpErr := make(chan error, 1)
+	attrs := []slog.Attr{slog.String("config", d.opts.config), slog.String("sip", d.prober.Addr().String())}
+	if d.http != nil {
+		go func() { httpErr <- d.http.run(runCtx) }()
+		attrs = append(attrs, slog.String("http", d.http.URL()))
+	}
+	d.log.notice(slog.LevelInfo, "started", attrs...)
+	err := d.watch(runCtx, httpErr)
 	cancel()
+	if d.http != nil && err == nil {
+		err = <-httpErr
+	}
 	sub.Close()
 	wg.Wait()
 	d.log.notice(slog.LevelInfo, "stopped")
-	return nil
+	return err
 }
 
-// watchHangup reloads on every SIGHUP until ctx is done.
-func (d *daemon) watchHangup(ctx context.Context) {
+// watch reloads on every SIGHUP until ctx is done or the HTTP server
+// fails.
+func (d *daemon) watch(ctx context.Context, httpErr <-chan error) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
+		case err := <-httpErr:
+			return err
 		case <-hup:
 			_ = d.reload(ctx)
 		}
@@ -209,6 +252,7 @@ func (d *daemon) watchHangup(ctx context.Context) {
 // sub is closed.
 func (d *daemon) logEvents(sub *engine.Subscription) {
 	for ev := range sub.C {
+		d.metrics.ObserveEvent(ev)
 		if ev.Kind == engine.AvailabilityChanged {
 			d.endpoints.aorChanged(ev.AoR, ev.Time, d.aorAvailable, d.log.endpoint)
 			continue

@@ -8,10 +8,14 @@ import (
 )
 
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
-	v := "devel"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
-	}
-	fmt.Fprintln(stdout, "qualifyd", v)
+	fmt.Fprintln(stdout, "qualifyd", version())
 	return 0
+}
+
+// version is the module version the binary was built from, or "devel".
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
 }

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/simulate"
+)
+
+const simulateUsage = `usage: qualifyd simulate [--probe-loss P | --packet-loss P] [--burst MEAN_S] [--days N] [--trials N] [--seed S] [--json] FILE
+       qualifyd simulate --recommend --probe-loss P --detect-within S [--max-probes-per-hour X] [--days N] [--seed S] [FILE]`
+
+// simulateOptions are the flags of "qualifyd simulate".
+type simulateOptions struct {
+	loss         simulate.Loss
+	burst        float64 // seconds
+	days         float64
+	trials       int
+	seed         uint64
+	json         bool
+	recommend    bool
+	detectWithin float64 // seconds
+	maxProbes    float64
+	file         string
+}
+
+// errSimulateUsage marks a usage error (exit 2); its message is printed.
+var errSimulateUsage = errors.New("usage")
+
+// runSimulate is "qualifyd simulate": it runs the real engine in virtual
+// time for every AoR of FILE against a lossy, then dying, simulated peer
+// and prints what it measured (issue 6), or with --recommend searches for
+// settings that meet a detection bound with the fewest false outages. It
+// exits 0, 1 on bad input, or 2 on a usage error.
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseSimulate(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errSimulateUsage):
+		fmt.Fprintf(stderr, "qualifyd simulate: %v\n%s\n", err, simulateUsage)
+		return 2
+	case err != nil:
+		return 2 // the flag package printed it
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "qualifyd simulate: %v\n", err)
+		return 1
+	}
+	if o.recommend {
+		err = recommend(ctx, o, stdout, stderr)
+	} else {
+		err = simulateFile(ctx, o, stdout, stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "qualifyd simulate: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseSimulate reads the flags and checks their combination.
+func parseSimulate(args []string, stderr io.Writer) (simulateOptions, error) {
+	var o simulateOptions
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Float64Var(&o.loss.Probe, "probe-loss", 0, "probability that a probe fails, independently")
+	fs.Float64Var(&o.loss.Packet, "packet-loss", 0, "probability that a packet is lost in each direction (UDP retransmissions modelled)")
+	fs.Float64Var(&o.burst, "burst", 0, "mean loss burst in seconds: a Gilbert-Elliott channel instead of independent losses")
+	fs.Float64Var(&o.days, "days", simulate.DefaultDays, "simulated days of the healthy run")
+	fs.IntVar(&o.trials, "trials", simulate.DefaultTrials, "deaths of the peer per AoR, for the detection times")
+	fs.Uint64Var(&o.seed, "seed", 1, "random seed; equal seeds give equal results")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+	fs.BoolVar(&o.recommend, "recommend", false, "search qualify_failures, retry and down interval for the given bounds")
+	fs.Float64Var(&o.detectWithin, "detect-within", 0, "with --recommend: worst detection time in seconds")
+	fs.Float64Var(&o.maxProbes, "max-probes-per-hour", 0, "with --recommend: probe rate bound, healthy and dead (0: none)")
+	fs.Usage = func() { fmt.Fprintln(stderr, simulateUsage); fs.PrintDefaults() }
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return o, err
+	}
+	return o, o.combine(fs, pos)
+}
+
+// combine checks which flags go together and takes the file argument.
+func (o *simulateOptions) combine(fs *flag.FlagSet, pos []string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case len(pos) > 1:
+		return fmt.Errorf("%w: one FILE, got %d arguments", errSimulateUsage, len(pos))
+	case len(pos) == 0 && !o.recommend:
+		return fmt.Errorf("%w: FILE is required", errSimulateUsage)
+	case set["probe-loss"] && set["packet-loss"]:
+		return fmt.Errorf("%w: --probe-loss and --packet-loss are exclusive", errSimulateUsage)
+	case o.recommend && (!set["probe-loss"] || !set["detect-within"]):
+		return fmt.Errorf("%w: --recommend needs --probe-loss and --detect-within", errSimulateUsage)
+	case o.recommend && (set["packet-loss"] || set["burst"] || set["json"]):
+		return fmt.Errorf("%w: --recommend takes neither --packet-loss, --burst nor --json", errSimulateUsage)
+	case !o.recommend && (set["detect-within"] || set["max-probes-per-hour"]):
+		return fmt.Errorf("%w: --detect-within and --max-probes-per-hour need --recommend", errSimulateUsage)
+	}
+	if len(pos) == 1 {
+		o.file = pos[0]
+	}
+	return nil
+}
+
+// validate checks the values: probabilities in [0, 1], positive times.
+func (o *simulateOptions) validate() error {
+	if !(o.burst >= 0 && o.burst <= qualify.MaxInterval.Seconds()) {
+		return fmt.Errorf("--burst %v: want 0 to %v seconds", o.burst, qualify.MaxInterval.Seconds())
+	}
+	o.loss.Burst = time.Duration(o.burst * float64(time.Second))
+	if err := o.loss.Validate(); err != nil {
+		return err
+	}
+	if !(o.days > 0 && o.days <= 1e6) {
+		return fmt.Errorf("--days %v: want more than 0 and at most a million", o.days)
+	}
+	if o.trials < 1 || o.trials > 1e7 {
+		return fmt.Errorf("--trials %d: want 1 to 10000000", o.trials)
+	}
+	if o.recommend && !(o.detectWithin > 0 && o.detectWithin <= qualify.MaxInterval.Seconds()) {
+		return fmt.Errorf("--detect-within %v: want a positive number of seconds", o.detectWithin)
+	}
+	if o.recommend && o.loss.Probe >= 1 {
+		return fmt.Errorf("--probe-loss %v: --recommend needs a loss below 1", o.loss.Probe)
+	}
+	if !(o.maxProbes >= 0 && !math.IsInf(o.maxProbes, 1)) {
+		return fmt.Errorf("--max-probes-per-hour %v: want 0 or more", o.maxProbes)
+	}
+	return nil
+}
+
+// config returns the simulation's configuration with loss.
+func (o *simulateOptions) config(loss simulate.Loss) simulate.Config {
+	return simulate.Config{Loss: loss, Days: o.days, Trials: o.trials, Seed: o.seed}
+}
+
+// loadAoRs reads FILE and returns its qualified AoRs, noting the others.
+func loadAoRs(file string, stderr io.Writer) ([]simulate.AoR, error) {
+	cfg, err := pjsip.Load(file, pjsip.Options{})
+	if err != nil {
+		return nil, err
+	}
+	var out []simulate.AoR
+	for _, a := range cfg.AoRs {
+		if !a.Policy.Enabled() {
+			fmt.Fprintf(stderr, "qualifyd simulate: AoR %q: qualify is off, skipped\n", a.Name)
+			continue
+		}
+		out = append(out, simulate.AoR{Name: a.Name, Policy: a.Policy})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no AoR with qualify_frequency > 0", file)
+	}
+	return out, nil
+}
+
+// simulateFile simulates every qualified AoR of the file and prints the
+// results.
+func simulateFile(ctx context.Context, o simulateOptions, stdout, stderr io.Writer) error {
+	aors, err := loadAoRs(o.file, stderr)
+	if err != nil {
+		return err
+	}
+	rs, err := simulate.Run(ctx, aors, o.config(o.loss))
+	if err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			AoRs []simulate.Result `json:"aors"`
+		}{rs})
+	}
+	fmt.Fprintf(stdout, "%s; %g days healthy, %d deaths per AoR; seed %d\n", describeLoss(o.loss), o.days, o.trials, o.seed)
+	return writeResults(stdout, rs)
+}
+
+// describeLoss says what the peer's path loses, in words.
+func describeLoss(l simulate.Loss) string {
+	s := "no loss"
+	switch {
+	case l.Packet > 0:
+		s = fmt.Sprintf("packet loss %g%% each way, UDP retransmissions", 100*l.Packet)
+	case l.Probe > 0:
+		s = fmt.Sprintf("probe loss %g%%", 100*l.Probe)
+	}
+	if l.Burst > 0 {
+		s += fmt.Sprintf(" in bursts of %gs on average", l.Burst.Seconds())
+	}
+	return s
+}
+
+// resultHeader heads the text table of results.
+const resultHeader = "AOR\tPROBES/H HEALTHY\tPROBES/H DEAD\tFALSE OUTAGES/DAY\tMEAN OUTAGE S\tUNAVAILABLE\tDETECT WORST S\tDETECT MEAN S\t"
+
+// writeResults prints one aligned row per AoR.
+func writeResults(w io.Writer, rs []simulate.Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, resultHeader)
+	for _, r := range rs {
+		fmt.Fprintln(tw, resultRow(r.Name, r))
+	}
+	return tw.Flush()
+}
+
+// resultRow formats one result as a tab-separated row.
+func resultRow(name string, r simulate.Result) string {
+	return fmt.Sprintf("%s\t%.1f\t%.1f\t%.3g\t%.1f\t%.3g%%\t%.1f\t%.1f\t", name,
+		r.ProbesPerHourHealthy, r.ProbesPerHourDead, r.FalseOutagesPerDay, r.MeanFalseOutageSeconds,
+		100*r.UnavailableFraction, r.DetectionWorstSeconds, r.DetectionMeanSeconds)
+}
+
+// recommend prints, for each qualified AoR of FILE (or Asterisk's usual
+// F = 60 s, T = 3 s without one), the recommended settings, the trade-off
+// table and the winner confirmed by simulation.
+func recommend(ctx context.Context, o simulateOptions, stdout, stderr io.Writer) error {
+	aors := []simulate.AoR{{Name: "default", Policy: qualify.Policy{Frequency: 60 * time.Second, Timeout: 3 * time.Second}}}
+	if o.file != "" {
+		var err error
+		if aors, err = loadAoRs(o.file, stderr); err != nil {
+			return err
+		}
+	}
+	b := simulate.Bounds{Loss: o.loss.Probe, DetectWithin: time.Duration(o.detectWithin * float64(time.Second)), MaxProbesPerHour: o.maxProbes}
+	for i, a := range aors {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		if err := recommendOne(ctx, a, b, o, stdout); err != nil {
+			return fmt.Errorf("AoR %q: %w", a.Name, err)
+		}
+	}
+	return nil
+}
+
+// recommendOne searches, confirms and prints one AoR's recommendation.
+func recommendOne(ctx context.Context, a simulate.AoR, b simulate.Bounds, o simulateOptions, w io.Writer) error {
+	cs, err := simulate.Recommend(a.Policy, b)
+	if err != nil {
+		return err
+	}
+	win := simulate.AoR{Name: a.Name, Policy: cs[0].Policy}
+	rs, err := simulate.Run(ctx, []simulate.AoR{win}, o.config(simulate.Loss{Probe: b.Loss}))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s: probe loss %g%%, detection within %gs", a.Name, 100*b.Loss, b.DetectWithin.Seconds())
+	if b.MaxProbesPerHour > 0 {
+		fmt.Fprintf(w, ", at most %g probes an hour", b.MaxProbesPerHour)
+	}
+	fmt.Fprintf(w, "\nrecommended: %s\n\n", settings(cs[0].Policy))
+	return writeTradeOff(w, cs, rs[0], o)
+}
+
+// settings spells a policy's qualify options as pjsip.conf lines would.
+func settings(p qualify.Policy) string {
+	s := []string{fmt.Sprintf("qualify_frequency=%g", p.Frequency.Seconds()), fmt.Sprintf("qualify_timeout=%g", p.ProbeTimeout().Seconds()),
+		fmt.Sprintf("qualify_failures=%d", p.FailureThreshold())}
+	if p.RetryInterval > 0 {
+		s = append(s, fmt.Sprintf("qualify_retry_interval=%g", p.RetryInterval.Seconds()))
+	}
+	if p.DownInterval > 0 {
+		s = append(s, fmt.Sprintf("qualify_down_interval=%g", p.DownInterval.Seconds()))
+	}
+	return strings.Join(s, " ")
+}
+
+// writeTradeOff prints the best setting for each qualify_failures from the
+// closed forms, the winner marked, and the winner's simulation.
+func writeTradeOff(w io.Writer, cs []simulate.Candidate, sim simulate.Result, o simulateOptions) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tFAILURES\tFREQUENCY\tRETRY\tDOWN\tPROBES/H HEALTHY\tPROBES/H DEAD\tFALSE OUTAGES/DAY\tMEAN OUTAGE S\tUNAVAILABLE\tDETECT WORST S\tDETECT MEAN S\t")
+	for i, c := range cs {
+		mark := "closed form"
+		if i == 0 {
+			mark = "* closed form"
+		}
+		fmt.Fprintln(tw, mark+"\t"+policyCells(c.Policy)+"\t"+expectedCells(c.Expected))
+	}
+	fmt.Fprintf(tw, "* simulated\t%s\t%s\n", policyCells(cs[0].Policy), strings.SplitN(resultRow("", sim), "\t", 2)[1])
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "(* recommended; simulated over %g days and %d deaths, seed %d; closed-form detection mean assumes no loss before the death)\n",
+		o.days, o.trials, o.seed)
+	return err
+}
+
+// policyCells formats N, F, R and D ("-" when unset) as table cells.
+func policyCells(p qualify.Policy) string {
+	unset := func(d time.Duration) string {
+		if d <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%gs", d.Seconds())
+	}
+	return fmt.Sprintf("%d\t%gs\t%s\t%s", p.FailureThreshold(), p.Frequency.Seconds(), unset(p.RetryInterval), unset(p.DownInterval))
+}
+
+// expectedCells formats closed forms in writeResults' columns.
+func expectedCells(x simulate.Expected) string {
+	return fmt.Sprintf("%.1f\t%.1f\t%.3g\t%.1f\t%.3g%%\t%.1f\t%.1f\t", x.ProbesPerHourHealthy, x.ProbesPerHourDown,
+		x.FalseOutagesPerDay, x.MeanFalseOutageSeconds, 100*x.UnavailableFraction, x.DetectionWorstSeconds, x.DetectionMeanSeconds)
+}
