@@ -23,6 +23,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"version":      {summary: "print the version", run: runVersion},
+		"simulate":     {summary: "measure false outages and detection times of each AoR's policy in virtual time", run: runSimulate},
 		"check-config": {summary: "check a pjsip.conf / qualifyd configuration file", run: runCheckConfig},
 		"demo":         {summary: "qualify a scripted SIP peer on loopback, Asterisk's policy beside qualifyd's", run: runDemo},
 		"check":        {summary: "send one OPTIONS to a SIP URI and print the status and RTT", run: runCheck},
