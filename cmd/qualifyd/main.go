@@ -28,6 +28,8 @@ func commands() map[string]command {
 		"demo":         {summary: "qualify a scripted SIP peer on loopback, Asterisk's policy beside qualifyd's", run: runDemo},
 		"check":        {summary: "send one OPTIONS to a SIP URI and print the status and RTT", run: runCheck},
 		"run":          {summary: "run the daemon: qualify the configured AoRs, serve the API", run: runDaemon},
+		"show":         {summary: "show contacts|aors of a running daemon, as Asterisk's pjsip show", run: runShow},
+		"qualify":      {summary: "probe an AoR's contacts now through a running daemon", run: runQualify},
 	}
 }
 

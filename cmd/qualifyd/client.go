@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// apiClient talks to a running daemon's HTTP API.
+type apiClient struct {
+	base  string // http://host:port
+	token string
+	http  *http.Client
+}
+
+// clientFlags registers --http and --token-file on fs and returns a
+// function building the client once fs is parsed.
+func clientFlags(fs *flag.FlagSet) func() (*apiClient, error) {
+	addr := fs.String("http", "127.0.0.1:8089", "address of the running daemon's HTTP API")
+	tokenFile := fs.String("token-file", "", "file holding the API's bearer token (for write routes)")
+	return func() (*apiClient, error) {
+		c := &apiClient{base: "http://" + *addr, http: &http.Client{Timeout: 60 * time.Second}}
+		if strings.HasPrefix(*addr, "http://") || strings.HasPrefix(*addr, "https://") {
+			c.base = strings.TrimSuffix(*addr, "/")
+		}
+		if *tokenFile != "" {
+			b, err := os.ReadFile(*tokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("--token-file: %w", err)
+			}
+			c.token = string(trimSpace(b))
+		}
+		return c, nil
+	}
+}
+
+// apiError is the API's JSON error body.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+// do sends method to path and decodes a 2xx JSON answer into out.
+func (c *apiClient) do(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("is qualifyd running? %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e apiError
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
+		}
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	return json.Unmarshal(body, out)
+}
+
+// apiContact is one contact as the API serves it.
+type apiContact struct {
+	AoR              string     `json:"aor"`
+	URI              string     `json:"uri"`
+	Status           string     `json:"status"`
+	Routable         bool       `json:"routable"`
+	Phase            string     `json:"phase"`
+	RTTUsec          int64      `json:"rtt_usec"`
+	Failures         int        `json:"failures"`
+	FailureThreshold int        `json:"failure_threshold"`
+	Successes        int        `json:"successes"`
+	SuccessThreshold int        `json:"success_threshold"`
+	LatencyOnly      bool       `json:"latency_only"`
+	NextProbeAt      *time.Time `json:"next_probe_at"`
+	LastResult       *struct {
+		OK     bool   `json:"ok"`
+		Reason string `json:"reason"`
+	} `json:"last_result"`
+}
+
+// apiAoR is one AoR as the API serves it.
+type apiAoR struct {
+	Name      string       `json:"name"`
+	Available bool         `json:"available"`
+	Contacts  []apiContact `json:"contacts"`
+}
+
+// apiQualify is the answer of POST /api/v1/aors/{name}/qualify.
+type apiQualify struct {
+	AoR     string `json:"aor"`
+	Results []struct {
+		URI     string `json:"uri"`
+		OK      bool   `json:"ok"`
+		Status  string `json:"status"`
+		Code    int    `json:"code"`
+		Reason  string `json:"reason"`
+		RTTUsec int64  `json:"rtt_usec"`
+		Detail  string `json:"detail"`
+		Error   string `json:"error"`
+	} `json:"results"`
+}
+
+var errUsage = errors.New("usage")
+
+// pathEscape escapes an AoR name for a URL path segment.
+func pathEscape(s string) string { return url.PathEscape(s) }

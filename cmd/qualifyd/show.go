@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// runShow is `qualifyd show contacts|aors`: Asterisk's `pjsip show
+// contacts` / `pjsip show aors` tables from a running daemon, with the
+// failure counters and next probe time appended.
+func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("show", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	client := clientFlags(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 || (pos[0] != "contacts" && pos[0] != "aors") {
+		fmt.Fprintln(stderr, "usage: qualifyd show contacts|aors [--http ADDR]")
+		return 2
+	}
+	c, err := client()
+	if err != nil {
+		fmt.Fprintln(stderr, "qualifyd show:", err)
+		return 2
+	}
+	if err := show(ctx, c, pos[0], stdout, time.Now()); err != nil {
+		fmt.Fprintln(stderr, "qualifyd show:", err)
+		return 1
+	}
+	return 0
+}
+
+func show(ctx context.Context, c *apiClient, what string, w io.Writer, now time.Time) error {
+	var body struct {
+		AoRs     []apiAoR     `json:"aors"`
+		Contacts []apiContact `json:"contacts"`
+	}
+	if err := c.do(ctx, "GET", "/api/v1/"+what, &body); err != nil {
+		return err
+	}
+	if what == "aors" {
+		printAoRs(w, body.AoRs, now)
+	} else {
+		printContacts(w, body.Contacts, now)
+	}
+	return nil
+}
+
+const contactHeader = "  Contact:  <Aor/ContactUri%s> <Hash....> <Status> <RTT(ms)..>  <Fail> <Next>\n"
+
+// nameWidth is the width of the Aor/ContactUri column: at least Asterisk's
+// 46, wider for long URIs.
+func nameWidth(cs []apiContact) int {
+	w := 46
+	for _, c := range cs {
+		w = max(w, len(c.AoR)+1+len(c.URI))
+	}
+	return w
+}
+
+func printContacts(w io.Writer, cs []apiContact, now time.Time) {
+	width := nameWidth(cs)
+	fmt.Fprintf(w, "\n"+contactHeader, strings.Repeat(".", width-14))
+	fmt.Fprintln(w, strings.Repeat("=", width+50))
+	fmt.Fprintln(w)
+	for _, c := range cs {
+		fmt.Fprintln(w, contactRow("  Contact:  ", c, width, now))
+	}
+	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(cs))
+}
+
+func printAoRs(w io.Writer, as []apiAoR, now time.Time) {
+	var all []apiContact
+	for _, a := range as {
+		all = append(all, a.Contacts...)
+	}
+	width := nameWidth(all)
+	fmt.Fprintf(w, "\n      Aor:  <Aor%s>  <Available>\n", strings.Repeat(".", width-3))
+	fmt.Fprintf(w, "  "+contactHeader, strings.Repeat(".", width-14))
+	fmt.Fprintln(w, strings.Repeat("=", width+52))
+	for _, a := range as {
+		fmt.Fprintf(w, "\n      Aor:  %-*s  %s\n", width, a.Name, yesNo(a.Available))
+		for _, c := range a.Contacts {
+			fmt.Fprintln(w, contactRow("    Contact:  ", c, width, now))
+		}
+	}
+	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(as))
+}
+
+// contactRow is one contact line: Asterisk's columns (hash of the URI,
+// short status, RTT or nan), then failures/N and the next probe.
+func contactRow(prefix string, c apiContact, width int, now time.Time) string {
+	rtt := "nan" // as Asterisk's printf of NAN
+	if c.Status == "Reachable" {
+		rtt = strconv.FormatFloat(float64(c.RTTUsec)/1000, 'f', 3, 64)
+	}
+	sum := md5.Sum([]byte(c.URI))
+	fail := fmt.Sprintf("%d/%d", c.Failures, c.FailureThreshold)
+	return fmt.Sprintf("%s%-*s %-10.10s %-7.7s %11s  %-6s %s", prefix, width, c.AoR+"/"+c.URI,
+		hex.EncodeToString(sum[:]), shortStatus(c), rtt, fail, nextIn(c.NextProbeAt, now))
+}
+
+// shortStatus is Asterisk's short status label; latency-only contacts that
+// failed show as Unavail* (still routable).
+func shortStatus(c apiContact) string {
+	switch c.Status {
+	case "Reachable":
+		return "Avail"
+	case "Unreachable":
+		if c.Routable {
+			return "Unavail*"
+		}
+		return "Unavail"
+	case "NonQualified":
+		return "NonQual"
+	}
+	return c.Status
+}
+
+func nextIn(t *time.Time, now time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", max(t.Sub(now), 0).Seconds())
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "Available"
+	}
+	return "Unavailable"
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeAPI serves the canned AoRs of testdata/api_aors.json, the contacts
+// derived from them, and a qualify answer; it records the requests.
+func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
+	raw, err := os.ReadFile("testdata/api_aors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aors struct {
+		AoRs []struct {
+			Contacts []json.RawMessage `json:"contacts"`
+		} `json:"aors"`
+	}
+	if err := json.Unmarshal(raw, &aors); err != nil {
+		t.Fatal(err)
+	}
+	var contacts []json.RawMessage
+	for _, a := range aors.AoRs {
+		contacts = append(contacts, a.Contacts...)
+	}
+	cj, _ := json.Marshal(map[string]any{"contacts": contacts})
+	var seen []string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/aors", func(w http.ResponseWriter, r *http.Request) { w.Write(raw) })
+	mux.HandleFunc("GET /api/v1/contacts", func(w http.ResponseWriter, r *http.Request) { w.Write(cj) })
+	mux.HandleFunc("POST /api/v1/aors/{name}/qualify", func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.URL.Path+" "+r.Header.Get("Authorization"))
+		if r.PathValue("name") != "pbx07" {
+			w.WriteHeader(404)
+			w.Write([]byte(`{"error":"unknown AoR \"x\""}`))
+			return
+		}
+		w.Write([]byte(`{"aor":"pbx07","results":[{"uri":"sip:pbx07@192.0.2.7:5060","ok":true,"status":"Reachable","code":200,"reason":"","rtt_usec":12500,"detail":""},` +
+			`{"uri":"sip:pbx07-b@192.0.2.8:5060","ok":false,"status":"Reachable","code":0,"reason":"timeout","rtt_usec":0,"detail":""}]}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, &seen
+}
+
+// goldenFile compares got with testdata/name, or rewrites it with -update
+// (the flag is declared in simulate_test.go).
+func goldenFile(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+func TestShowTables(t *testing.T) {
+	srv, _ := fakeAPI(t)
+	now := time.Date(2000, 1, 1, 0, 0, 1, 0, time.UTC)
+	c := &apiClient{base: srv.URL, http: srv.Client()}
+	for _, what := range []string{"contacts", "aors"} {
+		var out bytes.Buffer
+		if err := show(t.Context(), c, what, &out, now); err != nil {
+			t.Fatal(err)
+		}
+		goldenFile(t, "show_"+what+".golden", out.Bytes())
+	}
+}
+
+func TestQualifyCommand(t *testing.T) {
+	srv, seen := fakeAPI(t)
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("s3cret\n"), 0o600)
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"qualify", "pbx07", "--http", srv.URL, "--token-file", token}, &out, &errb)
+	want := "pbx07/sip:pbx07@192.0.2.7:5060: Reachable, status 200, RTT 12.500 msec\n" +
+		"pbx07/sip:pbx07-b@192.0.2.8:5060: qualify failed (timeout), status now Reachable\n"
+	if code != 1 || out.String() != want {
+		t.Fatalf("exit %d, out:\n%s\nwant:\n%s", code, out.String(), want)
+	}
+	if len(*seen) != 1 || (*seen)[0] != "/api/v1/aors/pbx07/qualify Bearer s3cret" {
+		t.Fatalf("requests %q", *seen)
+	}
+	errb.Reset()
+	if code := run(t.Context(), []string{"qualify", "x", "--http", srv.URL}, &out, &errb); code != 1 || !strings.Contains(errb.String(), `404 Not Found: unknown AoR "x"`) {
+		t.Fatalf("unknown AoR: exit %d, stderr %q", code, errb.String())
+	}
+	if code := run(t.Context(), []string{"qualify"}, &out, &errb); code != 2 {
+		t.Fatalf("no AoR: exit %d", code)
+	}
+	if code := run(t.Context(), []string{"show", "endpoints"}, &out, &errb); code != 2 {
+		t.Fatalf("show endpoints: exit %d", code)
+	}
+}
