@@ -18,7 +18,7 @@ import (
 )
 
 const simulateUsage = `usage: qualifyd simulate [--probe-loss P | --packet-loss P] [--burst MEAN_S] [--days N] [--trials N] [--seed S] [--json] FILE
-       qualifyd simulate --recommend --probe-loss P --detect-within S [--max-probes-per-hour X] [--days N] [--seed S] [FILE]`
+       qualifyd simulate --recommend --probe-loss P --detect-within S [--max-probes-per-hour X] [--days N] [--trials N] [--seed S] [FILE]`
 
 // simulateOptions are the flags of "qualifyd simulate".
 type simulateOptions struct {
