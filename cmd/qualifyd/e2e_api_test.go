@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/responder"
+)
+
+// get fetches url and returns the status code and body.
+func get(t *testing.T, method, url, token string, hdr ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// firstSSE reads the event stream at url from Last-Event-ID 0 until an
+// event whose data contains want, and returns that event's lines.
+func firstSSE(t *testing.T, url, want string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Last-Event-ID", "0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var ev []string
+	for sc.Scan() {
+		if sc.Text() != "" {
+			ev = append(ev, sc.Text())
+			continue
+		}
+		if joined := strings.Join(ev, "\n"); strings.Contains(joined, want) {
+			return joined
+		}
+		ev = nil
+	}
+	t.Fatalf("stream ended without %q", want)
+	return ""
+}
+
+func TestDaemonServesAPI(t *testing.T) {
+	r, err := responder.Listen("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	uri := "sip:pbx07@" + r.Addr().String()
+	dir := t.TempDir()
+	conf, tokenFile := filepath.Join(dir, "q.conf"), filepath.Join(dir, "token")
+	writeFile(t, conf, fmt.Sprintf("[pbx07]\ntype=aor\ncontact=%s\nqualify_frequency=1\nqualify_timeout=0.5\n", uri))
+	writeFile(t, tokenFile, "s3cret\n")
+	d := startDaemon(t, "--config", conf, "--http", "127.0.0.1:0", "--token-file", tokenFile)
+	started := d.expect("qualifyd: started")
+	base := regexp.MustCompile(`http=(http://\S+)`).FindStringSubmatch(started)[1]
+	d.expect("is now Reachable")
+
+	if code, body := get(t, "GET", base+"/api/v1/contacts", ""); code != 200 ||
+		!strings.Contains(body, `"uri":"`+uri+`","status":"Reachable","routable":true`) {
+		t.Fatalf("contacts: %d %s", code, body)
+	}
+	ev := firstSSE(t, base+"/api/v1/events", `"to":"Reachable"`)
+	if !strings.Contains(ev, "event: status") || !strings.Contains(ev, "id: 1") ||
+		!strings.Contains(ev, `is now Reachable.  RTT: `) {
+		t.Fatalf("replayed event:\n%s", ev)
+	}
+	if code, body := get(t, "GET", base+"/metrics", ""); code != 200 || !strings.Contains(body, `qualifyd_contacts{status="Reachable"} 1`) {
+		t.Fatalf("metrics: %d\n%s", code, body)
+	}
+	if code, _ := get(t, "POST", base+"/api/v1/reload", ""); code != 401 {
+		t.Fatalf("reload without token: %d", code)
+	}
+	if code, body := get(t, "POST", base+"/api/v1/reload", "s3cret"); code != 200 {
+		t.Fatalf("reload with token: %d %s", code, body)
+	}
+	d.expect("qualifyd: configuration reloaded aors=1 contacts=1")
+	out, err := exec.Command(binary, "show", "contacts", "--http", base).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`Contact:  pbx07/`+regexp.QuoteMeta(uri)+` +[0-9a-f]{10} Avail +[0-9.]+  0/1`).Match(out) {
+		t.Fatalf("show contacts: %v\n%s", err, out)
+	}
+}
+
+func TestDaemonRefusesOpenAPIWithoutToken(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "q.conf")
+	writeFile(t, conf, "[a]\ntype=aor\n")
+	cmd := exec.Command(binary, "run", "--config", conf, "--http", "0.0.0.0:0")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "token") {
+		t.Fatalf("exit %v, output %s", err, out)
+	}
+}
