@@ -61,6 +61,16 @@ func (t *demoTally) observe(ev engine.Event, at time.Duration) {
 	}
 }
 
+// finish closes the outages still open at offset at.
+func (t *demoTally) finish(at time.Duration) {
+	for _, a := range t.aors {
+		if a.down && a.falsy {
+			a.falseTime += at - a.downSince
+			a.down = false
+		}
+	}
+}
+
 func (t *demoTally) print(w io.Writer) {
 	names := make([]string, 0, len(t.aors))
 	for n := range t.aors {

@@ -34,11 +34,14 @@ func TestDemoTally(t *testing.T) {
 	tally.observe(ev("a", qualify.Unreachable), 41*time.Second) // dead spell from 38 s
 	tally.observe(ev("a", qualify.Reachable), 50*time.Second)
 	tally.observe(ev("b", qualify.Unreachable), 47*time.Second)
+	tally.observe(ev("c", qualify.Unreachable), 62*time.Second) // false, still open at the end
+	tally.finish(65 * time.Second)
 	var out bytes.Buffer
 	tally.print(&out)
 	for _, want := range []string{
 		"a         false outages 1 (4.0s unroutable), dead peer detected after [3s]",
 		"b         false outages 0 (0.0s unroutable), dead peer detected after [9s]",
+		"c         false outages 1 (3.0s unroutable), dead peer detected after []",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())

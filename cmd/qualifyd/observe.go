@@ -18,18 +18,19 @@ import (
 	"github.com/qualifyd/qualifyd/internal/web"
 )
 
-// newMetrics builds the daemon's registry: Go and process collectors plus
-// qualifyd's own series, which read the engine through d once it exists.
-func newMetrics(d *daemon, version string) (*prometheus.Registry, *metrics.Metrics, error) {
+// newMetrics builds a registry with Go and process collectors plus
+// qualifyd's series, which read the engine and prober through get once
+// they exist; perAoR > 0 enables per-AoR series for that many AoRs.
+func newMetrics(get func() (*engine.Engine, *sipprobe.Prober), perAoR int) (*prometheus.Registry, *metrics.Metrics, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg, metrics.Options{
-		PerAoR:      d.opts.perAoR > 0,
-		PerAoRLimit: d.opts.perAoR,
-		Summary:     func() engine.Summary { return d.eng.Summary() },
-		SIP:         func() metrics.SIPStats { return sipStats(d.prober.Stats()) },
-		InFlight:    func() int { return d.eng.Counters().InFlight },
-		Version:     version,
+		PerAoR:      perAoR > 0,
+		PerAoRLimit: perAoR,
+		Summary:     func() engine.Summary { e, _ := get(); return e.Summary() },
+		SIP:         func() metrics.SIPStats { _, p := get(); return sipStats(p.Stats()) },
+		InFlight:    func() int { e, _ := get(); return e.Counters().InFlight },
+		Version:     version(),
 	})
 	return reg, m, err
 }
@@ -54,21 +55,22 @@ type httpFront struct {
 	ln  net.Listener
 }
 
-// newHTTPFront builds the API on the engine and binds its address, so a
-// busy port fails start-up rather than going unnoticed.
-func newHTTPFront(d *daemon, reg prometheus.Gatherer, m *metrics.Metrics, version string) (*httpFront, error) {
-	api, err := web.New(web.Config{
-		Engine: d.eng, Reload: d.reload, Token: d.opts.token, Gatherer: reg, Version: version,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Panicked: m.CountPanic,
-	})
+// newHTTPFront builds the API of cfg and binds addr, so a busy port fails
+// start-up rather than going unnoticed. Handler panics are logged to
+// stderr and counted by m.
+func newHTTPFront(addr string, cfg web.Config, m *metrics.Metrics) (*httpFront, error) {
+	cfg.Version = version()
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg.Panicked = m.CountPanic
+	api, err := web.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", d.opts.httpAddr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return &httpFront{api: api, srv: web.NewHTTPServer(d.opts.httpAddr, api.Handler()), ln: ln}, nil
+	return &httpFront{api: api, srv: web.NewHTTPServer(addr, api.Handler()), ln: ln}, nil
 }
 
 // run serves until ctx is done, then ends the event streams and shuts the

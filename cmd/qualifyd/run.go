@@ -150,8 +150,7 @@ func newDaemon(o runOptions, log *eventLog) (*daemon, error) {
 // build creates the metrics, the engine with cfg applied, and the HTTP
 // front.
 func (d *daemon) build(cfg *pjsip.Config) error {
-	v := version()
-	reg, m, err := newMetrics(d, v)
+	reg, m, err := newMetrics(func() (*engine.Engine, *sipprobe.Prober) { return d.eng, d.prober }, d.opts.perAoR)
 	if err != nil {
 		return err
 	}
@@ -167,7 +166,7 @@ func (d *daemon) build(cfg *pjsip.Config) error {
 	if d.opts.httpAddr == "" {
 		return nil
 	}
-	d.http, err = newHTTPFront(d, reg, m, v)
+	d.http, err = newHTTPFront(d.opts.httpAddr, web.Config{Engine: d.eng, Reload: d.reload, Token: d.opts.token, Gatherer: reg}, m)
 	return err
 }
 
