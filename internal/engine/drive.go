@@ -24,8 +24,9 @@ type Job struct {
 // order. Each probe goes through the same code as under Run: the
 // scheduler's queue and job slots, the engine's begin and finish (Observe,
 // counters, events, availability). The engine's Config.Now should return
-// the caller's time, and Run must not be called. Not safe for concurrent
-// use; the engine's other methods are.
+// the caller's time, and Run must not be called. Config.Lateness is not
+// called: a driven probe starts when its caller says. Not safe for
+// concurrent use; the engine's other methods are.
 type Driver struct {
 	e   *Engine
 	due []schedule.Job
