@@ -7,10 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
-	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // runCheckConfig is "qualifyd check-config [--json] [--config-dir DIR]
@@ -68,28 +66,20 @@ type aorJSON struct {
 // timeout's SIP transaction default, R falling back to F, and D to R, then
 // F.
 func effective(a pjsip.AoR) aorJSON {
-	p := a.Policy
+	e := a.Policy.Effective()
 	return aorJSON{
 		Name:          a.Name,
 		Contacts:      append([]string{}, a.Contacts...),
-		Frequency:     p.Frequency.Seconds(),
-		Timeout:       p.ProbeTimeout().Seconds(),
-		Failures:      p.FailureThreshold(),
-		RetryInterval: orFrequency(p.RetryInterval, p).Seconds(),
-		DownInterval:  orFrequency(p.EffectiveDownInterval(), p).Seconds(),
-		Successes:     p.SuccessThreshold(),
-		Only2xx:       p.Only2xx,
-		LatencyOnly:   p.LatencyOnly,
+		Frequency:     e.Frequency.Seconds(),
+		Timeout:       e.Timeout.Seconds(),
+		Failures:      e.Failures,
+		RetryInterval: e.RetryInterval.Seconds(),
+		DownInterval:  e.DownInterval.Seconds(),
+		Successes:     e.Successes,
+		Only2xx:       e.Only2xx,
+		LatencyOnly:   e.LatencyOnly,
 		OutboundProxy: a.Probe.OutboundProxy,
 	}
-}
-
-// orFrequency returns d, or F when d is unset (zero).
-func orFrequency(d time.Duration, p qualify.Policy) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return p.Frequency
 }
 
 func writeJSON(stdout, stderr io.Writer, cfg *pjsip.Config) int {

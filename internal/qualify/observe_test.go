@@ -207,3 +207,23 @@ func TestLabels(t *testing.T) {
 		t.Fatal("reason/phase labels")
 	}
 }
+
+func TestEffective(t *testing.T) {
+	for _, tc := range []struct {
+		p    Policy
+		want Settings
+	}{
+		{Policy{}, Settings{Timeout: SIPTransactionTimeout, Failures: 1, Successes: 1}},
+		{Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second}, Settings{Frequency: 30 * time.Second, Timeout: 3 * time.Second,
+			Failures: 1, RetryInterval: 30 * time.Second, DownInterval: 30 * time.Second, Successes: 1}},
+		{*reference(), Settings{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3,
+			RetryInterval: 2 * time.Second, DownInterval: 2 * time.Second, Successes: 1}},
+		{Policy{Frequency: time.Minute, DownInterval: 10 * time.Second, Successes: 2, Only2xx: true, LatencyOnly: true},
+			Settings{Frequency: time.Minute, Timeout: SIPTransactionTimeout, Failures: 1, RetryInterval: time.Minute,
+				DownInterval: 10 * time.Second, Successes: 2, Only2xx: true, LatencyOnly: true}},
+	} {
+		if got := tc.p.Effective(); got != tc.want {
+			t.Errorf("%+v: got %+v, want %+v", tc.p, got, tc.want)
+		}
+	}
+}

@@ -136,3 +136,32 @@ func (p *Policy) Judge(r Result) (ok bool, reason Reason) {
 	}
 	return true, ReasonNone
 }
+
+// Settings are a policy's values as operators read them, every default and
+// fallback resolved: what check-config and the API report.
+type Settings struct {
+	Frequency     time.Duration // F; 0 when qualify is off
+	Timeout       time.Duration // T, SIPTransactionTimeout when unset
+	Failures      int           // N
+	RetryInterval time.Duration // R, or F when unset
+	DownInterval  time.Duration // D, or R, or F when neither is set
+	Successes     int           // M
+	Only2xx       bool
+	LatencyOnly   bool
+}
+
+// Effective returns the policy's resolved settings.
+func (p *Policy) Effective() Settings {
+	orF := func(d time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return p.Frequency
+	}
+	return Settings{
+		Frequency: p.Frequency, Timeout: p.ProbeTimeout(),
+		Failures: p.FailureThreshold(), RetryInterval: orF(p.RetryInterval),
+		DownInterval: orF(p.EffectiveDownInterval()), Successes: p.SuccessThreshold(),
+		Only2xx: p.Only2xx, LatencyOnly: p.LatencyOnly,
+	}
+}

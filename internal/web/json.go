@@ -98,17 +98,12 @@ type policyJSON struct {
 }
 
 func newPolicyJSON(p *qualify.Policy) policyJSON {
-	orF := func(d time.Duration) float64 {
-		if d > 0 {
-			return d.Seconds()
-		}
-		return p.Frequency.Seconds()
-	}
+	e := p.Effective()
 	return policyJSON{
-		Frequency: p.Frequency.Seconds(), Timeout: p.ProbeTimeout().Seconds(),
-		Failures: p.FailureThreshold(), RetryInterval: orF(p.RetryInterval),
-		DownInterval: orF(p.EffectiveDownInterval()), Successes: p.SuccessThreshold(),
-		Only2xx: p.Only2xx, LatencyOnly: p.LatencyOnly,
+		Frequency: e.Frequency.Seconds(), Timeout: e.Timeout.Seconds(),
+		Failures: e.Failures, RetryInterval: e.RetryInterval.Seconds(),
+		DownInterval: e.DownInterval.Seconds(), Successes: e.Successes,
+		Only2xx: e.Only2xx, LatencyOnly: e.LatencyOnly,
 	}
 }
 
