@@ -19,6 +19,19 @@ type Prober interface {
 	Probe(ctx context.Context, t qualify.Target) qualify.Result
 }
 
+// AsyncProber is a Prober that can also start a probe without blocking.
+// When the configured Prober implements it, the engine keeps no goroutine
+// per probe in flight: the scheduler's loop starts each probe and the
+// prober's own goroutines report the results (issue 7).
+type AsyncProber interface {
+	Prober
+	// ProbeAsync starts one probe of t, as Probe would send it, and
+	// returns at once. It calls done exactly once with the result, from
+	// any goroutine, possibly before returning; done does not block.
+	// When ctx is cancelled, done must come promptly.
+	ProbeAsync(ctx context.Context, t qualify.Target, done func(qualify.Result))
+}
+
 // AoR is one AoR to qualify, as the configuration defines it.
 type AoR struct {
 	// Name is unique among the AoRs applied together.
@@ -62,6 +75,7 @@ type Config struct {
 type Engine struct {
 	cfg   Config
 	sched *schedule.Scheduler
+	async AsyncProber // cfg.Prober, when it can probe without blocking
 
 	mu      sync.Mutex // guards everything below; see the package doc
 	slots   []contact
@@ -93,7 +107,13 @@ func New(cfg Config) (*Engine, error) {
 		aors:    map[string]*aorState{},
 		waiters: map[uint32][]chan<- ContactResult{},
 	}
-	e.sched = schedule.New(schedule.Config{MaxInFlight: cfg.MaxInFlight, Released: e.released, Now: cfg.Now}, e.runProbe)
+	sc := schedule.Config{MaxInFlight: cfg.MaxInFlight, Released: e.released, Now: cfg.Now}
+	if ap, ok := cfg.Prober.(AsyncProber); ok {
+		e.async = ap
+		e.sched = schedule.NewAsync(sc, e.startProbe)
+	} else {
+		e.sched = schedule.New(sc, e.runProbe)
+	}
 	return e, nil
 }
 

@@ -93,6 +93,9 @@ func newHarness(t *testing.T, cfg Config, script func(uri string, at time.Durati
 	h := &harness{t: t, t0: time.Now(), done: make(chan struct{})}
 	h.prober = &fakeProber{t0: h.t0, script: script}
 	cfg.Prober = h.prober
+	if asyncProbes {
+		cfg.Prober = asyncFake{h.prober}
+	}
 	if cfg.Rand == nil {
 		cfg.Rand = func() float64 { return 0 }
 	}

@@ -10,15 +10,41 @@ import (
 // runProbe is the scheduler's job for slot id: probe the contact, apply the
 // result, and return when its next probe is due.
 func (e *Engine) runProbe(ctx context.Context, id uint32, due time.Time) time.Time {
-	start := e.cfg.Now()
-	if e.cfg.Lateness != nil {
-		e.cfg.Lateness(start.Sub(due))
-	}
+	start := e.started(due)
 	target, ok := e.begin(id)
 	if !ok {
 		return time.Time{}
 	}
-	res := e.cfg.Prober.Probe(ctx, target)
+	return e.complete(ctx, id, start, e.cfg.Prober.Probe(ctx, target))
+}
+
+// startProbe is the scheduler's job for slot id with an AsyncProber: it
+// starts the probe and returns; the result finishes the job.
+func (e *Engine) startProbe(ctx context.Context, id uint32, due time.Time) {
+	start := e.started(due)
+	target, ok := e.begin(id)
+	if !ok {
+		e.sched.Finish(id, time.Time{})
+		return
+	}
+	e.async.ProbeAsync(ctx, target, func(res qualify.Result) {
+		e.sched.Finish(id, e.complete(ctx, id, start, res))
+	})
+}
+
+// started returns the start time of a probe that was due at due, and
+// reports its lateness.
+func (e *Engine) started(due time.Time) time.Time {
+	start := e.cfg.Now()
+	if e.cfg.Lateness != nil {
+		e.cfg.Lateness(start.Sub(due))
+	}
+	return start
+}
+
+// complete applies the result of slot id's probe started at start, unless
+// ctx was cancelled meanwhile, and returns when the next probe is due.
+func (e *Engine) complete(ctx context.Context, id uint32, start time.Time, res qualify.Result) time.Time {
 	end := e.cfg.Now()
 	if res.Sent.IsZero() {
 		res.Sent = start

@@ -21,6 +21,13 @@ const dispatchBatch = 1024
 // its own goroutine and should return promptly once ctx is cancelled.
 type RunFunc func(ctx context.Context, id ID, due time.Time) (next time.Time)
 
+// StartFunc starts the job of item id, which was due at due, without
+// waiting for it: Run's loop calls it, so it must not block. The job ends
+// when its owner calls Finish, possibly before StartFunc returns. No
+// goroutine waits for a job in flight (issue 7: at a million contacts, a
+// dead population keeps 50,000 probes in flight).
+type StartFunc func(ctx context.Context, id ID, due time.Time)
+
 // Config tunes a Scheduler. The zero value works.
 type Config struct {
 	// MaxInFlight bounds the jobs running at once; due items wait beyond
@@ -41,6 +48,7 @@ type Config struct {
 // may be called once.
 type Scheduler struct {
 	run      RunFunc
+	start    StartFunc // instead of run, for NewAsync
 	released func(ID)
 	max      int
 	epoch    time.Time
@@ -74,6 +82,22 @@ func New(cfg Config, run RunFunc) *Scheduler {
 		deferred: map[ID]int64{},
 		armed:    math.MaxInt64,
 	}
+}
+
+// NewAsync returns a Scheduler that starts each due item with start once
+// Run runs; each job ends with Finish.
+func NewAsync(cfg Config, start StartFunc) *Scheduler {
+	s := New(cfg, nil)
+	s.start = start
+	return s
+}
+
+// Finish ends a job started by a StartFunc, as a RunFunc's return does:
+// the item is due again at next (zero: not until Set), at the time of a Set
+// made while it ran, or never if it was removed meanwhile.
+func (s *Scheduler) Finish(id ID, next time.Time) {
+	s.done(id, next)
+	s.wg.Done()
 }
 
 // Set makes id due at due, inserting it or moving it. If id's job is
@@ -153,7 +177,8 @@ func (s *Scheduler) poke() {
 }
 
 // Run is the scheduler loop. It dispatches due items until ctx is
-// cancelled, then waits for the running jobs to return.
+// cancelled, then waits for the running jobs to return (or, with
+// NewAsync, to be finished).
 func (s *Scheduler) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -164,6 +189,10 @@ func (s *Scheduler) Run(ctx context.Context) {
 		batch, sleep = s.take(batch[:0])
 		for _, e := range batch {
 			s.wg.Add(1)
+			if s.start != nil {
+				s.start(ctx, e.id, s.epoch.Add(time.Duration(e.due)))
+				continue
+			}
 			go s.exec(ctx, e)
 		}
 		if sleep == 0 {

@@ -2,8 +2,10 @@ package sipprobe
 
 import (
 	"bytes"
+	"context"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -19,6 +21,16 @@ type transaction struct {
 	active bool   // in table.byKey
 	st     txState
 	done   chan struct{} // capacity 1; one send per registration
+
+	// An asynchronous probe (ProbeAsync) has no goroutine waiting on
+	// done: cb receives its result, and ctx (if it can be cancelled) is
+	// watched by the table. refs counts its owners, the sending goroutine
+	// and the completion; the last one returns it to the pool. Set before
+	// registration, read by the completion.
+	cb   func(qualify.Result)
+	name string // Result.Addr
+	ctx  context.Context
+	refs atomic.Int32
 }
 
 // txState is the resettable part of a transaction.
@@ -45,6 +57,7 @@ type txState struct {
 // reset clears the state for the next probe, keeping the buffer.
 func (tx *transaction) reset() {
 	tx.st = txState{buf: tx.st.buf[:0]}
+	tx.cb, tx.name, tx.ctx = nil, "", nil
 }
 
 // drop is why a response was not matched.
@@ -76,6 +89,11 @@ type table struct {
 	recent     map[uint64]struct{}
 	recentRing [recentSize]uint64
 	recentNext int
+	// ready holds completed asynchronous transactions until whoever
+	// completed them drains the list outside mu and calls finish on each.
+	ready   []*transaction
+	finish  func(*transaction)
+	watches map[context.Context]*watch
 }
 
 // newTable returns an empty table that counts into c. Counters are
@@ -83,10 +101,11 @@ type table struct {
 // Stats.
 func newTable(c *counters) *table {
 	return &table{
-		counts: c,
-		byKey:  make(map[uint64]*transaction),
-		recent: make(map[uint64]struct{}, recentSize),
-		wake:   make(chan struct{}, 1),
+		counts:  c,
+		byKey:   make(map[uint64]*transaction),
+		recent:  make(map[uint64]struct{}, recentSize),
+		wake:    make(chan struct{}, 1),
+		watches: make(map[context.Context]*watch),
 	}
 }
 
@@ -106,6 +125,9 @@ func (tb *table) register(tx *transaction, first time.Time) bool {
 	tx.gen++
 	tx.active = true
 	tb.byKey[tx.st.req.key] = tx
+	if tx.cb != nil {
+		tb.watch(tx)
+	}
 	tb.push(timerItem{due: first, tx: tx, gen: tx.gen})
 	return true
 }
@@ -122,22 +144,41 @@ func (tb *table) push(it timerItem) {
 	}
 }
 
-// complete removes tx and wakes its prober. tb.mu must be held and tx
-// active.
+// complete removes tx and wakes its prober, or, for an asynchronous
+// probe, queues it for drain. tb.mu must be held and tx active.
 func (tb *table) complete(tx *transaction) {
 	delete(tb.byKey, tx.st.req.key)
 	tx.active = false
+	if tx.cb != nil {
+		tb.unwatch(tx)
+		tb.ready = append(tb.ready, tx)
+		return
+	}
 	tx.done <- struct{}{}
+}
+
+// drain finishes the asynchronous transactions completed so far. Whoever
+// completes transactions calls it after releasing tb.mu, so that results
+// are delivered without the table locked.
+func (tb *table) drain() {
+	tb.mu.Lock()
+	ready := tb.ready
+	tb.ready = nil
+	tb.mu.Unlock()
+	for _, tx := range ready {
+		tb.finish(tx)
+	}
 }
 
 // fail completes tx with reason unless it already completed.
 func (tb *table) fail(tx *transaction, reason qualify.Reason, detail string) {
 	tb.mu.Lock()
-	defer tb.mu.Unlock()
 	if tx.active {
 		tx.st.reason, tx.st.detail = reason, detail
 		tb.complete(tx)
 	}
+	tb.mu.Unlock()
+	tb.drain()
 }
 
 // abandon is called by the prober when it stops waiting for tx (context
@@ -163,6 +204,7 @@ func (tb *table) abandon(tx *transaction) bool {
 func (tb *table) match(m *message, src netip.AddrPort, conn *streamConn, now time.Time) (drop, bool) {
 	d, provisional := tb.find(m, src, conn, now)
 	tb.counts.count(d, provisional)
+	tb.drain()
 	return d, provisional
 }
 
@@ -246,10 +288,15 @@ func (tb *table) failConn(conn *streamConn, detail string) {
 // close fails every outstanding transaction and refuses new ones.
 func (tb *table) close() {
 	tb.mu.Lock()
-	defer tb.mu.Unlock()
 	tb.closed = true
 	for _, tx := range tb.byKey {
 		tx.st.reason, tx.st.detail = qualify.ReasonTransport, "prober closed"
 		tb.complete(tx)
 	}
+	for ctx, w := range tb.watches {
+		w.stop()
+		delete(tb.watches, ctx)
+	}
+	tb.mu.Unlock()
+	tb.drain()
 }

@@ -39,6 +39,7 @@ func New(cfg Config) (*Prober, error) {
 	}
 	p := &Prober{cfg: cfg, udp: u, dns: newResolver(cfg.Resolver), stop: make(chan struct{})}
 	p.table = newTable(&p.stats)
+	p.table.finish = p.finishAsync
 	p.pool.New = func() any {
 		return &transaction{done: make(chan struct{}, 1), st: txState{buf: make([]byte, 0, 512)}}
 	}

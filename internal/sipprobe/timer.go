@@ -111,6 +111,7 @@ func (ts *timers) fire(now time.Time) time.Duration {
 		next = ts.tb.heap.items[0].due.Sub(now)
 	}
 	ts.tb.mu.Unlock()
+	ts.tb.drain()
 	for _, r := range ts.resends {
 		ts.send(ts.arena[r.off:r.off+r.n], r.dest)
 	}

@@ -1,0 +1,129 @@
+package sipprobe
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// probeAsync runs ProbeAsync and waits for its result.
+func probeAsync(ctx context.Context, p *Prober, t qualify.Target) qualify.Result {
+	ch := make(chan qualify.Result, 1)
+	p.ProbeAsync(ctx, t, func(r qualify.Result) { ch <- r })
+	return <-ch
+}
+
+func TestProbeAsyncAnswered(t *testing.T) {
+	for _, code := range []int{200, 503} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
+			p := newProber(t, Config{})
+			res := probeAsync(t.Context(), p, target(uriOf(r, ""), 3*time.Second))
+			if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
+				t.Fatalf("got %+v, want code %d with an RTT", res, code)
+			}
+			if want := "udp " + r.addr.String(); res.Addr != want {
+				t.Errorf("Addr = %q, want %q", res.Addr, want)
+			}
+			if s := p.Stats(); s.Probes != 1 || s.Matched != 1 {
+				t.Errorf("stats %+v", s)
+			}
+		})
+	}
+}
+
+// TestProbeAsyncRetransmitsAndTimesOut: a silent peer gets the Timer E
+// retransmissions of a blocking probe, then the probe times out.
+func TestProbeAsyncRetransmitsAndTimesOut(t *testing.T) {
+	r := newUDPResponder(t, func(*exchange) {})
+	p := newProber(t, Config{})
+	start := time.Now()
+	res := probeAsync(t.Context(), p, target(uriOf(r, ""), 1200*time.Millisecond))
+	if res.Reason != qualify.ReasonTimeout || time.Since(start) < 1200*time.Millisecond {
+		t.Fatalf("got %+v after %v, want a timeout after 1.2 s", res, time.Since(start))
+	}
+	if s := p.Stats(); s.Probes != 1 || s.Retransmissions != 1 || s.Timeouts != 1 {
+		t.Errorf("stats %+v, want 1 probe, 1 retransmission (at 500 ms), 1 timeout", s)
+	}
+}
+
+func TestProbeAsyncCanceled(t *testing.T) {
+	r := newUDPResponder(t, func(*exchange) {})
+	p := newProber(t, Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := make(chan qualify.Result, 2)
+	for range 2 {
+		p.ProbeAsync(ctx, target(uriOf(r, ""), time.Hour), func(r qualify.Result) { ch <- r })
+	}
+	cancel()
+	for range 2 {
+		if res := <-ch; res.Reason != qualify.ReasonTimeout || res.Detail != "canceled" {
+			t.Fatalf("got %+v, want canceled", res)
+		}
+	}
+	if res := probeAsync(ctx, p, target(uriOf(r, ""), time.Hour)); res.Detail != "canceled" {
+		t.Fatalf("probe with a cancelled context: %+v", res)
+	}
+}
+
+func TestProbeAsyncClosed(t *testing.T) {
+	r := newUDPResponder(t, func(*exchange) {})
+	p := newProber(t, Config{})
+	ch := make(chan qualify.Result, 1)
+	p.ProbeAsync(t.Context(), target(uriOf(r, ""), time.Hour), func(r qualify.Result) { ch <- r })
+	_ = p.Close()
+	if res := <-ch; res.Reason != qualify.ReasonTransport {
+		t.Fatalf("probe in flight at Close: %+v", res)
+	}
+	if res := probeAsync(t.Context(), p, target(uriOf(r, ""), time.Hour)); res.Reason != qualify.ReasonTransport {
+		t.Fatalf("probe after Close: %+v", res)
+	}
+}
+
+// TestProbeAsyncFallsBack: targets that need more than one datagram to an
+// address (here a bad URI and a TCP peer) still get exactly one result.
+func TestProbeAsyncFallsBack(t *testing.T) {
+	p := newProber(t, Config{})
+	if res := probeAsync(t.Context(), p, target("mailto:x", time.Second)); res.Reason != qualify.ReasonTransport {
+		t.Fatalf("bad URI: %+v", res)
+	}
+	r := newStreamResponder(t, nil, func(x *exchange) { x.reply(200) })
+	if res := probeAsync(t.Context(), p, target(uriOf(r, ";transport=tcp"), 3*time.Second)); res.Code != 200 {
+		t.Fatalf("TCP peer: %+v", res)
+	}
+}
+
+// TestProbeAsyncNoGoroutinePerProbe keeps 2,000 probes in flight to a
+// silent peer without a goroutine each, and gets every result once.
+func TestProbeAsyncNoGoroutinePerProbe(t *testing.T) {
+	r := newUDPResponder(t, func(*exchange) {})
+	p := newProber(t, Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	before := runtime.NumGoroutine()
+	const n = 2000
+	var wg sync.WaitGroup
+	wg.Add(n)
+	var mu sync.Mutex
+	results := 0
+	for range n {
+		p.ProbeAsync(ctx, target(uriOf(r, ""), time.Hour), func(qualify.Result) {
+			mu.Lock()
+			results++
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	if g := runtime.NumGoroutine(); g > before+10 {
+		t.Errorf("%d goroutines with %d probes in flight, %d before", g, n, before)
+	}
+	cancel()
+	wg.Wait()
+	if results != n {
+		t.Fatalf("%d results for %d probes", results, n)
+	}
+}
