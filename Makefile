@@ -3,7 +3,7 @@ GO       ?= go
 GOFLAGS  ?=
 PKGS     := ./...
 
-.PHONY: all build test deps vet unit bench bench-engine clean
+.PHONY: all build test deps vet unit lab lossy bench bench-engine clean
 
 all: build
 
@@ -11,12 +11,15 @@ build:
 	$(GO) build -o bin/qualifyd ./cmd/qualifyd
 
 # deps installs what the tests need: Go modules and the real SIP peers
-# (SIPp from Debian's sip-tester, Kamailio) used by the interop tests.
+# (SIPp from Debian's sip-tester, Kamailio) used by the interop tests, and
+# iproute2 and nftables for the lossy-network lab.
 deps:
 	$(GO) mod download
 	@missing=""; \
 	command -v sipp >/dev/null 2>&1 || missing="$$missing sip-tester"; \
 	command -v kamailio >/dev/null 2>&1 || missing="$$missing kamailio"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -30,8 +33,20 @@ vet:
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 
+# lab is the short lossy-network run (about a minute, see lossy): it needs
+# root, ip, nft, sipp and kamailio, and fails without them.
+lab: build
+	QUALIFYD_LAB=1 QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -timeout 5m -run TestLossyShort ./cmd/qualifyd-lab/
+
 # test is the README's test command: dependencies, vet, every test.
-test: deps vet unit
+test: deps vet unit lab
+
+# lossy is issue 6's real-network experiment (about 4 minutes, as root):
+# qualifyd (N=1 and N=3) and Kamailio's dispatcher probing SIPp through
+# nftables loss between two network namespaces; prints the README's table.
+lossy: build
+	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
+	bin/qualifyd-lab lossy --qualifyd bin/qualifyd $(LOSSY_FLAGS)
 
 # bench runs the micro and engine benchmarks (numbers go in issue notes).
 bench:

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The lab's addresses exist only inside its two namespaces (a /30 on the
+// veth pair); nothing is configured in the root namespace.
+const (
+	proberIP    = "10.200.6.1"
+	responderIP = "10.200.6.2"
+	sipPort     = 5060
+	nftTable    = "netdev qdlab"
+	cmdTimeout  = 10 * time.Second // bound of every ip/nft command
+	nsPrefix    = "qdlab-"
+)
+
+// netLab is one pair of network namespaces joined by a veth pair: the
+// probers live in P, SIPp and the nftables impairment in R. The names carry
+// the creating process's PID, so concurrent runs do not collide and a run
+// that was killed can be recognised and removed by the next one.
+type netLab struct {
+	nsP, nsR string // namespace names
+	ifP, ifR string // veth ends, at most 15 characters
+}
+
+// newNetLab names the lab of the process with the given PID.
+func newNetLab(pid int) netLab {
+	return netLab{
+		nsP: fmt.Sprintf("%s%d-p", nsPrefix, pid), nsR: fmt.Sprintf("%s%d-r", nsPrefix, pid),
+		ifP: fmt.Sprintf("qdl%dp", pid), ifR: fmt.Sprintf("qdl%dr", pid),
+	}
+}
+
+// runCmd runs one command with a deadline and returns its error with the
+// command line and its output for context.
+func runCmd(ctx context.Context, stdin string, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = time.Second
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// in runs a command inside namespace ns.
+func in(ctx context.Context, ns, stdin string, args ...string) ([]byte, error) {
+	return runCmd(ctx, stdin, "ip", append([]string{"netns", "exec", ns}, args...)...)
+}
+
+// up creates the namespaces, the veth pair and the nftables table. On
+// error the caller still calls down, which removes whatever exists.
+func (l netLab) up(ctx context.Context) error {
+	steps := [][]string{
+		{"netns", "add", l.nsP},
+		{"netns", "add", l.nsR},
+		{"link", "add", l.ifP, "netns", l.nsP, "type", "veth", "peer", "name", l.ifR, "netns", l.nsR},
+		{"-n", l.nsP, "addr", "add", proberIP + "/30", "dev", l.ifP},
+		{"-n", l.nsR, "addr", "add", responderIP + "/30", "dev", l.ifR},
+		{"-n", l.nsP, "link", "set", "lo", "up"},
+		{"-n", l.nsR, "link", "set", "lo", "up"},
+		{"-n", l.nsP, "link", "set", l.ifP, "up"},
+		{"-n", l.nsR, "link", "set", l.ifR, "up"},
+	}
+	for _, s := range steps {
+		if _, err := runCmd(ctx, "", "ip", s...); err != nil {
+			return fmt.Errorf("lab up: %w", err)
+		}
+	}
+	if _, err := in(ctx, l.nsR, l.nftBase(), "nft", "-f", "-"); err != nil {
+		return fmt.Errorf("lab up: nftables: %w", err)
+	}
+	return nil
+}
+
+// nftBase is the responder's impairment table: SIP requests are counted
+// and may be dropped on the veth's ingress, SIP responses on its egress, so
+// both directions lose packets as on a real path (and SIPp's sends still
+// succeed, as they would). The impair chains are refilled for each phase.
+func (l netLab) nftBase() string {
+	return fmt.Sprintf(`table %[1]s {
+	counter req_in { }
+	counter req_dropped { }
+	counter resp_out { }
+	counter resp_dropped { }
+	chain impair_in { }
+	chain impair_out { }
+	chain ingress {
+		type filter hook ingress device "%[2]s" priority 0; policy accept;
+		udp dport %[3]d counter name "req_in"
+		jump impair_in
+	}
+	chain egress {
+		type filter hook egress device "%[2]s" priority 0; policy accept;
+		udp sport %[3]d counter name "resp_out"
+		jump impair_out
+	}
+}
+`, nftTable, l.ifR, sipPort)
+}
+
+// impairment is what the path does to SIP packets in one phase.
+type impairment struct {
+	lossPercent int  // share of SIP packets dropped in each direction, 0..100
+	dead        bool // drop every IPv4 packet towards the responder (ARP still works)
+}
+
+// impair replaces the impairment in one nftables transaction.
+func (l netLab) impair(ctx context.Context, im impairment) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flush chain %s impair_in\nflush chain %s impair_out\n", nftTable, nftTable)
+	switch {
+	case im.dead:
+		fmt.Fprintf(&b, "add rule %s impair_in udp dport %d counter name \"req_dropped\" drop\n", nftTable, sipPort)
+		fmt.Fprintf(&b, "add rule %s impair_in meta protocol ip drop\n", nftTable)
+	case im.lossPercent > 0:
+		fmt.Fprintf(&b, "add rule %s impair_in udp dport %d numgen random mod 100 < %d counter name \"req_dropped\" drop\n", nftTable, sipPort, im.lossPercent)
+		fmt.Fprintf(&b, "add rule %s impair_out udp sport %d numgen random mod 100 < %d counter name \"resp_dropped\" drop\n", nftTable, sipPort, im.lossPercent)
+	}
+	if _, err := in(ctx, l.nsR, b.String(), "nft", "-f", "-"); err != nil {
+		return fmt.Errorf("impair %+v: %w", im, err)
+	}
+	return nil
+}
+
+// nftCounters are the impairment table's packet counters.
+type nftCounters struct {
+	ReqIn, ReqDropped, RespOut, RespDropped uint64
+}
+
+// sub returns c - o, counter by counter.
+func (c nftCounters) sub(o nftCounters) nftCounters {
+	return nftCounters{c.ReqIn - o.ReqIn, c.ReqDropped - o.ReqDropped, c.RespOut - o.RespOut, c.RespDropped - o.RespDropped}
+}
+
+// counters reads the impairment table's counters.
+func (l netLab) counters(ctx context.Context) (nftCounters, error) {
+	out, err := in(ctx, l.nsR, "", "nft", "-j", "list", "counters", "table", "netdev", "qdlab")
+	if err != nil {
+		return nftCounters{}, err
+	}
+	return parseCounters(out)
+}
+
+// parseCounters reads `nft -j list counters` output.
+func parseCounters(js []byte) (nftCounters, error) {
+	var doc struct {
+		Nftables []struct {
+			Counter *struct {
+				Name    string `json:"name"`
+				Packets uint64 `json:"packets"`
+			} `json:"counter"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal(js, &doc); err != nil {
+		return nftCounters{}, fmt.Errorf("nft counters: %w", err)
+	}
+	var c nftCounters
+	fields := map[string]*uint64{"req_in": &c.ReqIn, "req_dropped": &c.ReqDropped, "resp_out": &c.RespOut, "resp_dropped": &c.RespDropped}
+	for _, o := range doc.Nftables {
+		if o.Counter != nil && fields[o.Counter.Name] != nil {
+			*fields[o.Counter.Name] = o.Counter.Packets
+		}
+	}
+	return c, nil
+}
+
+// down kills whatever still runs in the namespaces (only this lab's own
+// processes can be there) and deletes them; the veth pair goes with them.
+// It runs on its own deadline, so it works after ctx was cancelled.
+func (l netLab) down() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*cmdTimeout)
+	defer cancel()
+	var errs []error
+	for _, ns := range []string{l.nsP, l.nsR} {
+		if !nsExists(ctx, ns) {
+			continue
+		}
+		killNamespace(ctx, ns)
+		if _, err := runCmd(ctx, "", "ip", "netns", "del", ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killNamespace sends SIGKILL to every process left in namespace ns.
+func killNamespace(ctx context.Context, ns string) {
+	out, err := runCmd(ctx, "", "ip", "netns", "pids", ns)
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// nsExists reports whether namespace ns exists.
+func nsExists(ctx context.Context, ns string) bool {
+	return slices.Contains(listNamespaces(ctx), ns)
+}
+
+// listNamespaces returns the names of the network namespaces.
+func listNamespaces(ctx context.Context) []string {
+	out, err := runCmd(ctx, "", "ip", "netns", "list")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names
+}
+
+var staleName = regexp.MustCompile(`^` + nsPrefix + `(\d+)-[pr]$`)
+
+// removeStale deletes the namespaces of earlier runs whose process no
+// longer exists (a run killed with SIGKILL cannot clean up after itself).
+func removeStale(ctx context.Context) {
+	for _, ns := range listNamespaces(ctx) {
+		m := staleName.FindStringSubmatch(ns)
+		if m == nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[1])
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // its run is still going
+		}
+		killNamespace(ctx, ns)
+		_, _ = runCmd(ctx, "", "ip", "netns", "del", ns)
+	}
+}

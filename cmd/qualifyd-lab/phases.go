@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Bounds of the waits between phases.
+const (
+	readyLimit = 15 * time.Second // qualifyd's first Reachable statuses
+	settleMax  = 30 * time.Second // every prober routable again after the loss
+)
+
+// runPhases drives the path through its phases: a clean warm-up, each
+// loss level, a clean settle until every prober is routable, the dead
+// spell, and the recovery. Waiting for phases by timers is the experiment.
+func (r *lossyRun) runPhases(ctx context.Context) error {
+	if err := r.begin(ctx, "warm-up", impairment{}); err != nil {
+		return err
+	}
+	if err := r.tr.wait(ctx, readyLimit, "qualifyd's AoRs Reachable", func(t *tracker) bool {
+		return t.reachable[proberN1] && t.reachable[proberN3]
+	}); err != nil {
+		return fmt.Errorf("warm-up: %w (see %s/qualifyd.log)", err, r.s.Dir)
+	}
+	if err := r.hold(ctx, r.interval()); err != nil {
+		return err
+	}
+	for _, l := range r.s.Losses {
+		if err := r.begin(ctx, fmt.Sprintf("loss %d%%", l), impairment{lossPercent: l}); err != nil {
+			return err
+		}
+		if err := r.hold(ctx, r.s.LossDuration); err != nil {
+			return err
+		}
+	}
+	return r.deadSpell(ctx)
+}
+
+// deadSpell settles (every prober routable, then one more interval so the
+// spell starts at an arbitrary point of their cycles), kills the path for
+// s.Dead, and gives it back until every prober has recovered.
+func (r *lossyRun) deadSpell(ctx context.Context) error {
+	if err := r.begin(ctx, "settle", impairment{}); err != nil {
+		return err
+	}
+	r.waitAllUp(ctx, settleMax, "settle")
+	if err := r.hold(ctx, r.interval()); err != nil {
+		return err
+	}
+	if err := r.begin(ctx, "dead", impairment{dead: true}); err != nil {
+		return err
+	}
+	if err := r.hold(ctx, r.s.Dead); err != nil {
+		return err
+	}
+	if err := r.begin(ctx, "recover", impairment{}); err != nil {
+		return err
+	}
+	r.waitAllUp(ctx, r.s.Recover, "recover")
+	if err := r.hold(ctx, r.interval()); err != nil {
+		return err
+	}
+	return r.closePhase(ctx, time.Now())
+}
+
+// interval is the probers' healthy probe interval.
+func (r *lossyRun) interval() time.Duration { return time.Duration(r.s.Frequency) * time.Second }
+
+// waitAllUp waits until every prober is routable; not getting there is a
+// finding (it shows in the report), not an error, unless ctx ended.
+func (r *lossyRun) waitAllUp(ctx context.Context, limit time.Duration, phase string) {
+	err := r.tr.wait(ctx, limit, "every prober routable", func(t *tracker) bool {
+		for _, p := range probers {
+			if !t.upLocked(p) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil && ctx.Err() == nil {
+		r.notes = append(r.notes, fmt.Sprintf("%s: %v", phase, err))
+	}
+}
+
+// begin applies impairment im and starts the phase name with it; the
+// previous phase ends at the same instant.
+func (r *lossyRun) begin(ctx context.Context, name string, im impairment) error {
+	if err := r.lab.impair(ctx, im); err != nil {
+		return err
+	}
+	now := time.Now()
+	if err := r.closePhase(ctx, now); err != nil {
+		return err
+	}
+	r.phases = append(r.phases, phase{Name: name, LossPercent: im.lossPercent, Dead: im.dead, Start: now})
+	fmt.Fprintf(r.progress, "%s phase %s\n", stamp(now), name)
+	return nil
+}
+
+// closePhase ends the current phase, if any, at instant at, with the
+// counters since its start.
+func (r *lossyRun) closePhase(ctx context.Context, at time.Time) error {
+	c, err := r.lab.counters(ctx)
+	if err != nil {
+		return err
+	}
+	if n := len(r.phases); n > 0 && r.phases[n-1].End.IsZero() {
+		r.phases[n-1].End = at
+		r.phases[n-1].Counters = c.sub(r.last)
+	}
+	r.last = c
+	return nil
+}
+
+// hold lets the current phase run for d, then checks that every process
+// is still running.
+func (r *lossyRun) hold(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	for _, p := range r.procs {
+		if gone, err := p.exited(); gone {
+			return fmt.Errorf("%s exited (%v); its log is in %s", p.name, err, r.s.Dir)
+		}
+	}
+	return nil
+}
