@@ -54,6 +54,11 @@ type Config struct {
 	// MaxInitialQualifyTime bounds the random delay of each contact's first
 	// probe (max_initial_qualify_time); zero means F.
 	MaxInitialQualifyTime time.Duration
+	// Coalesce is how late a probe may start so that probes due close
+	// together start in one wake-up of the scheduler (see
+	// schedule.Config.Coalesce); zero means DefaultCoalesce, negative
+	// starts every probe at its due time.
+	Coalesce time.Duration
 	// Rand returns uniform numbers in [0, 1) for the first-probe delay; nil
 	// means math/rand/v2.
 	Rand func() float64
@@ -88,6 +93,10 @@ type Engine struct {
 	probes [5]atomic.Uint64 // applied probes by verdict reason
 }
 
+// DefaultCoalesce is Config.Coalesce's default: at 16,667 probes/s, 80
+// probes start per wake-up, and no probe is more than 5 ms late for it.
+const DefaultCoalesce = 5 * time.Millisecond
+
 // ErrNoProber is returned by New without a Prober.
 var ErrNoProber = errors.New("engine: no prober configured")
 
@@ -107,7 +116,10 @@ func New(cfg Config) (*Engine, error) {
 		aors:    map[string]*aorState{},
 		waiters: map[uint32][]chan<- ContactResult{},
 	}
-	sc := schedule.Config{MaxInFlight: cfg.MaxInFlight, Released: e.released, Now: cfg.Now}
+	if cfg.Coalesce == 0 {
+		cfg.Coalesce = DefaultCoalesce
+	}
+	sc := schedule.Config{MaxInFlight: cfg.MaxInFlight, Released: e.released, Now: cfg.Now, Coalesce: max(cfg.Coalesce, 0)}
 	if ap, ok := cfg.Prober.(AsyncProber); ok {
 		e.async = ap
 		e.sched = schedule.NewAsync(sc, e.startProbe)

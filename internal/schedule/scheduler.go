@@ -37,6 +37,12 @@ type Config struct {
 	// while its job ran, once that job has returned: from then on the owner
 	// may reuse the ID. It runs in the job's goroutine, without locks held.
 	Released func(id ID)
+	// Coalesce, when positive, is the shortest sleep of the loop: when
+	// the next item is due sooner, the loop sleeps Coalesce and starts
+	// every item due by then together, each at most Coalesce late. Under
+	// load this turns one wake-up per job into one per Coalesce (issue 7).
+	// Zero starts every item at its due time.
+	Coalesce time.Duration
 	// Now returns the current time; nil means time.Now. A caller that
 	// drives the scheduler itself (TakeDue, Done) in virtual time sets it
 	// so that the epoch is virtual too.
@@ -51,6 +57,7 @@ type Scheduler struct {
 	start    StartFunc // instead of run, for NewAsync
 	released func(ID)
 	max      int
+	coalesce int64 // Config.Coalesce in nanoseconds
 	epoch    time.Time
 	now      func() time.Time
 	wake     chan struct{} // capacity 1: the loop has something to look at
@@ -76,6 +83,7 @@ func New(cfg Config, run RunFunc) *Scheduler {
 		run:      run,
 		released: cfg.Released,
 		max:      cfg.MaxInFlight,
+		coalesce: int64(cfg.Coalesce),
 		epoch:    cfg.Now(),
 		now:      cfg.Now,
 		wake:     make(chan struct{}, 1),
@@ -225,7 +233,7 @@ func (s *Scheduler) take(batch []entry) ([]entry, time.Duration) {
 		return batch, -1
 	case s.q.min().due > now:
 		s.armed = s.q.min().due
-		return batch, time.Duration(s.armed - now)
+		return batch, time.Duration(max(s.armed-now, s.coalesce))
 	case s.inFlight >= s.max:
 		s.starved = true
 		s.armed = math.MinInt64 // no Set needs to poke: exec pokes when a slot frees

@@ -23,11 +23,15 @@ import (
 // so ctx should be long-lived and shared by many probes; it must be
 // comparable, as the standard library's contexts are.
 func (p *Prober) ProbeAsync(ctx context.Context, t qualify.Target, done func(qualify.Result)) {
-	rt, err := p.routes.get(t.URI, t.Options)
-	if err != nil {
-		p.stats.transportErrors.Add(1)
-		done(qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error()})
-		return
+	var fast route
+	rt := &fast
+	if !fastRoute(t.URI, t.Options, rt) {
+		var err error
+		if rt, err = p.routes.get(t.URI, t.Options); err != nil {
+			p.stats.transportErrors.Add(1)
+			done(qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error()})
+			return
+		}
 	}
 	pr := probe{opts: t.Options, timeout: t.Timeout}
 	if pr.timeout <= 0 {
@@ -41,7 +45,7 @@ func (p *Prober) ProbeAsync(ctx context.Context, t qualify.Target, done func(qua
 	if err := p.prepare(ctx, tx, pr, rt, rt.dest); err != nil {
 		p.release(tx)
 		p.stats.transportErrors.Add(1)
-		done(qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Addr: rt.destName})
+		done(qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Addr: destName(udp, rt.dest)})
 		return
 	}
 	p.start(ctx, tx, pr.timeout, rt.destName, done)
@@ -56,7 +60,7 @@ func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Durati
 	now := time.Now()
 	st.sent, st.deadline = now, now.Add(timeout)
 	if !p.register(tx, now) {
-		res := result(st, name)
+		res := result(st, destName(udp, st.dest))
 		p.release(tx)
 		done(res)
 		return
@@ -72,7 +76,11 @@ func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Durati
 // finishAsync delivers the result of a completed asynchronous transaction;
 // the table calls it outside its lock.
 func (p *Prober) finishAsync(tx *transaction) {
-	res := result(&tx.st, tx.name)
+	name := tx.name
+	if name == "" {
+		name = destName(udp, tx.st.dest)
+	}
+	res := result(&tx.st, name)
 	done := tx.cb
 	p.unref(tx)
 	done(res)

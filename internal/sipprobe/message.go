@@ -11,7 +11,7 @@ const branchPrefix = "z9hG4bKqd"
 // route's constant parts are strings built once.
 type request struct {
 	ruri      string // Request-URI: the contact
-	to        string // To header value: "<contact>"
+	to        string // To header value: "<contact>"; "" means "<" ruri ">"
 	route     string // Route header value, or ""
 	transport string // Via transport token: UDP, TCP or TLS
 	sentBy    string // Via sent-by: local host:port
@@ -48,7 +48,13 @@ func appendRequest(b []byte, r *request) []byte {
 	b = append(b, ">;tag="...)
 	b = appendHex(b, r.fromTag)
 	b = append(b, "\r\nTo: "...)
-	b = append(b, r.to...)
+	if r.to == "" { // "<" ruri ">", not stored (see fastRoute)
+		b = append(b, '<')
+		b = append(b, r.ruri...)
+		b = append(b, '>')
+	} else {
+		b = append(b, r.to...)
+	}
 	b = append(b, "\r\nCall-ID: "...)
 	b = appendHex(b, r.callID)
 	b = append(b, "\r\nCSeq: "...)

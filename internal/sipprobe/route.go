@@ -49,11 +49,7 @@ type route struct {
 	destName string
 	// fromUser and fromDomain come from the target's ProbeOptions.
 	fromUser, fromDomain string
-}
-
-// routeKey identifies a cached route.
-type routeKey struct {
-	uri  string
+	// opts are the options the route was parsed with.
 	opts qualify.ProbeOptions
 }
 
@@ -61,36 +57,86 @@ type routeKey struct {
 // costs a re-parse.
 const maxRoutes = 1 << 16
 
-// routes caches parsed routes.
+// routes caches parsed routes by contact URI. The key is the URI alone,
+// which hashes in a fraction of the time of the URI and the options
+// together (issue 7: at a million contacts most lookups miss, and hashing
+// was a sixth of the prober's CPU); a route parsed with other options is
+// parsed again.
 type routes struct {
 	mu sync.RWMutex
-	m  map[routeKey]*route
+	m  map[string]*route
 }
 
 // get returns the route of a contact URI with options, parsing it on
 // first use.
 func (rs *routes) get(uri string, opts *qualify.ProbeOptions) (*route, error) {
-	key := routeKey{uri: uri}
+	var o qualify.ProbeOptions
 	if opts != nil {
-		key.opts = *opts
+		o = *opts
 	}
 	rs.mu.RLock()
-	r := rs.m[key]
+	r := rs.m[uri]
 	rs.mu.RUnlock()
-	if r != nil {
+	if r != nil && r.opts == o {
 		return r, nil
 	}
-	r, err := parseRoute(uri, &key.opts)
+	r, err := parseRoute(uri, &o)
 	if err != nil {
 		return nil, err
 	}
 	rs.mu.Lock()
 	if len(rs.m) >= maxRoutes || rs.m == nil {
-		rs.m = make(map[routeKey]*route)
+		rs.m = make(map[string]*route)
 	}
-	rs.m[key] = r
+	rs.m[uri] = r
 	rs.mu.Unlock()
 	return r, nil
+}
+
+// fastRoute fills rt for the common contact of a registered device: a
+// sip: URI whose host is an IP literal, without parameters, headers or
+// display name, probed without an outbound proxy over UDP. It needs
+// neither sipgo's parser, nor the cache, nor an allocation (issue 7: with
+// more contacts than the cache holds, nearly every lookup missed and
+// parsed). rt.to and rt.destName stay empty: the request writes
+// "<" ruri ">" and the result names the address when it is built. It
+// reports false for anything else, which parseRoute handles.
+func fastRoute(uri string, o *qualify.ProbeOptions, rt *route) bool {
+	if o != nil && (o.OutboundProxy != "" || (o.Transport != "" && !strings.EqualFold(o.Transport, "udp"))) {
+		return false
+	}
+	host, ok := strings.CutPrefix(uri, "sip:")
+	if !ok || strings.ContainsAny(host, ";?<>\"%, \t") {
+		return false
+	}
+	if i := strings.LastIndexByte(host, '@'); i >= 0 {
+		host = host[i+1:]
+	}
+	dest, ok := ipHostPort(host)
+	if !ok {
+		return false
+	}
+	*rt = route{ruri: uri, host: host, addr: dest.Addr(), port: dest.Port(), transport: udp, dest: dest}
+	if o != nil {
+		rt.fromUser, rt.fromDomain, rt.opts = o.FromUser, o.FromDomain, *o
+	}
+	return true
+}
+
+// ipHostPort parses "a.b.c.d", "a.b.c.d:port", "[v6]" or "[v6]:port"
+// (port 5060 when absent, never 0).
+func ipHostPort(host string) (netip.AddrPort, bool) {
+	if ap, err := netip.ParseAddrPort(host); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), ap.Port() != 0
+	}
+	if strings.HasPrefix(host, "[") != strings.HasSuffix(host, "]") || (!strings.HasPrefix(host, "[") && strings.Contains(host, ":")) {
+		return netip.AddrPort{}, false
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(a.Unmap(), udp.defaultPort()), true
 }
 
 // parseRoute builds the route of a contact URI: the destination is the
@@ -100,7 +146,7 @@ func parseRoute(uri string, o *qualify.ProbeOptions) (*route, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &route{ruri: uri, to: "<" + uri + ">", fromUser: o.FromUser, fromDomain: o.FromDomain}
+	r := &route{ruri: uri, to: "<" + uri + ">", fromUser: o.FromUser, fromDomain: o.FromDomain, opts: *o}
 	dest := contact
 	if o.OutboundProxy != "" {
 		if dest, err = parseSIPURI(o.OutboundProxy); err != nil {

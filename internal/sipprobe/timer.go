@@ -62,6 +62,12 @@ func (h *timerHeap) down(i int) {
 	}
 }
 
+// timerSlack is the shortest sleep of the timer goroutine. Every probe
+// leaves a Timer E event behind, stale once answered; without a floor the
+// goroutine would wake once per probe to skip them (issue 7). Events
+// handled late still act at their own due time (see event).
+const timerSlack = 5 * time.Millisecond
+
 // maxArena is the retransmission buffer capacity kept between bursts.
 const maxArena = 1 << 20
 
@@ -94,7 +100,7 @@ func (ts *timers) run(stop <-chan struct{}) {
 		case <-ts.tb.wake:
 		}
 		next := ts.fire(time.Now())
-		t.Reset(next)
+		t.Reset(max(next, timerSlack))
 	}
 }
 
