@@ -23,6 +23,7 @@ type lossyRun struct {
 	procs    []*proc
 	phases   []phase
 	last     nftCounters // counters at the current phase's start
+	current  impairment  // the path's impairment now
 	notes    []string    // things that went differently than planned
 	progress io.Writer
 }

@@ -31,16 +31,29 @@ type proberStats struct {
 	RecoveryS   float64            // dead spell end to up
 }
 
-// phaseAt returns the phase in which instant t lies; instants before the
-// first phase belong to it, after the last one to the last.
-func phaseAt(phases []phase, t time.Time) *phase {
+// sendSlop is how much later than the tipping probe's timeout a prober
+// may report a down: Kamailio's tm timers tick coarsely, and a log line
+// takes its time. The tipping probe was sent within this much before
+// down - T.
+const sendSlop = 250 * time.Millisecond
+
+// worstPhase returns the most impaired phase overlapping [from, to]
+// (instants outside every phase belong to the first or last one).
+func worstPhase(phases []phase, from, to time.Time) *phase {
+	var w *phase
 	for i := range phases {
-		if t.Before(phases[i].End) {
-			return &phases[i]
+		p := &phases[i]
+		inside := p.Start.Before(to) && p.End.After(from) || i == 0 && !to.After(p.Start) ||
+			i == len(phases)-1 && !from.Before(p.End)
+		if inside && (w == nil || worse(impairmentOf(*w), impairmentOf(*p))) {
+			w = p
 		}
 	}
-	return &phases[len(phases)-1]
+	return w
 }
+
+// impairmentOf is the impairment of a phase.
+func impairmentOf(p phase) impairment { return impairment{lossPercent: p.LossPercent, dead: p.Dead} }
 
 // deadPhase returns the dead spell, or nil.
 func deadPhase(phases []phase) *phase {
@@ -54,9 +67,10 @@ func deadPhase(phases []phase) *phase {
 
 // measureProber reads one prober's transitions against the phases. A
 // down transition at t is caused by the probe sent at t - timeout (the
-// failure that tipped it), so it belongs to the phase holding t - timeout:
-// a down caused by a probe lost in the last loss phase but noticed in the
-// loss-free one after is blamed on the loss. A down that belongs to the
+// failure that tipped it), give or take sendSlop, so it belongs to the
+// most impaired phase in that window: a down caused by a probe lost in
+// the last loss phase but noticed in the loss-free one after is blamed on
+// the loss, and one right at the dead spell's start is its detection. A down that belongs to the
 // dead spell is its detection; any other down is a false outage, whose
 // unroutable time (clipped at the dead spell's start) is counted in the
 // loss level of the phase it belongs to. The prober starts routable.
@@ -75,7 +89,8 @@ func measureProber(phases []phase, trs []transition, prober string, timeout time
 		if tr.Up {
 			m.rise(tr.At)
 		} else {
-			m.fall(tr.At, phaseAt(phases, tr.At.Add(-timeout)))
+			sent := tr.At.Add(-timeout)
+			m.fall(tr.At, worstPhase(phases, sent.Add(-sendSlop), sent))
 		}
 	}
 	m.cross(end)

@@ -40,6 +40,18 @@ func TestMeasureProber(t *testing.T) {
 		want: proberStats{ByLoss: map[int]*lossStats{0: {}, 20: {FalseOutages: 1, UnroutableS: 1.7}},
 			Detected: true, DetectionS: 5, Recovered: true, RecoveryS: 0.5},
 	}, {
+		name: "a down within the slop of the loss's end is the loss's",
+		trs:  []transition{down(40.7), up(41)},
+		want: proberStats{ByLoss: map[int]*lossStats{0: {}, 20: {FalseOutages: 1, UnroutableS: 0.3}}},
+	}, {
+		name: "a down within the slop of the dead spell's start detects it",
+		trs:  []transition{down(50.6), up(60.1)},
+		want: proberStats{ByLoss: map[int]*lossStats{0: {}, 20: {}}, Detected: true, DetectionS: 0.6, Recovered: true, RecoveryS: 0.1},
+	}, {
+		name: "before the first phase and after the last",
+		trs:  []transition{down(-3), up(-2), down(80), up(81)},
+		want: proberStats{ByLoss: map[int]*lossStats{0: {FalseOutages: 2, UnroutableS: 2}, 20: {}}},
+	}, {
 		name: "a down after the loss's timeout is the clean phase's",
 		trs:  []transition{down(41), up(42)},
 		want: proberStats{ByLoss: map[int]*lossStats{0: {FalseOutages: 1, UnroutableS: 1}, 20: {}}},

@@ -85,12 +85,21 @@ func (r *lossyRun) waitAllUp(ctx context.Context, limit time.Duration, phase str
 }
 
 // begin applies impairment im and starts the phase name with it; the
-// previous phase ends at the same instant.
+// previous phase ends at the same instant. The rule takes effect somewhere
+// during the nft command, so the boundary is the instant before it when
+// the path gets worse and after it when it gets better: a probe sent
+// while the rule changed counts under the worse impairment, and a clean
+// phase is never blamed for a packet the impairment dropped.
 func (r *lossyRun) begin(ctx context.Context, name string, im impairment) error {
+	before := time.Now()
 	if err := r.lab.impair(ctx, im); err != nil {
 		return err
 	}
 	now := time.Now()
+	if worse(r.current, im) {
+		now = before
+	}
+	r.current = im
 	if err := r.closePhase(ctx, now); err != nil {
 		return err
 	}
@@ -130,4 +139,9 @@ func (r *lossyRun) hold(ctx context.Context, d time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// worse reports whether impairment b loses more than a.
+func worse(a, b impairment) bool {
+	return b.dead && !a.dead || !a.dead && b.lossPercent > a.lossPercent
 }

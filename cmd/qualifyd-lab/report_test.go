@@ -59,3 +59,19 @@ func checkPrinted(t *testing.T, rep report) {
 		t.Errorf("JSON: %v, %d rows", err, len(back.Loss))
 	}
 }
+
+func TestWorse(t *testing.T) {
+	clean, five, twenty, dead := impairment{}, impairment{lossPercent: 5}, impairment{lossPercent: 20}, impairment{dead: true}
+	tests := []struct {
+		a, b impairment
+		want bool
+	}{
+		{clean, five, true}, {five, twenty, true}, {twenty, dead, true}, {clean, dead, true},
+		{twenty, five, false}, {twenty, clean, false}, {dead, clean, false}, {clean, clean, false}, {dead, dead, false},
+	}
+	for _, tc := range tests {
+		if got := worse(tc.a, tc.b); got != tc.want {
+			t.Errorf("worse(%+v, %+v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
