@@ -27,6 +27,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "engine":
 		return runEngine(ctx, args[1:], stdout, stderr)
+	case "scale":
+		return runScale(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "qualifyd-bench: unknown benchmark %q\n", args[0])
 	return 2
