@@ -71,9 +71,9 @@ const (
 	dropMismatch
 )
 
-// recentSize bounds the memory of answered transactions kept to tell
-// duplicates from late responses.
-const recentSize = 1 << 14
+// recentSize is the number of slots of the answered-key set that tells
+// duplicates from late responses (512 KiB).
+const recentSize = 1 << 16
 
 // table is the pending table: outstanding transactions keyed by their
 // branch, and the heap of their next timer events. One mutex guards both;
@@ -85,10 +85,11 @@ type table struct {
 	heap   timerHeap
 	wake   chan struct{} // capacity 1: the heap has a new earliest event
 	closed bool
-	// recent remembers answered keys (ring order) to count duplicates.
-	recent     map[uint64]struct{}
-	recentRing [recentSize]uint64
-	recentNext int
+	// recent remembers answered keys to count duplicates: direct-mapped
+	// by the key's low bits (keys are random), so a newer answer can
+	// evict an older one and its duplicate then counts as late. A map with
+	// a ring cost about 1 us per answer in deletes (issue 7).
+	recent [recentSize]uint64
 	// ready holds completed asynchronous transactions until whoever
 	// completed them drains the list outside mu and calls finish on each.
 	ready   []*transaction
@@ -103,7 +104,6 @@ func newTable(c *counters) *table {
 	return &table{
 		counts:  c,
 		byKey:   make(map[uint64]*transaction),
-		recent:  make(map[uint64]struct{}, recentSize),
 		wake:    make(chan struct{}, 1),
 		watches: make(map[context.Context]*watch),
 	}
@@ -219,7 +219,7 @@ func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now time
 	tx := tb.byKey[key]
 	switch {
 	case tx == nil:
-		if _, dup := tb.recent[key]; dup {
+		if key != 0 && tb.recent[key%recentSize] == key {
 			return dropDuplicate, false
 		}
 		return dropLate, false
@@ -262,15 +262,9 @@ func (tx *transaction) answer(m *message, now time.Time) {
 	}
 }
 
-// remember records an answered key in the bounded recent set.
+// remember records an answered key in the recent set.
 func (tb *table) remember(key uint64) {
-	old := tb.recentRing[tb.recentNext]
-	if old != 0 {
-		delete(tb.recent, old)
-	}
-	tb.recentRing[tb.recentNext] = key
-	tb.recentNext = (tb.recentNext + 1) % recentSize
-	tb.recent[key] = struct{}{}
+	tb.recent[key%recentSize] = key
 }
 
 // failConn fails every transaction sent on conn (the connection broke).
