@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -38,21 +39,23 @@ func (r *lossyRun) runPhases(ctx context.Context) error {
 	return r.deadSpell(ctx)
 }
 
-// deadSpell settles (every prober routable, then one more interval so the
-// spell starts at an arbitrary point of their cycles), kills the path for
-// s.Dead, and gives it back until every prober has recovered.
+// deadSpell settles (every prober routable, then one interval and a random
+// part of another, so the spell starts at a random point of the probers'
+// cycles), kills the path for s.Dead and a random part of an interval (so
+// it ends at another random point), and gives it back until every prober
+// has recovered.
 func (r *lossyRun) deadSpell(ctx context.Context) error {
 	if err := r.begin(ctx, "settle", impairment{}); err != nil {
 		return err
 	}
 	r.waitAllUp(ctx, settleMax, "settle")
-	if err := r.hold(ctx, r.interval()); err != nil {
+	if err := r.hold(ctx, r.interval()+r.jitter()); err != nil {
 		return err
 	}
 	if err := r.begin(ctx, "dead", impairment{dead: true}); err != nil {
 		return err
 	}
-	if err := r.hold(ctx, r.s.Dead); err != nil {
+	if err := r.hold(ctx, r.s.Dead+r.jitter()); err != nil {
 		return err
 	}
 	if err := r.begin(ctx, "recover", impairment{}); err != nil {
@@ -67,6 +70,10 @@ func (r *lossyRun) deadSpell(ctx context.Context) error {
 
 // interval is the probers' healthy probe interval.
 func (r *lossyRun) interval() time.Duration { return time.Duration(r.s.Frequency) * time.Second }
+
+// jitter is a random duration in [0, interval): phases that last whole
+// intervals would meet the probers' cycles at the same point every time.
+func (r *lossyRun) jitter() time.Duration { return rand.N(r.interval()) }
 
 // waitAllUp waits until every prober is routable; not getting there is a
 // finding (it shows in the report), not an error, unless ctx ended.
