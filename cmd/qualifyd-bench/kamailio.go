@@ -87,18 +87,23 @@ func benchKamailio(ctx context.Context, uris []string, live func(uri string) boo
 	if !sleepCtx(ctx, freq+3*time.Second) {
 		return res, ctx.Err()
 	}
-	tm0, err := k.created()
+	// Probes are counted where they arrive, at the responder, in the same
+	// instants as the CPU: dispatcher sends each interval's probes in one
+	// burst, so counting transactions at creation would count a burst
+	// whose CPU falls outside the window. (Without dead destinations
+	// there are no retransmissions: one request is one probe.)
+	a0, d0, _, err := resp.counts()
 	if err != nil {
 		return res, err
 	}
 	cpu0, w0 := k.cpu(), time.Now()
 	sleepCtx(ctx, dur)
 	cpu1, wall := k.cpu(), time.Since(w0)
-	tm1, err := k.created()
+	a1, d1, _, err := resp.counts()
 	if err != nil {
 		return res, err
 	}
-	res.probes = tm1 - tm0
+	res.probes = a1 + d1 - a0 - d0
 	res.probesPerSecond = float64(res.probes) / wall.Seconds()
 	res.cpuUsPerProbe = float64((cpu1 - cpu0).Microseconds()) / float64(max(res.probes, 1))
 	res.cpuCores = (cpu1 - cpu0).Seconds() / wall.Seconds()
@@ -181,17 +186,6 @@ func (k *kamailio) cpu() time.Duration {
 		ticks += procTicks(p)
 	}
 	return time.Duration(ticks) * time.Second / 100 // CLK_TCK is 100 on Linux
-}
-
-// created returns tm's count of transactions created: one per probe.
-func (k *kamailio) created() (uint64, error) {
-	var r struct {
-		Result map[string]uint64 `json:"result"`
-	}
-	if err := k.rpc("tm.stats", &r); err != nil {
-		return 0, err
-	}
-	return r.Result["created"], nil
 }
 
 // timeouts sums dispatcher's per-destination timeout counters over the
