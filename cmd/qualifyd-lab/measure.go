@@ -155,8 +155,11 @@ func (m *proberMeter) rise(t time.Time) {
 		m.closeFalse(t)
 		return
 	}
-	if m.dead != nil && !t.Before(m.dead.End) && !m.s.Recovered {
-		m.s.Recovered, m.s.RecoveryS = true, t.Sub(m.dead.End).Seconds()
+	// The path came back somewhere during the nft command that ended the
+	// dead spell, so an up reported up to sendSlop before its recorded end
+	// is the recovery too, after no time at all.
+	if m.dead != nil && !t.Before(m.dead.End.Add(-sendSlop)) && !m.s.Recovered {
+		m.s.Recovered, m.s.RecoveryS = true, max(0, t.Sub(m.dead.End).Seconds())
 	}
 }
 

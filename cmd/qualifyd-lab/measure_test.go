@@ -52,6 +52,14 @@ func TestMeasureProber(t *testing.T) {
 		trs:  []transition{down(-3), up(-2), down(80), up(81)},
 		want: proberStats{ByLoss: map[int]*lossStats{0: {FalseOutages: 2, UnroutableS: 2}, 20: {}}},
 	}, {
+		name: "an up while the dead spell's end was being recorded is its recovery",
+		trs:  []transition{down(53), up(59.9)},
+		want: proberStats{ByLoss: map[int]*lossStats{0: {}, 20: {}}, Detected: true, DetectionS: 3, Recovered: true},
+	}, {
+		name: "an up well inside the dead spell is not its recovery",
+		trs:  []transition{down(53), up(55), down(57), up(60.2)},
+		want: proberStats{ByLoss: map[int]*lossStats{0: {}, 20: {}}, Detected: true, DetectionS: 3, Recovered: true, RecoveryS: 0.2},
+	}, {
 		name: "a down after the loss's timeout is the clean phase's",
 		trs:  []transition{down(41), up(42)},
 		want: proberStats{ByLoss: map[int]*lossStats{0: {FalseOutages: 1, UnroutableS: 1}, 20: {}}},
