@@ -63,6 +63,7 @@ type tracker struct {
 	changed   chan struct{}   // closed and replaced at every change
 }
 
+// newTracker returns an empty tracker.
 func newTracker() *tracker {
 	return &tracker{up: map[string]bool{}, reachable: map[string]bool{}, changed: make(chan struct{})}
 }

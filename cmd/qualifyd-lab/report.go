@@ -161,6 +161,7 @@ func (rep report) print(w io.Writer, asJSON bool) error {
 	return nil
 }
 
+// printPhases writes each phase's length and nftables counts.
 func (rep report) printPhases(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "PHASE\tSECONDS\tREQUESTS\tDROPPED\tRESPONSES\tDROPPED\t")
@@ -170,6 +171,7 @@ func (rep report) printPhases(w io.Writer) {
 	tw.Flush()
 }
 
+// printLoss writes false outages and unroutable time by loss level.
 func (rep report) printLoss(w io.Writer) {
 	fmt.Fprintln(w, "\nwhile the peer was alive (simulate's prediction for the same time in parentheses):")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
@@ -181,6 +183,7 @@ func (rep report) printLoss(w io.Writer) {
 	tw.Flush()
 }
 
+// printDead writes detection and recovery of the dead spell.
 func (rep report) printDead(w io.Writer) {
 	fmt.Fprintln(w, "\ndead spell (detection: simulate's mean / worst; recovery: closed-form worst):")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
