@@ -57,10 +57,16 @@ func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Durati
 	st := &tx.st
 	tx.cb, tx.name, tx.ctx = done, name, ctx
 	tx.refs.Store(2) // this goroutine, until the send is over, and the completion
+	// The request bytes are needed only for this send: a retransmission
+	// rebuilds them from st.req, so a probe in flight (50,000 of them
+	// when a million contacts are dead) holds no buffer (issue 7).
+	bp := p.bufs.Get().(*[]byte)
+	st.buf = (*bp)[:0]
 	now := time.Now()
 	st.sent, st.deadline = now, now.Add(timeout)
 	if !p.register(tx, now) {
 		res := result(st, destName(udp, st.dest))
+		p.putBuf(bp, st)
 		p.release(tx)
 		done(res)
 		return
@@ -70,7 +76,15 @@ func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Durati
 		p.stats.transportErrors.Add(1)
 		p.table.fail(tx, qualify.ReasonTransport, "send failed")
 	}
+	p.putBuf(bp, st)
 	p.unref(tx)
+}
+
+// putBuf takes the request buffer back from st.
+func (p *Prober) putBuf(bp *[]byte, st *txState) {
+	*bp = st.buf[:0]
+	st.buf = nil
+	p.bufs.Put(bp)
 }
 
 // finishAsync delivers the result of a completed asynchronous transaction;

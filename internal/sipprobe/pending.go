@@ -127,6 +127,8 @@ func (tb *table) register(tx *transaction, first time.Time) bool {
 	tb.byKey[tx.st.req.key] = tx
 	if tx.cb != nil {
 		tb.watch(tx)
+	} else if tx.done == nil { // only a blocking probe waits on it
+		tx.done = make(chan struct{}, 1)
 	}
 	tb.push(timerItem{due: first, tx: tx, gen: tx.gen})
 	return true

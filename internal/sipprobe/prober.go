@@ -18,6 +18,7 @@ type Prober struct {
 	routes  routes
 	dns     *resolver
 	pool    sync.Pool // *transaction
+	bufs    sync.Pool // *[]byte: request buffers of asynchronous probes, held only while sending
 	stats   counters
 
 	stop      chan struct{}
@@ -41,8 +42,9 @@ func New(cfg Config) (*Prober, error) {
 	p.table = newTable(&p.stats)
 	p.table.finish = p.finishAsync
 	p.pool.New = func() any {
-		return &transaction{done: make(chan struct{}, 1), st: txState{buf: make([]byte, 0, 512)}}
+		return &transaction{}
 	}
+	p.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	p.timers = &timers{tb: p.table, counts: &p.stats, send: func(b []byte, d netip.AddrPort) { _ = u.send(b, d) }}
 	p.streams = &streams{slots: make(map[streamKey]*streamSlot), tls: tlsBase(cfg.TLS), serve: p.serveStream}
 	p.wg.Add(2)

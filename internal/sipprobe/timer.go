@@ -147,8 +147,9 @@ func (ts *timers) event(it timerItem) {
 	}
 	st := &tx.st
 	ts.counts.retransmissions.Add(1) // before any completion it may precede
-	ts.resends = append(ts.resends, resend{off: len(ts.arena), n: len(st.buf), dest: st.dest})
-	ts.arena = append(ts.arena, st.buf...)
+	off := len(ts.arena)
+	ts.arena = appendRequest(ts.arena, &st.req) // the bytes of the last send
+	ts.resends = append(ts.resends, resend{off: off, n: len(ts.arena) - off, dest: st.dest})
 	st.interval = min(2*st.interval, T2)
 	ts.tb.heap.push(timerItem{due: minTime(it.due.Add(st.interval), st.deadline), tx: tx, gen: it.gen})
 }
