@@ -64,6 +64,7 @@ type scaleOpts struct {
 	compare    string
 	sockets    int
 	cpuprofile string
+	memprofile string
 }
 
 // runScale is `qualifyd-bench scale`; `scale responder` is the responder
@@ -84,6 +85,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.compare, "compare", "", `"kamailio": also measure Kamailio's dispatcher probing the same contacts`)
 	fs.IntVar(&o.sockets, "sockets", 16, "responder sockets for live contacts")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured window to this file")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of the window to this file")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -232,6 +234,9 @@ func benchQualifyd(ctx context.Context, o scaleOpts, pop *population, resp *chil
 	rep.RSSBytesPerContact = float64(vmRSS()-rss0) / float64(o.contacts)
 	rep.RSSPeakPerContact = float64(procStatus("VmHWM:")-rss0) / float64(o.contacts)
 	rep.HeapLivePerContact = float64(heapLive()-live0) / float64(o.contacts)
+	if o.memprofile != "" {
+		return writeHeapProfile(o.memprofile)
+	}
 	rep.FalseTimeouts, rep.DeadTimeouts = tl.falseTimeouts.Load(), tl.deadTimeouts.Load()
 	return nil
 }
@@ -332,6 +337,15 @@ func procStatus(field string) int64 {
 		}
 	}
 	return 0
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("heap").WriteTo(f, 0)
 }
 
 // heapLive returns the heap marked live by the last collection.
