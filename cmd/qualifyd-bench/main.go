@@ -21,7 +21,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: qualifyd-bench engine [options]   (see -h of each)")
+		fmt.Fprintln(stderr, "usage: qualifyd-bench engine|scale [options]   (see -h of each)")
 		return 2
 	}
 	switch args[0] {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 
@@ -170,12 +171,15 @@ func (d *daemon) build(cfg *pjsip.Config) error {
 	return err
 }
 
-// apply hands cfg to the engine and the endpoint watch.
+// apply hands cfg to the engine and the endpoint watch, then returns the
+// parse and reload garbage to the OS: at a million contacts a load peaks
+// near 1 KiB per contact while the running table needs about 400 B.
 func (d *daemon) apply(cfg *pjsip.Config) error {
 	if err := d.eng.Apply(engineAoRs(cfg)); err != nil {
 		return err
 	}
 	d.endpoints.configure(cfg.Endpoints, d.aorAvailable)
+	debug.FreeOSMemory()
 	return nil
 }
 
