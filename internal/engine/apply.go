@@ -73,7 +73,7 @@ func (e *Engine) adopt(a, old *aorState, uris []string, now time.Time) {
 
 // keep moves slot id, unchanged, into a.
 func (e *Engine) keep(a *aorState, id uint32) {
-	e.slots[id].aor = a
+	e.slots[id].join(a)
 	a.ids = append(a.ids, id)
 	if e.routable(id) {
 		a.routable++

@@ -66,8 +66,7 @@ func (e *Engine) begin(id uint32) (qualify.Target, bool) {
 		return qualify.Target{}, false
 	}
 	c.running = true
-	a := c.aor
-	return qualify.Target{AoR: a.name, URI: c.uri, Timeout: a.policy.ProbeTimeout(), Options: a.probe}, true
+	return qualify.Target{AoR: c.name, URI: c.uri, Timeout: c.policy.ProbeTimeout(), Options: c.opts}, true
 }
 
 // released frees a slot whose contact was removed while its probe was
@@ -98,14 +97,14 @@ func (e *Engine) finish(id uint32, end time.Time, res qualify.Result) time.Time 
 		e.mu.Unlock()
 		return time.Time{}
 	}
-	a := c.aor
-	step := a.policy.Observe(c.state, end, res)
+	name := c.name
+	step := c.policy.Observe(c.state, end, res)
 	e.record(id, step, end, res)
 	e.notify(id, step, res)
 	e.mu.Unlock()
 	e.probes[step.Reason].Add(1)
 	if e.cfg.Observe != nil {
-		e.cfg.Observe(a.name, res, step.OK, step.Reason)
+		e.cfg.Observe(name, res, step.OK, step.Reason)
 	}
 	return step.Next
 }
