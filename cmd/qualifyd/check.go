@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/asterisk"
-	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 	"github.com/qualifyd/qualifyd/internal/sipprobe"
 )
@@ -97,5 +96,3 @@ func checkLine(uri string, r qualify.Result, ok bool, reason qualify.Reason, tim
 	}
 	return line
 }
-
-var _ engine.Prober = (*sipprobe.Prober)(nil)

@@ -1,14 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -36,7 +35,7 @@ func clientFlags(fs *flag.FlagSet) func() (*apiClient, error) {
 			if err != nil {
 				return nil, fmt.Errorf("--token-file: %w", err)
 			}
-			c.token = string(trimSpace(b))
+			c.token = string(bytes.TrimSpace(b))
 		}
 		return c, nil
 	}
@@ -116,8 +115,3 @@ type apiQualify struct {
 		Error   string `json:"error"`
 	} `json:"results"`
 }
-
-var errUsage = errors.New("usage")
-
-// pathEscape escapes an AoR name for a URL path segment.
-func pathEscape(s string) string { return url.PathEscape(s) }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/asterisk"
@@ -31,7 +32,7 @@ func runQualify(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	var res apiQualify
-	if err := c.do(ctx, "POST", "/api/v1/aors/"+pathEscape(pos[0])+"/qualify", &res); err != nil {
+	if err := c.do(ctx, "POST", "/api/v1/aors/"+url.PathEscape(pos[0])+"/qualify", &res); err != nil {
 		fmt.Fprintln(stderr, "qualifyd qualify:", err)
 		return 1
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -75,18 +76,11 @@ func (o *runOptions) readToken() error {
 	if err != nil {
 		return fmt.Errorf("--token-file: %w", err)
 	}
-	o.token = string(trimSpace(b))
+	o.token = string(bytes.TrimSpace(b))
 	if o.token == "" {
 		return fmt.Errorf("--token-file %s: empty", o.tokenFile)
 	}
 	return nil
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // runDaemon is `qualifyd run`: qualify the configured AoRs until SIGINT or
@@ -263,6 +257,9 @@ func (d *daemon) logEvents(sub *engine.Subscription) {
 		d.log.event(ev)
 	}
 }
+
+// The daemon's prober must serve the engine asynchronously, the fast path.
+var _ engine.AsyncProber = (*sipprobe.Prober)(nil)
 
 // engineAoRs converts the configuration's AoRs for the engine.
 func engineAoRs(cfg *pjsip.Config) []engine.AoR {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -333,5 +332,3 @@ func TestApplyRejectsInvalidSets(t *testing.T) {
 		t.Fatalf("New without prober: %v", err)
 	}
 }
-
-var _ = context.Background
