@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // runCheckConfig is "qualifyd check-config [--json] [--config-dir DIR]
@@ -49,35 +50,19 @@ func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) 
 // aorJSON is one AoR's effective settings: defaults and fallbacks
 // resolved, times in seconds.
 type aorJSON struct {
-	Name          string   `json:"name"`
-	Contacts      []string `json:"contacts"`
-	Frequency     float64  `json:"qualify_frequency"`
-	Timeout       float64  `json:"qualify_timeout"`
-	Failures      int      `json:"qualify_failures"`
-	RetryInterval float64  `json:"qualify_retry_interval"`
-	DownInterval  float64  `json:"qualify_down_interval"`
-	Successes     int      `json:"qualify_successes"`
-	Only2xx       bool     `json:"qualify_2xx_only"`
-	LatencyOnly   bool     `json:"qualify_latency_only"`
-	OutboundProxy string   `json:"outbound_proxy"`
+	Name     string   `json:"name"`
+	Contacts []string `json:"contacts"`
+	qualify.Report
+	OutboundProxy string `json:"outbound_proxy"`
 }
 
-// effective resolves an AoR's settings as the engine applies them: the
-// timeout's SIP transaction default, R falling back to F, and D to R, then
-// F.
+// effective resolves an AoR's settings as the engine applies them (see
+// qualify.Policy.Effective).
 func effective(a pjsip.AoR) aorJSON {
-	e := a.Policy.Effective()
 	return aorJSON{
 		Name:          a.Name,
 		Contacts:      append([]string{}, a.Contacts...),
-		Frequency:     e.Frequency.Seconds(),
-		Timeout:       e.Timeout.Seconds(),
-		Failures:      e.Failures,
-		RetryInterval: e.RetryInterval.Seconds(),
-		DownInterval:  e.DownInterval.Seconds(),
-		Successes:     e.Successes,
-		Only2xx:       e.Only2xx,
-		LatencyOnly:   e.LatencyOnly,
+		Report:        a.Policy.Report(),
 		OutboundProxy: a.Probe.OutboundProxy,
 	}
 }

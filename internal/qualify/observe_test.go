@@ -227,3 +227,11 @@ func TestEffective(t *testing.T) {
 		}
 	}
 }
+
+func TestReport(t *testing.T) {
+	p := Policy{Frequency: 30 * time.Second, Timeout: 2500 * time.Millisecond, Failures: 3, RetryInterval: 1500 * time.Millisecond, Only2xx: true}
+	want := Report{Frequency: 30, Timeout: 2.5, Failures: 3, RetryInterval: 1.5, DownInterval: 1.5, Successes: 1, Only2xx: true}
+	if got := p.Report(); got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}

@@ -165,3 +165,28 @@ func (p *Policy) Effective() Settings {
 		Only2xx: p.Only2xx, LatencyOnly: p.LatencyOnly,
 	}
 }
+
+// Report is Effective in the units and names of pjsip.conf: seconds, with
+// the option names as JSON keys. It is what check-config --json and the
+// API print for a policy.
+type Report struct {
+	Frequency     float64 `json:"qualify_frequency"`
+	Timeout       float64 `json:"qualify_timeout"`
+	Failures      int     `json:"qualify_failures"`
+	RetryInterval float64 `json:"qualify_retry_interval"`
+	DownInterval  float64 `json:"qualify_down_interval"`
+	Successes     int     `json:"qualify_successes"`
+	Only2xx       bool    `json:"qualify_2xx_only"`
+	LatencyOnly   bool    `json:"qualify_latency_only"`
+}
+
+// Report returns the policy's effective settings in seconds.
+func (p *Policy) Report() Report {
+	e := p.Effective()
+	return Report{
+		Frequency: e.Frequency.Seconds(), Timeout: e.Timeout.Seconds(),
+		Failures: e.Failures, RetryInterval: e.RetryInterval.Seconds(),
+		DownInterval: e.DownInterval.Seconds(), Successes: e.Successes,
+		Only2xx: e.Only2xx, LatencyOnly: e.LatencyOnly,
+	}
+}

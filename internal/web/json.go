@@ -84,38 +84,15 @@ func newContactJSON(c *engine.ContactSnapshot) contactJSON {
 	return j
 }
 
-// policyJSON is an AoR's effective policy, as qualifyd check-config --json
-// prints it: times in seconds, fallbacks resolved.
-type policyJSON struct {
-	Frequency     float64 `json:"qualify_frequency"`
-	Timeout       float64 `json:"qualify_timeout"`
-	Failures      int     `json:"qualify_failures"`
-	RetryInterval float64 `json:"qualify_retry_interval"`
-	DownInterval  float64 `json:"qualify_down_interval"`
-	Successes     int     `json:"qualify_successes"`
-	Only2xx       bool    `json:"qualify_2xx_only"`
-	LatencyOnly   bool    `json:"qualify_latency_only"`
-}
-
-func newPolicyJSON(p *qualify.Policy) policyJSON {
-	e := p.Effective()
-	return policyJSON{
-		Frequency: e.Frequency.Seconds(), Timeout: e.Timeout.Seconds(),
-		Failures: e.Failures, RetryInterval: e.RetryInterval.Seconds(),
-		DownInterval: e.DownInterval.Seconds(), Successes: e.Successes,
-		Only2xx: e.Only2xx, LatencyOnly: e.LatencyOnly,
-	}
-}
-
 type aorJSON struct {
-	Name      string        `json:"name"`
-	Available bool          `json:"available"`
-	Contacts  []contactJSON `json:"contacts"`
-	Policy    policyJSON    `json:"policy"`
+	Name      string         `json:"name"`
+	Available bool           `json:"available"`
+	Contacts  []contactJSON  `json:"contacts"`
+	Policy    qualify.Report `json:"policy"`
 }
 
 func newAoRJSON(a *engine.AoRSnapshot) aorJSON {
-	j := aorJSON{Name: a.Name, Available: a.Available, Policy: newPolicyJSON(&a.Policy)}
+	j := aorJSON{Name: a.Name, Available: a.Available, Policy: a.Policy.Report()}
 	j.Contacts = make([]contactJSON, len(a.Contacts))
 	for i := range a.Contacts {
 		j.Contacts[i] = newContactJSON(&a.Contacts[i])
