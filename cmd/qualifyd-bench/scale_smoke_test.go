@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,8 +36,12 @@ func TestScaleSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prober.Close()
-	tl := &tally{}
-	e, err := engine.New(engine.Config{Prober: prober, Observe: tl.observe})
+	tl, cd := &tally{}, newCountdown(2*n)
+	observe := func(aor string, r qualify.Result, ok bool, reason qualify.Reason) {
+		tl.observe(aor, r, ok, reason)
+		cd.observe()
+	}
+	e, err := engine.New(engine.Config{Prober: prober, Observe: observe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +54,7 @@ func TestScaleSmoke(t *testing.T) {
 	done := make(chan struct{})
 	go func() { e.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	waitProbes(t, e, 2*n, time.Minute)
+	cd.wait(t, time.Minute)
 	if perContact := (heapInUse() - heap0) / n; perContact >= 1024 {
 		t.Errorf("heap %d B per contact, want under 1 KiB", perContact)
 	}
@@ -77,15 +82,33 @@ func smokePopulation(t *testing.T, n int) *population {
 	return &population{n: n, deadShare: 0.1, live: live.Addrs(), dead: dead.Addrs()}
 }
 
-// waitProbes waits until the engine applied want probes, or fails after
-// limit.
-func waitProbes(t *testing.T, e *engine.Engine, want int, limit time.Duration) {
-	end := time.Now().Add(limit)
-	for probesDone(e) < uint64(want) {
-		if time.Now().After(end) {
-			t.Fatalf("%d probes applied after %v, want %d", probesDone(e), limit, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+// countdown closes reached when the engine has applied n probes: the test
+// waits on the engine's own Observe hook, not by polling.
+type countdown struct {
+	left    atomic.Int64
+	reached chan struct{}
+}
+
+func newCountdown(n int) *countdown {
+	c := &countdown{reached: make(chan struct{})}
+	c.left.Store(int64(n))
+	return c
+}
+
+func (c *countdown) observe() {
+	if c.left.Add(-1) == 0 {
+		close(c.reached)
+	}
+}
+
+// wait returns once the count is reached; limit only stops a hung run.
+func (c *countdown) wait(t *testing.T, limit time.Duration) {
+	bound := time.NewTimer(limit)
+	defer bound.Stop()
+	select {
+	case <-c.reached:
+	case <-bound.C:
+		t.Fatalf("%d probes still to apply after %v", c.left.Load(), limit)
 	}
 }
 
