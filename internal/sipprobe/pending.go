@@ -17,7 +17,7 @@ import (
 // is not registered, and its outcome fields by whoever completes it under
 // table.mu, before the send on done.
 type transaction struct {
-	gen    uint64 // bumped at every registration (stale heap items)
+	gen    uint64 // bumped at every registration (stale timer events)
 	active bool   // in table.byKey
 	st     txState
 	done   chan struct{} // capacity 1; one send per registration
@@ -76,14 +76,14 @@ const (
 const recentSize = 1 << 16
 
 // table is the pending table: outstanding transactions keyed by their
-// branch, and the heap of their next timer events. One mutex guards both;
+// branch, and the queue of their next timer events. One mutex guards both;
 // each probe takes it a few times for a few hundred nanoseconds.
 type table struct {
 	mu     sync.Mutex
 	counts *counters
 	byKey  map[uint64]*transaction
-	heap   timerHeap
-	wake   chan struct{} // capacity 1: the heap has a new earliest event
+	events timerQueue
+	wake   chan struct{} // capacity 1: the queue has a new earliest event
 	closed bool
 	// recent remembers answered keys to count duplicates: direct-mapped
 	// by the key's low bits (keys are random), so a newer answer can
@@ -137,8 +137,8 @@ func (tb *table) register(tx *transaction, first time.Time) bool {
 // push adds an event and wakes the timer goroutine if it is the earliest.
 // tb.mu must be held.
 func (tb *table) push(it timerItem) {
-	tb.heap.push(it)
-	if top := tb.heap.items[0]; top.tx == it.tx && top.gen == it.gen {
+	tb.events.push(it)
+	if top := tb.events.peek(); top.tx == it.tx && top.gen == it.gen {
 		select {
 		case tb.wake <- struct{}{}:
 		default:

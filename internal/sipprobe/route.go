@@ -118,7 +118,7 @@ func fastRoute(uri string, o *qualify.ProbeOptions, rt *route) bool {
 	}
 	*rt = route{ruri: uri, host: host, addr: dest.Addr(), port: dest.Port(), transport: udp, dest: dest}
 	if o != nil {
-		rt.fromUser, rt.fromDomain, rt.opts = o.FromUser, o.FromDomain, *o
+		rt.fromUser, rt.fromDomain = o.FromUser, o.FromDomain
 	}
 	return true
 }

@@ -1,6 +1,7 @@
 package sipprobe
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sync"
@@ -136,4 +137,50 @@ func TestTimerEProceeding(t *testing.T) {
 			t.Errorf("sends %v, ended at %v; want %v, 10s", r.sends, time.Since(r.start), want)
 		}
 	})
+}
+
+// TestTimerQueueOrder checks the FIFO-plus-heap queue against a sorted
+// list: runs of increasing due times (the FIFO's case) mixed with earlier
+// ones (the heap's), popped in between, always come out earliest first,
+// and the FIFO's storage is reused rather than grown.
+func TestTimerQueueOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Unix(1_700_000_000, 0)
+	var q timerQueue
+	var ref []time.Time
+	clock := time.Duration(0)
+	for step := range 30_000 {
+		switch r := rng.IntN(10); {
+		case r < 5: // a probe sent now: due after T1, in send order
+			clock += time.Duration(rng.IntN(100)) * time.Microsecond
+			due := base.Add(clock + T1)
+			q.push(timerItem{due: due, gen: uint64(step)})
+			ref = insertSorted(ref, due)
+		case r < 6: // a retransmission or a shorter timeout: anywhere
+			due := base.Add(clock + time.Duration(rng.IntN(4000))*time.Millisecond)
+			q.push(timerItem{due: due, gen: uint64(step)})
+			ref = insertSorted(ref, due)
+		default:
+			if len(ref) == 0 {
+				continue
+			}
+			got := q.pop()
+			if !got.due.Equal(ref[0]) {
+				t.Fatalf("step %d: popped %v, want %v", step, got.due.Sub(base), ref[0].Sub(base))
+			}
+			ref = ref[1:]
+		}
+		if q.len() != len(ref) {
+			t.Fatalf("step %d: len %d, want %d", step, q.len(), len(ref))
+		}
+	}
+	if cap(q.fifo) > 4*(len(ref)+1024) {
+		t.Errorf("FIFO capacity %d for %d queued events: not reused", cap(q.fifo), len(ref))
+	}
+}
+
+// insertSorted inserts t into the sorted list ts.
+func insertSorted(ts []time.Time, t time.Time) []time.Time {
+	i, _ := slices.BinarySearchFunc(ts, t, time.Time.Compare)
+	return slices.Insert(ts, i, t)
 }
