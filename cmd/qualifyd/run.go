@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/metrics"
@@ -31,6 +32,7 @@ type runOptions struct {
 	token     string
 	tokenFile string
 	perAoR    int
+	coalesce  time.Duration
 }
 
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
@@ -45,6 +47,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.StringVar(&o.token, "token", "", "bearer token required by the API's write routes (prefer --token-file)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
 	fs.IntVar(&o.perAoR, "metrics-per-aor", 0, "export per-AoR metric series for at most this many AoRs (0: none)")
+	fs.DurationVar(&o.coalesce, "coalesce", engine.DefaultCoalesce, "start the probes due within this window in one wake-up, each at most this late (0: each at its due time)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return o, err
@@ -54,6 +57,9 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	}
 	if o.config == "" {
 		return o, errors.New("--config FILE is required")
+	}
+	if o.coalesce < 0 || o.coalesce > time.Second {
+		return o, fmt.Errorf("--coalesce %v: want 0 to 1s", o.coalesce)
 	}
 	if err := o.readToken(); err != nil {
 		return o, err
@@ -151,7 +157,7 @@ func (d *daemon) build(cfg *pjsip.Config) error {
 	}
 	d.metrics = m
 	d.eng, err = engine.New(engine.Config{Prober: d.prober, MaxInitialQualifyTime: cfg.MaxInitialQualifyTime,
-		Observe: m.ObserveProbe, Lateness: m.ObserveLateness})
+		Observe: m.ObserveProbe, Lateness: m.ObserveLateness, Coalesce: engineCoalesce(d.opts.coalesce)})
 	if err != nil {
 		return err
 	}
@@ -163,6 +169,15 @@ func (d *daemon) build(cfg *pjsip.Config) error {
 	}
 	d.http, err = newHTTPFront(d.opts.httpAddr, web.Config{Engine: d.eng, Reload: d.reload, Token: d.opts.token, Gatherer: reg}, m)
 	return err
+}
+
+// engineCoalesce maps --coalesce to engine.Config.Coalesce, where zero
+// means the default and a negative value exact starts.
+func engineCoalesce(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // apply hands cfg to the engine and the endpoint watch, then returns the

@@ -129,8 +129,11 @@ func (h *timerHeap) down(i int) {
 // timerSlack is the shortest sleep of the timer goroutine. Every probe
 // leaves a Timer E event behind, stale once answered; without a floor the
 // goroutine would wake once per probe to skip them (issue 7). Events
-// handled late still act at their own due time (see event).
-const timerSlack = 5 * time.Millisecond
+// handled late still act at their own due time (see event): a
+// retransmission leaves at most timerSlack late, and a timeout is reported
+// at most timerSlack after its deadline. It matches the engine's default
+// coalescing (engine.DefaultCoalesce), for the same reason.
+const timerSlack = 20 * time.Millisecond
 
 // maxArena is the retransmission buffer capacity kept between bursts.
 const maxArena = 1 << 20

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+)
+
+// TestRunCoalesceFlag: --coalesce defaults to the engine's default, 0
+// asks the engine for exact starts, and values outside 0..1s are refused.
+func TestRunCoalesceFlag(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		want   time.Duration // engine.Config.Coalesce
+		errHas string
+	}{
+		{args: nil, want: engine.DefaultCoalesce},
+		{args: []string{"--coalesce", "5ms"}, want: 5 * time.Millisecond},
+		{args: []string{"--coalesce", "0"}, want: -1},
+		{args: []string{"--coalesce", "-1ms"}, errHas: "--coalesce -1ms: want 0 to 1s"},
+		{args: []string{"--coalesce", "2s"}, errHas: "--coalesce 2s: want 0 to 1s"},
+	} {
+		o, err := parseRun(append([]string{"--config", "x.conf"}, c.args...), io.Discard)
+		if c.errHas != "" {
+			if err == nil || !strings.Contains(err.Error(), c.errHas) {
+				t.Errorf("%q: error %v, want %q", c.args, err, c.errHas)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		if got := engineCoalesce(o.coalesce); got != c.want {
+			t.Errorf("%q: engine coalesce %v, want %v", c.args, got, c.want)
+		}
+	}
+}
