@@ -82,12 +82,17 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
-// checkLine is the one line `qualifyd check` prints.
+// checkLine is the one line `qualifyd check` prints; it names the address
+// probed when there was one (the target that answered, for a host name).
 func checkLine(uri string, r qualify.Result, ok bool, reason qualify.Reason, timeout time.Duration) string {
-	if ok {
-		return fmt.Sprintf("%s: Reachable, status %d, RTT %s msec", uri, r.Code, asterisk.Msec(r.RTT))
+	via := ""
+	if a := r.Addr(); a != "" {
+		via = " via " + a
 	}
-	line := fmt.Sprintf("%s: Unreachable, %s", uri, asterisk.ReasonText(reason, r.Code))
+	if ok {
+		return fmt.Sprintf("%s: Reachable%s, status %d, RTT %s msec", uri, via, r.Code, asterisk.Msec(r.RTT))
+	}
+	line := fmt.Sprintf("%s: Unreachable%s, %s", uri, via, asterisk.ReasonText(reason, r.Code))
 	switch {
 	case reason == qualify.ReasonTimeout:
 		line += " (no final response within " + asterisk.Seconds(timeout) + ")"

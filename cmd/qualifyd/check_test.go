@@ -41,8 +41,8 @@ func TestCheckCommand(t *testing.T) {
 		code int
 		out  string
 	}{
-		{[]string{uri, "--timeout", "1"}, 0, uri + ": Reachable, status 503, RTT "},
-		{[]string{"--2xx-only", uri}, 1, uri + ": Unreachable, status 503\n"},
+		{[]string{uri, "--timeout", "1"}, 0, uri + ": Reachable via udp " + r.Addr().String() + ", status 503, RTT "},
+		{[]string{"--2xx-only", uri}, 1, uri + ": Unreachable via udp " + r.Addr().String() + ", status 503\n"},
 		{[]string{}, 2, ""},
 		{[]string{"--transport", "sctp", uri}, 2, ""},
 		{[]string{"http://x"}, 2, ""},

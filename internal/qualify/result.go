@@ -1,6 +1,9 @@
 package qualify
 
-import "time"
+import (
+	"net/netip"
+	"time"
+)
 
 // Result is what one probe measured. A prober returns data, never a
 // verdict: Policy.Judge decides whether it counts as a success.
@@ -22,15 +25,27 @@ type Result struct {
 	// DNS is the time spent resolving the contact's host, not part of the
 	// deadline.
 	DNS time.Duration
-	// Addr is the transport and address the probe went to, such as
-	// "udp 192.0.2.7:5060"; empty when nothing was sent. When the contact
-	// resolved to several targets it is the target whose result this is.
-	Addr string
+	// Transport ("udp", "tcp" or "tls") and Dest are where the probe went
+	// (or was going, when the transport failed); zero when no address was
+	// found (DNS). When the contact resolved to several targets they are
+	// those of the target whose result this is. Kept apart rather than as
+	// one string so that a probe formats nothing (issue 7): see Addr.
+	Transport string
+	Dest      netip.AddrPort
 	// Targets holds one Result per target when the contact's host name
 	// resolved to more than one (RFC 3263); nil otherwise. The Result that
 	// holds them is the best of them: the first final response, preferring
 	// a 2xx, else the first failure.
 	Targets []Result
+}
+
+// Addr returns where the probe went, as "udp 192.0.2.7:5060", or "" when
+// nothing was sent.
+func (r Result) Addr() string {
+	if !r.Dest.IsValid() {
+		return ""
+	}
+	return r.Transport + " " + r.Dest.String()
 }
 
 // Credentials are an endpoint's outbound_auth, used to answer a 401/407

@@ -45,17 +45,17 @@ func (p *Prober) ProbeAsync(ctx context.Context, t qualify.Target, done func(qua
 	if err := p.prepare(ctx, tx, pr, rt, rt.dest); err != nil {
 		p.release(tx)
 		p.stats.transportErrors.Add(1)
-		done(qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Addr: destName(udp, rt.dest)})
+		done(qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Transport: udp.String(), Dest: rt.dest})
 		return
 	}
-	p.start(ctx, tx, pr.timeout, rt.destName, done)
+	p.start(ctx, tx, pr.timeout, done)
 }
 
 // start registers the prepared UDP transaction tx as an asynchronous probe
 // and sends it.
-func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Duration, name string, done func(qualify.Result)) {
+func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Duration, done func(qualify.Result)) {
 	st := &tx.st
-	tx.cb, tx.name, tx.ctx = done, name, ctx
+	tx.cb, tx.ctx = done, ctx
 	tx.refs.Store(2) // this goroutine, until the send is over, and the completion
 	// The request bytes are needed only for this send: a retransmission
 	// rebuilds them from st.req, so a probe in flight (50,000 of them
@@ -65,7 +65,7 @@ func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Durati
 	now := time.Now()
 	st.sent, st.deadline = now, now.Add(timeout)
 	if !p.register(tx, now) {
-		res := result(st, destName(udp, st.dest))
+		res := result(st, udp)
 		p.putBuf(bp, st)
 		p.release(tx)
 		done(res)
@@ -90,11 +90,7 @@ func (p *Prober) putBuf(bp *[]byte, st *txState) {
 // finishAsync delivers the result of a completed asynchronous transaction;
 // the table calls it outside its lock.
 func (p *Prober) finishAsync(tx *transaction) {
-	name := tx.name
-	if name == "" {
-		name = destName(udp, tx.st.dest)
-	}
-	res := result(&tx.st, name)
+	res := result(&tx.st, udp)
 	done := tx.cb
 	p.unref(tx)
 	done(res)

@@ -27,8 +27,8 @@ func TestProbeAsyncAnswered(t *testing.T) {
 			if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
 				t.Fatalf("got %+v, want code %d with an RTT", res, code)
 			}
-			if want := "udp " + r.addr.String(); res.Addr != want {
-				t.Errorf("Addr = %q, want %q", res.Addr, want)
+			if want := "udp " + r.addr.String(); res.Addr() != want {
+				t.Errorf("Addr = %q, want %q", res.Addr(), want)
 			}
 			if s := p.Stats(); s.Probes != 1 || s.Matched != 1 {
 				t.Errorf("stats %+v", s)

@@ -87,11 +87,11 @@ func TestDNSSRVAllTargets(t *testing.T) {
 		"a.pbx.test. 60 IN A 127.0.0.1", "b.pbx.test. 60 IN A 127.0.0.1")
 	p := newProber(t, Config{Resolver: d.addr})
 	res := p.Probe(t.Context(), target("sip:trunk@pbx.test", 500*time.Millisecond))
-	if res.Code != 200 || res.Addr != "udp "+live.addr.String() || res.DNS <= 0 {
+	if res.Code != 200 || res.Addr() != "udp "+live.addr.String() || res.DNS <= 0 {
 		t.Fatalf("got %+v, want 200 from %s", res, live.addr)
 	}
 	if len(res.Targets) != 2 || res.Targets[0].Reason != qualify.ReasonTimeout ||
-		res.Targets[0].Addr != "udp "+silent.addr.String() || res.Targets[1].Code != 200 {
+		res.Targets[0].Addr() != "udp "+silent.addr.String() || res.Targets[1].Code != 200 {
 		t.Errorf("targets %+v", res.Targets)
 	}
 }
@@ -120,7 +120,7 @@ func TestDNSTCP(t *testing.T) {
 		"srv.tcp.test. 60 IN A 127.0.0.1")
 	p := newProber(t, Config{Resolver: d.addr})
 	res := p.Probe(t.Context(), target("sip:trunk@tcp.test;transport=tcp", 3*time.Second))
-	if res.Code != 200 || res.Addr != "tcp "+live.addr.String() {
+	if res.Code != 200 || res.Addr() != "tcp "+live.addr.String() {
 		t.Fatalf("got %+v", res)
 	}
 }

@@ -28,7 +28,6 @@ type transaction struct {
 	// and the completion; the last one returns it to the pool. Set before
 	// registration, read by the completion.
 	cb   func(qualify.Result)
-	name string // Result.Addr
 	ctx  context.Context
 	refs atomic.Int32
 }
@@ -57,7 +56,7 @@ type txState struct {
 // reset clears the state for the next probe, keeping the buffer.
 func (tx *transaction) reset() {
 	tx.st = txState{buf: tx.st.buf[:0]}
-	tx.cb, tx.name, tx.ctx = nil, "", nil
+	tx.cb, tx.ctx = nil, nil
 }
 
 // drop is why a response was not matched.

@@ -31,7 +31,7 @@ func (p *Prober) Probe(ctx context.Context, t qualify.Target) qualify.Result {
 		pr.timeout = qualify.SIPTransactionTimeout
 	}
 	if rt.addr.IsValid() {
-		return p.probeAddr(ctx, pr, rt, rt.dest, rt.destName)
+		return p.probeAddr(ctx, pr, rt, rt.dest)
 	}
 	return p.probeHost(ctx, pr, rt)
 }
@@ -62,14 +62,14 @@ func (p *Prober) probeHost(ctx context.Context, pr probe, rt *route) qualify.Res
 		return qualify.Result{Reason: qualify.ReasonDNS, Detail: err.Error(), DNS: took}
 	}
 	if len(addrs) == 1 {
-		r := p.probeAddr(ctx, pr, rt, addrs[0], destName(rt.transport, addrs[0]))
+		r := p.probeAddr(ctx, pr, rt, addrs[0])
 		r.DNS = took
 		return r
 	}
 	results := make([]qualify.Result, len(addrs))
 	var wg sync.WaitGroup
 	for i, a := range addrs {
-		wg.Go(func() { results[i] = p.probeAddr(ctx, pr, rt, a, destName(rt.transport, a)) })
+		wg.Go(func() { results[i] = p.probeAddr(ctx, pr, rt, a) })
 	}
 	wg.Wait()
 	best := results[bestResult(results)]
@@ -92,22 +92,20 @@ func bestResult(rs []qualify.Result) int {
 	return max(final, 0)
 }
 
-func destName(t transport, a netip.AddrPort) string { return t.String() + " " + a.String() }
-
 // probeAddr runs one probe to dest, answering one digest challenge when
 // the target has credentials.
-func (p *Prober) probeAddr(ctx context.Context, pr probe, rt *route, dest netip.AddrPort, name string) qualify.Result {
+func (p *Prober) probeAddr(ctx context.Context, pr probe, rt *route, dest netip.AddrPort) qualify.Result {
 	tx := p.pool.Get().(*transaction)
 	defer p.release(tx)
 	if err := p.prepare(ctx, tx, pr, rt, dest); err != nil {
 		p.stats.transportErrors.Add(1)
-		return qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Addr: name}
+		return qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Transport: rt.transport.String(), Dest: dest}
 	}
 	p.transact(ctx, tx, pr.timeout)
 	if tx.st.challenge != "" && tx.st.reason == qualify.ReasonNone {
 		p.answerChallenge(ctx, tx, pr)
 	}
-	return result(&tx.st, name)
+	return result(&tx.st, rt.transport)
 }
 
 func (p *Prober) release(tx *transaction) {
@@ -232,8 +230,8 @@ func (p *Prober) answerChallenge(ctx context.Context, tx *transaction, pr probe)
 }
 
 // result converts the outcome of a transaction.
-func result(st *txState, name string) qualify.Result {
-	r := qualify.Result{Sent: st.sent, Reason: st.reason, Detail: st.detail, Addr: name}
+func result(st *txState, t transport) qualify.Result {
+	r := qualify.Result{Sent: st.sent, Reason: st.reason, Detail: st.detail, Transport: t.String(), Dest: st.dest}
 	if st.reason == qualify.ReasonNone {
 		r.Code, r.RTT = st.code, st.recv.Sub(st.sent)
 	}

@@ -44,8 +44,8 @@ func TestProbeAnswered(t *testing.T) {
 			if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
 				t.Fatalf("got %+v, want code %d with an RTT", res, code)
 			}
-			if want := "udp " + r.addr.String(); res.Addr != want {
-				t.Errorf("Addr = %q, want %q", res.Addr, want)
+			if want := "udp " + r.addr.String(); res.Addr() != want {
+				t.Errorf("Addr = %q, want %q", res.Addr(), want)
 			}
 			if s := p.Stats(); s.Probes != 1 || s.Matched != 1 {
 				t.Errorf("stats %+v", s)
@@ -204,7 +204,7 @@ func TestOutboundProxy(t *testing.T) {
 	contact := "sip:pbx@127.0.0.1:9"
 	tg := target(contact, 3*time.Second)
 	tg.Options = &qualify.ProbeOptions{OutboundProxy: "sip:" + proxy.addr.String()}
-	if res := p.Probe(t.Context(), tg); res.Code != 200 || res.Addr != "udp "+proxy.addr.String() {
+	if res := p.Probe(t.Context(), tg); res.Code != 200 || res.Addr() != "udp "+proxy.addr.String() {
 		t.Fatalf("got %+v", res)
 	}
 	req := proxy.next(t)

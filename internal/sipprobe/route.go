@@ -43,10 +43,8 @@ type route struct {
 	addr      netip.Addr // host as an IP literal, if it is one
 	port      uint16     // 0: none in the URI
 	transport transport
-	// dest and destName are the address and its Result.Addr when host is
-	// an IP literal.
-	dest     netip.AddrPort
-	destName string
+	// dest is the address when host is an IP literal.
+	dest netip.AddrPort
 	// fromUser and fromDomain come from the target's ProbeOptions.
 	fromUser, fromDomain string
 	// opts are the options the route was parsed with.
@@ -98,8 +96,7 @@ func (rs *routes) get(uri string, opts *qualify.ProbeOptions) (*route, error) {
 // display name, probed without an outbound proxy over UDP. It needs
 // neither sipgo's parser, nor the cache, nor an allocation (issue 7: with
 // more contacts than the cache holds, nearly every lookup missed and
-// parsed). rt.to and rt.destName stay empty: the request writes
-// "<" ruri ">" and the result names the address when it is built. It
+// parsed). rt.to stays empty: the request writes "<" ruri ">". It
 // reports false for anything else, which parseRoute handles.
 func fastRoute(uri string, o *qualify.ProbeOptions, rt *route) bool {
 	if o != nil && (o.OutboundProxy != "" || (o.Transport != "" && !strings.EqualFold(o.Transport, "udp"))) {
@@ -161,7 +158,6 @@ func parseRoute(uri string, o *qualify.ProbeOptions) (*route, error) {
 	if a, err := netip.ParseAddr(strings.Trim(dest.Host, "[]")); err == nil {
 		r.addr = a.Unmap()
 		r.dest = netip.AddrPortFrom(r.addr, cmpOr(r.port, r.transport.defaultPort()))
-		r.destName = destName(r.transport, r.dest)
 	}
 	return r, nil
 }

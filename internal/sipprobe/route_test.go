@@ -29,9 +29,10 @@ func TestParseRoute(t *testing.T) {
 			t.Errorf("%s: %v", tc.uri, err)
 			continue
 		}
-		if r.transport != tc.want || r.host != tc.host || r.destName != tc.dest {
+		dest := qualify.Result{Transport: r.transport.String(), Dest: r.dest}.Addr()
+		if r.transport != tc.want || r.host != tc.host || dest != tc.dest {
 			t.Errorf("%s (%q, proxy %q): got %v %s %q, want %v %s %q", tc.uri, tc.endpoint, tc.proxy,
-				r.transport, r.host, r.destName, tc.want, tc.host, tc.dest)
+				r.transport, r.host, dest, tc.want, tc.host, tc.dest)
 		}
 	}
 }

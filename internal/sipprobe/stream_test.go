@@ -29,7 +29,7 @@ func TestTCPReusesConnection(t *testing.T) {
 	p := newProber(t, Config{})
 	for i := range 3 {
 		res := p.Probe(t.Context(), target(uriOf(r, ";transport=tcp"), 3*time.Second))
-		if res.Code != 200 || res.Addr != "tcp "+r.addr.String() {
+		if res.Code != 200 || res.Addr() != "tcp "+r.addr.String() {
 			t.Fatalf("probe %d: got %+v", i, res)
 		}
 	}
@@ -102,7 +102,7 @@ func TestTLS(t *testing.T) {
 	wrong := newStreamResponder(t, ca.serverConfig(t, "other.example"), func(x *exchange) { x.reply(200) })
 	p := newProber(t, Config{TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
 	res := p.Probe(t.Context(), target("sips:pbx@"+good.addr.String(), 3*time.Second))
-	if res.Code != 200 || res.Addr != "tls "+good.addr.String() {
+	if res.Code != 200 || res.Addr() != "tls "+good.addr.String() {
 		t.Fatalf("good certificate: got %+v", res)
 	}
 	if via := good.next(t).Via(); via.Transport != "TLS" {

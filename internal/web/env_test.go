@@ -63,7 +63,7 @@ func (f *fakeProber) Probe(ctx context.Context, t qualify.Target) qualify.Result
 	if r.silent {
 		return qualify.Result{Sent: sent, Reason: qualify.ReasonTimeout, Detail: "no response"}
 	}
-	return qualify.Result{Sent: sent, Code: r.code, RTT: r.after, Addr: "udp " + t.URI}
+	return qualify.Result{Sent: sent, Code: r.code, RTT: r.after}
 }
 
 // env is an engine with a fake prober and a Server with its pump, inside a
