@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -60,55 +59,10 @@ request_route {
 }
 `
 
-// kamResult is what the Kamailio side of a run measured.
-type kamResult struct {
-	cpuUsPerProbe   float64
-	probesPerSecond float64
-	probes          uint64
-	falseTimeouts   uint64
-	cpuCores        float64
-}
-
 // kamailio is a running dispatcher prober.
 type kamailio struct {
 	dir string
 	cmd *exec.Cmd
-}
-
-// benchKamailio probes the URIs with Kamailio's dispatcher every freq,
-// waits a warm-up round, and measures one window of dur.
-func benchKamailio(ctx context.Context, uris []string, live func(uri string) bool, freq, timeout, dur time.Duration, resp *child) (kamResult, error) {
-	var res kamResult
-	k, err := startKamailio(uris, freq, timeout)
-	if err != nil {
-		return res, err
-	}
-	defer k.stop()
-	if !sleepCtx(ctx, freq+3*time.Second) {
-		return res, ctx.Err()
-	}
-	// Probes are counted where they arrive, at the responder, in the same
-	// instants as the CPU: dispatcher sends each interval's probes in one
-	// burst, so counting transactions at creation would count a burst
-	// whose CPU falls outside the window. (Without dead destinations
-	// there are no retransmissions: one request is one probe.)
-	a0, d0, _, err := resp.counts()
-	if err != nil {
-		return res, err
-	}
-	cpu0, w0 := k.cpu(), time.Now()
-	sleepCtx(ctx, dur)
-	cpu1, wall := k.cpu(), time.Since(w0)
-	a1, d1, _, err := resp.counts()
-	if err != nil {
-		return res, err
-	}
-	res.probes = a1 + d1 - a0 - d0
-	res.probesPerSecond = float64(res.probes) / wall.Seconds()
-	res.cpuUsPerProbe = float64((cpu1 - cpu0).Microseconds()) / float64(max(res.probes, 1))
-	res.cpuCores = (cpu1 - cpu0).Seconds() / wall.Seconds()
-	res.falseTimeouts, err = k.timeouts(live)
-	return res, err
 }
 
 // startKamailio writes the list and configuration into a private

@@ -141,6 +141,15 @@ func (p *population) uri(i int) string {
 	return "sip:c" + strconv.Itoa(i) + "@" + p.live[i%len(p.live)].String()
 }
 
+// uris returns every contact's URI.
+func (p *population) uris() []string {
+	out := make([]string, p.n)
+	for i := range out {
+		out[i] = p.uri(i)
+	}
+	return out
+}
+
 func (p *population) aors(policy qualify.Policy) []engine.AoR {
 	out := make([]engine.AoR, p.n)
 	for i := range out {
@@ -173,13 +182,7 @@ func benchScale(ctx context.Context, o scaleOpts) (scaleReport, error) {
 	}
 	defer resp.stop()
 	pop.live, pop.dead = resp.ports.Live, resp.ports.Dead
-	if err := benchQualifyd(ctx, o, pop, resp, &rep); err != nil {
-		return rep, err
-	}
-	if o.compare == "kamailio" {
-		return rep, compareKamailio(ctx, o, pop, resp, &rep)
-	}
-	return rep, nil
+	return rep, benchQualifyd(ctx, o, pop, resp, &rep)
 }
 
 // tally counts the verdicts of applied probes.
@@ -225,20 +228,40 @@ func benchQualifyd(ctx context.Context, o scaleOpts, pop *population, resp *chil
 	if rep.ReloadSeconds, err = timedApply(e, pop.aors(policy)); err != nil {
 		return err
 	}
-	if !sleepCtx(ctx, o.warmup) {
+	m := &meter{e: e, prober: prober, resp: resp, lat: lat}
+	warmup := o.warmup
+	if o.compare == "kamailio" {
+		if m.kam, err = startKamailio(pop.uris(), o.freq, o.timeout); err != nil {
+			return fmt.Errorf("kamailio: %w", err)
+		}
+		defer m.kam.stop()
+		debug.FreeOSMemory() // the dispatcher list built here is not qualifyd's
+		// Dispatcher sends each interval's probes in one burst: wait for
+		// a round to be under way before measuring.
+		warmup = max(warmup, o.freq+3*time.Second)
+	}
+	if !sleepCtx(ctx, warmup) {
 		return ctx.Err()
 	}
-	if err := window(ctx, o, e, lat, resp, rep); err != nil {
+	if err := m.window(ctx, o, rep); err != nil {
 		return err
 	}
 	rep.RSSBytesPerContact = float64(vmRSS()-rss0) / float64(o.contacts)
 	rep.RSSPeakPerContact = float64(procStatus("VmHWM:")-rss0) / float64(o.contacts)
 	rep.HeapLivePerContact = float64(heapLive()-live0) / float64(o.contacts)
 	if o.memprofile != "" {
-		return writeHeapProfile(o.memprofile)
+		if err := writeHeapProfile(o.memprofile); err != nil {
+			return err
+		}
 	}
 	rep.FalseTimeouts, rep.DeadTimeouts = tl.falseTimeouts.Load(), tl.deadTimeouts.Load()
-	return nil
+	if m.kam == nil {
+		return nil
+	}
+	// After the memory figures: the RPC answer is large and not qualifyd's.
+	ft, err := m.kam.timeouts(func(u string) bool { return strings.HasPrefix(u, "sip:c") })
+	rep.KamailioFalseTimeouts = &ft
+	return err
 }
 
 // timedApply applies aors and returns how long it took. Then, as a daemon
@@ -254,8 +277,46 @@ func timedApply(e *engine.Engine, aors []engine.AoR) (float64, error) {
 	return took, err
 }
 
-// window measures one window of o.dur into rep.
-func window(ctx context.Context, o scaleOpts, e *engine.Engine, lat *histogram, resp *child, rep *scaleReport) error {
+// meter measures a window of a run: qualifyd (this process: the engine
+// and the prober) and, when compared, Kamailio probing the same responder
+// at the same time.
+type meter struct {
+	e      *engine.Engine
+	prober *sipprobe.Prober
+	resp   *child
+	lat    *histogram
+	kam    *kamailio // nil without --compare
+}
+
+// sample is the meter's counters at one instant.
+type sample struct {
+	at                 time.Time
+	cpu, kamCPU        time.Duration
+	probes             uint64 // applied by the engine
+	sent               uint64 // first transmissions by qualifyd's prober
+	answered, received uint64 // at the responder: answered, and all requests
+}
+
+func (m *meter) sample() (sample, error) {
+	s := sample{at: time.Now(), cpu: cpuTime(), probes: probesDone(m.e), sent: m.prober.Stats().Probes}
+	if m.kam != nil {
+		s.kamCPU = m.kam.cpu()
+	}
+	a, d, _, err := m.resp.counts()
+	s.answered, s.received = a, a+d
+	return s, err
+}
+
+// window measures one window of o.dur into rep. Kamailio, when compared,
+// runs during the same window: both pay the same machine at the same
+// moment, so the ratio does not move with the load of the shared host,
+// which drifted by half within an hour here (issue 7). Kamailio's probes
+// are counted where they arrive, at the responder, minus qualifyd's:
+// dispatcher sends each interval's probes in one burst, so counting its
+// transactions at creation would count a burst whose CPU falls outside
+// the window. (Without dead destinations nothing is retransmitted: one
+// request is one probe.)
+func (m *meter) window(ctx context.Context, o scaleOpts, rep *scaleReport) error {
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
 		if err != nil {
@@ -267,24 +328,35 @@ func window(ctx context.Context, o scaleOpts, e *engine.Engine, lat *histogram, 
 		}
 		defer pprof.StopCPUProfile()
 	}
-	a0, _, _, err := resp.counts()
+	s0, err := m.sample()
 	if err != nil {
 		return err
 	}
-	c0, cpu0, w0 := probesDone(e), cpuTime(), time.Now()
-	lat.on.Store(true)
+	m.lat.on.Store(true)
 	rep.MaxGoroutines = sampleGoroutines(ctx, o.dur)
-	lat.on.Store(false)
-	probes, cpu, wall := probesDone(e)-c0, cpuTime()-cpu0, time.Since(w0)
-	a1, _, _, err := resp.counts()
+	m.lat.on.Store(false)
+	s1, err := m.sample()
 	if err != nil {
 		return err
 	}
-	rep.ResponderAnswered = a1 - a0
+	wall := s1.at.Sub(s0.at)
+	probes, cpu := s1.probes-s0.probes, s1.cpu-s0.cpu
+	rep.ResponderAnswered = s1.answered - s0.answered
 	rep.ProbesPerSecond = float64(probes) / wall.Seconds()
 	rep.CPUUsPerProbe = float64(cpu.Microseconds()) / float64(max(probes, 1))
 	rep.CPUCores = cpu.Seconds() / wall.Seconds()
-	rep.LatenessP50Ms, rep.LatenessP99Ms, rep.LatenessMaxMs = lat.quantileMs(0.5), lat.quantileMs(0.99), lat.maxMs()
+	rep.LatenessP50Ms, rep.LatenessP99Ms, rep.LatenessMaxMs = m.lat.quantileMs(0.5), m.lat.quantileMs(0.99), m.lat.maxMs()
+	if m.kam == nil {
+		return nil
+	}
+	kamProbes := (s1.received - s0.received) - min(s1.sent-s0.sent, s1.received-s0.received)
+	kamCPU := s1.kamCPU - s0.kamCPU
+	rep.KamailioProbesPerSecond = float64(kamProbes) / wall.Seconds()
+	rep.KamailioCPUUsPerProbe = float64(kamCPU.Microseconds()) / float64(max(kamProbes, 1))
+	rep.KamailioCPUCores = kamCPU.Seconds() / wall.Seconds()
+	if rep.CPUUsPerProbe > 0 {
+		rep.KamailioRatio = rep.KamailioCPUUsPerProbe / rep.CPUUsPerProbe
+	}
 	return nil
 }
 
@@ -300,25 +372,6 @@ func sampleGoroutines(ctx context.Context, d time.Duration) int {
 		most = max(most, runtime.NumGoroutine())
 	}
 	return most
-}
-
-// compareKamailio measures Kamailio's dispatcher on the same contacts.
-func compareKamailio(ctx context.Context, o scaleOpts, pop *population, resp *child, rep *scaleReport) error {
-	uris := make([]string, pop.n)
-	for i := range uris {
-		uris[i] = pop.uri(i)
-	}
-	live := func(u string) bool { return strings.HasPrefix(u, "sip:c") }
-	k, err := benchKamailio(ctx, uris, live, o.freq, o.timeout, o.dur, resp)
-	if err != nil {
-		return fmt.Errorf("kamailio: %w", err)
-	}
-	rep.KamailioCPUUsPerProbe, rep.KamailioCPUCores = k.cpuUsPerProbe, k.cpuCores
-	rep.KamailioProbesPerSecond, rep.KamailioFalseTimeouts = k.probesPerSecond, &k.falseTimeouts
-	if rep.CPUUsPerProbe > 0 {
-		rep.KamailioRatio = k.cpuUsPerProbe / rep.CPUUsPerProbe
-	}
-	return nil
 }
 
 // vmRSS returns the process's resident set size from /proc/self/status.
