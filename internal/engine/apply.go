@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -44,16 +45,13 @@ func (e *Engine) Apply(aors []AoR) error {
 // unchanged, new otherwise; old's other contacts are removed. Called with
 // mu held.
 func (e *Engine) adopt(a, old *aorState, uris []string, now time.Time) {
-	byURI := map[string]uint32{}
+	var prev oldSlots
 	same := old != nil && *old.policy == *a.policy && *old.probe == *a.probe
 	if old != nil {
-		for _, id := range old.ids {
-			byURI[e.slots[id].uri] = id
-		}
+		e.oldSlotsOf(old, &prev)
 	}
 	for _, u := range uris {
-		id, had := byURI[u]
-		delete(byURI, u)
+		id, had := prev.take(u)
 		switch {
 		case had && same:
 			e.keep(a, id)
@@ -64,7 +62,7 @@ func (e *Engine) adopt(a, old *aorState, uris []string, now time.Time) {
 		}
 	}
 	if old != nil {
-		e.retire(old, byURI, now)
+		e.retire(old, e.rest(old, &prev), now)
 		if old.available() != a.available() {
 			e.publish(Event{Kind: AvailabilityChanged, Time: now, AoR: a.name, Available: a.available()})
 		}
@@ -110,23 +108,79 @@ func (e *Engine) start(a *aorState, id uint32, now time.Time) {
 // retire removes the contacts of old whose slots are in gone (every contact
 // of old when gone is nil), in configuration order, publishing Removed for
 // each, and the AoR's loss of availability when old itself is gone.
-func (e *Engine) retire(old *aorState, gone map[string]uint32, now time.Time) {
-	leaving := make(map[uint32]bool, len(gone))
-	for _, id := range gone {
-		leaving[id] = true
+func (e *Engine) retire(old *aorState, gone []uint32, now time.Time) {
+	whole := gone == nil
+	if whole {
+		gone = old.ids
 	}
-	for _, id := range old.ids {
-		if gone != nil && !leaving[id] {
-			continue
-		}
+	for _, id := range gone {
 		ev := e.contactEvent(StatusChanged, id, e.slots[id].state.Status, now)
 		ev.To, ev.Routable, ev.Next = qualify.Removed, false, time.Time{}
 		e.publish(ev)
 		e.drop(id, ErrRemoved)
 	}
-	if gone == nil && old.available() {
+	if whole && old.available() {
 		e.publish(Event{Kind: AvailabilityChanged, Time: now, AoR: old.name, Available: false})
 	}
+}
+
+// oldSlots are an AoR's contacts before a reload, looked up by URI as the
+// new definition's contacts take them: a linear scan of an array on the
+// stack for the usual handful, a map beyond smallSet.
+type oldSlots struct {
+	n   int               // not taken yet (small AoRs): ids[:n], uri[:n]
+	ids [smallSet]uint32  // in the AoR's order
+	uri [smallSet]string  // their URIs
+	m   map[string]uint32 // not taken yet (large AoRs)
+}
+
+// oldSlotsOf indexes old's contacts into s. Called with mu held.
+func (e *Engine) oldSlotsOf(old *aorState, s *oldSlots) {
+	if len(old.ids) > smallSet {
+		s.m = make(map[string]uint32, len(old.ids))
+		for _, id := range old.ids {
+			s.m[e.slots[id].uri] = id
+		}
+		return
+	}
+	s.n = copy(s.ids[:], old.ids)
+	for i, id := range old.ids {
+		s.uri[i] = e.slots[id].uri
+	}
+}
+
+// take removes and returns the old slot of uri, if there is one.
+func (s *oldSlots) take(uri string) (uint32, bool) {
+	if s.m != nil {
+		id, ok := s.m[uri]
+		delete(s.m, uri)
+		return id, ok
+	}
+	i := slices.Index(s.uri[:s.n], uri)
+	if i < 0 {
+		return 0, false
+	}
+	id := s.ids[i]
+	copy(s.ids[i:s.n], s.ids[i+1:s.n])
+	copy(s.uri[i:s.n], s.uri[i+1:s.n])
+	s.n--
+	s.uri[s.n] = ""
+	return id, true
+}
+
+// rest returns the slots of old not taken, in old's order; never nil.
+// Called with mu held.
+func (e *Engine) rest(old *aorState, s *oldSlots) []uint32 {
+	if s.m == nil {
+		return append([]uint32{}, s.ids[:s.n]...)
+	}
+	out := []uint32{}
+	for _, id := range old.ids {
+		if kept, ok := s.m[e.slots[id].uri]; ok && kept == id {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // drop takes slot id out of the table and the schedule. A slot whose probe
@@ -164,17 +218,40 @@ func validateAoR(a *AoR) error {
 	if err := a.Policy.Validate(); err != nil {
 		return fmt.Errorf("%w: AoR %q: %w", ErrConfig, a.Name, err)
 	}
-	seen := make(map[string]bool, len(a.Contacts))
 	for _, u := range a.Contacts {
 		if u == "" {
 			return fmt.Errorf("%w: AoR %q: empty contact URI", ErrConfig, a.Name)
 		}
+	}
+	if u, ok := duplicate(a.Contacts); ok {
+		return fmt.Errorf("%w: AoR %q: contact %q listed twice", ErrConfig, a.Name, u)
+	}
+	return nil
+}
+
+// smallSet is the size up to which a linear scan replaces a map: an AoR
+// usually has one contact, and a map per AoR made a million-AoR load
+// allocate two maps per AoR (issue 7: the load's peak RSS).
+const smallSet = 16
+
+// duplicate returns the first URI listed twice in uris.
+func duplicate(uris []string) (string, bool) {
+	if len(uris) <= smallSet {
+		for i, u := range uris {
+			if slices.Contains(uris[:i], u) {
+				return u, true
+			}
+		}
+		return "", false
+	}
+	seen := make(map[string]bool, len(uris))
+	for _, u := range uris {
 		if seen[u] {
-			return fmt.Errorf("%w: AoR %q: contact %q listed twice", ErrConfig, a.Name, u)
+			return u, true
 		}
 		seen[u] = true
 	}
-	return nil
+	return "", false
 }
 
 // interner shares one copy of equal policies and probe options among the

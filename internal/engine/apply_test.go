@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -137,4 +138,48 @@ func TestSummary(t *testing.T) {
 			t.Fatalf("summary %+v, want %+v", got, want)
 		}
 	})
+}
+
+// TestReloadLargeAndSmallAoRs: the reload finds an AoR's old contacts by
+// URI both by a scan (up to smallSet contacts) and by a map (beyond):
+// either way kept contacts keep their slot and schedule, dropped ones get
+// Removed in configuration order, and a duplicate URI is refused.
+func TestReloadLargeAndSmallAoRs(t *testing.T) {
+	for _, n := range []int{3, smallSet + 4} {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, Config{}, answersUntil(time.Hour))
+			p := referencePolicy()
+			uris := make([]string, n)
+			for i := range uris {
+				uris[i] = "sip:c" + string(rune('a'+i)) + "@h"
+			}
+			h.apply(AoR{Name: "a", Contacts: uris, Policy: p})
+			h.until(40 * time.Second)
+			before := map[string]ContactSnapshot{}
+			for _, c := range h.e.Contacts() {
+				before[c.URI] = c
+			}
+			// Drop the first and the third, add one, keep the rest in a new order.
+			next := append([]string{"sip:new@h"}, uris[3:]...)
+			next = append(next, uris[1])
+			h.apply(AoR{Name: "a", Contacts: next, Policy: p})
+			for _, c := range h.e.Contacts() {
+				if old, ok := before[c.URI]; ok && !reflect.DeepEqual(c, old) {
+					t.Fatalf("n=%d: kept contact %s changed:\n%+v\n%+v", n, c.URI, old, c)
+				}
+			}
+			changes := h.eventsOf(StatusChanged)
+			gone := changes[len(changes)-2:]
+			if gone[0].URI != uris[0] || gone[1].URI != uris[2] || gone[0].To != qualify.Removed || gone[1].To != qualify.Removed {
+				t.Fatalf("n=%d: removal events %+v, want %s then %s", n, gone, uris[0], uris[2])
+			}
+			if len(h.e.Contacts()) != len(next) {
+				t.Fatalf("n=%d: %d contacts, want %d", n, len(h.e.Contacts()), len(next))
+			}
+			dup := append(slices.Clone(next), next[len(next)-1])
+			if err := h.e.Apply([]AoR{{Name: "a", Contacts: dup, Policy: p}}); !errors.Is(err, ErrConfig) {
+				t.Fatalf("n=%d: duplicate URI accepted: %v", n, err)
+			}
+		})
+	}
 }
