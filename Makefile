@@ -64,13 +64,16 @@ bench-engine:
 	for n in 10000 100000 1000000; do bin/qualifyd-bench engine --contacts $$n --duration 30s; done
 
 # bench-scale measures the engine and UDP prober against a responder process
-# at 10k, 100k and 1M contacts (README "Scale"); the 100k run also measures
-# Kamailio's dispatcher probing the same responders.
+# at 10k, 100k and 1M contacts (README "Scale"), in the steady state (the
+# warm-up outlasts F); the 100k run also measures Kamailio's dispatcher
+# probing the same responders in the same window. About 12 minutes.
 bench-scale:
 	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
-	bin/qualifyd-bench scale --contacts 10000 --frequency 60s --duration 30s
+	bin/qualifyd-bench scale --contacts 10000 --frequency 60s --duration 30s --warmup 65s
 	bin/qualifyd-bench scale --contacts 100000 --frequency 10s --duration 30s --compare kamailio
-	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s
+	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s
+	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s --dead-share 0.1
+	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s --dead-share 1
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --dead-share 0.1
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --dead-share 1
 
