@@ -27,10 +27,10 @@ func TestReloadKeepsUnchangedContacts(t *testing.T) {
 		if !reflect.DeepEqual(after[0], before) {
 			t.Fatalf("unchanged contact changed:\n%+v\n%+v", before, after[0])
 		}
-		if got := h.prober.sentTo("sip:x@h"); !equalDurations(got, durations(0, 30)) {
+		if got := h.prober.sentTo("sip:x@h"); !slices.Equal(got, durations(0, 30)) {
 			t.Fatalf("kept contact probed at %v, want its own schedule 0, 30", got)
 		}
-		if got := h.prober.sentTo("sip:z@h"); !equalDurations(got, durations(40)) {
+		if got := h.prober.sentTo("sip:z@h"); !slices.Equal(got, durations(40)) {
 			t.Fatalf("new contact probed at %v, want 40", got)
 		}
 		removed := h.eventsOf(StatusChanged)
@@ -38,7 +38,7 @@ func TestReloadKeepsUnchangedContacts(t *testing.T) {
 		if last.URI != "sip:y@h" || last.From != qualify.Reachable || last.To != qualify.Removed || last.Routable {
 			t.Fatalf("removal event %+v", last)
 		}
-		if got := h.prober.sentTo("sip:y@h"); !equalDurations(got, durations(0, 30)) {
+		if got := h.prober.sentTo("sip:y@h"); !slices.Equal(got, durations(0, 30)) {
 			t.Fatalf("removed contact probed at %v", got)
 		}
 	})
@@ -58,7 +58,7 @@ func TestReloadResetsChangedContacts(t *testing.T) {
 			t.Fatalf("reset event %+v", reset)
 		}
 		h.until(41 * time.Second)
-		if got := h.prober.sentTo(trunk); !equalDurations(got, durations(0, 30, 40)) {
+		if got := h.prober.sentTo(trunk); !slices.Equal(got, durations(0, 30, 40)) {
 			t.Fatalf("changed contact probed at %v, want a new first probe at 40", got)
 		}
 		// A changed probe option is a change too.
@@ -71,7 +71,7 @@ func TestReloadResetsChangedContacts(t *testing.T) {
 
 func TestReloadRemovesContactInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{silent: true} })
+		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
 		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: referencePolicy()})
 		h.until(time.Second)
 		waiter := make(chan []ContactResult)
@@ -102,7 +102,7 @@ func TestReloadRemovesContactInFlight(t *testing.T) {
 		}
 		h.apply(AoR{Name: "b", Contacts: []string{"sip:b@h", "sip:c@h"}, Policy: referencePolicy()})
 		h.until(11 * time.Second)
-		if got := h.prober.sentTo("sip:c@h"); !equalDurations(got, durations(10)) {
+		if got := h.prober.sentTo("sip:c@h"); !slices.Equal(got, durations(10)) {
 			t.Fatalf("contact in the reused slot probed at %v, want 10", got)
 		}
 	})
@@ -126,7 +126,7 @@ func TestInvalidReloadKeepsRunningSet(t *testing.T) {
 func TestSummary(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(uri string, _ time.Duration) reply {
-			return reply{silent: uri == "sip:dead@h", after: time.Millisecond}
+			return reply{Silent: uri == "sip:dead@h", After: time.Millisecond}
 		})
 		p := qualify.Policy{Frequency: 10 * time.Second, Timeout: time.Second}
 		h.apply(AoR{Name: "a", Contacts: []string{"sip:ok@h", "sip:dead@h"}, Policy: p},

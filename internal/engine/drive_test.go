@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestDriverReferenceTimeline(t *testing.T) {
 	for range 8 {
 		sent = append(sent, h.step(silent).Due.Sub(h.t0))
 	}
-	if want := durations(0, 30, 60, 90, 95, 100, 105, 110); !equalDurations(sent, want) {
+	if want := durations(0, 30, 60, 90, 95, 100, 105, 110); !slices.Equal(sent, want) {
 		t.Fatalf("probes at %v, want %v", sent, want)
 	}
 	var down time.Duration

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,9 +21,9 @@ func referencePolicy() qualify.Policy {
 func answersUntil(dead time.Duration) func(string, time.Duration) reply {
 	return func(_ string, at time.Duration) reply {
 		if at >= dead {
-			return reply{silent: true}
+			return reply{Silent: true}
 		}
-		return reply{after: 10 * time.Millisecond}
+		return reply{After: 10 * time.Millisecond}
 	}
 }
 
@@ -59,7 +60,7 @@ func TestReferenceTimelineGoesDown(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(89*time.Second))
 		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: referencePolicy()})
 		h.until(116 * time.Second)
-		if got, want := h.prober.sentTo(trunk), durations(0, 30, 60, 90, 95, 100, 105, 110, 115); !equalDurations(got, want) {
+		if got, want := h.prober.sentTo(trunk), durations(0, 30, 60, 90, 95, 100, 105, 110, 115); !slices.Equal(got, want) {
 			t.Fatalf("probes sent at %v, want %v", got, want)
 		}
 		checkEdges(t, h, []edge{
@@ -82,13 +83,13 @@ func TestReferenceTimelineRetryAnswered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(_ string, at time.Duration) reply {
 			if at >= 89*time.Second && at < 94*time.Second {
-				return reply{silent: true}
+				return reply{Silent: true}
 			}
-			return reply{after: 20 * time.Millisecond}
+			return reply{After: 20 * time.Millisecond}
 		})
 		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: referencePolicy()})
 		h.until(126 * time.Second)
-		if got, want := h.prober.sentTo(trunk), durations(0, 30, 60, 90, 95, 125); !equalDurations(got, want) {
+		if got, want := h.prober.sentTo(trunk), durations(0, 30, 60, 90, 95, 125); !slices.Equal(got, want) {
 			t.Fatalf("probes sent at %v, want %v", got, want)
 		}
 		checkEdges(t, h, []edge{
@@ -107,13 +108,13 @@ func TestAsteriskDefaultsFlap(t *testing.T) {
 	// Unreachable, the next success Reachable, every probe send to send.
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(_ string, at time.Duration) reply {
-			return reply{silent: at == 30*time.Second, after: 5 * time.Millisecond}
+			return reply{Silent: at == 30*time.Second, After: 5 * time.Millisecond}
 		})
 		p := qualify.DefaultPolicy()
 		p.Frequency = 30 * time.Second
 		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: p})
 		h.until(91 * time.Second)
-		if got, want := h.prober.sentTo(trunk), durations(0, 30, 60, 90); !equalDurations(got, want) {
+		if got, want := h.prober.sentTo(trunk), durations(0, 30, 60, 90); !slices.Equal(got, want) {
 			t.Fatalf("probes sent at %v, want %v", got, want)
 		}
 		checkEdges(t, h, []edge{
@@ -130,7 +131,7 @@ func TestRecoveryThresholdAndDownInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Dead from 0 to 20 s, then answering.
 		h := newHarness(t, Config{}, func(_ string, at time.Duration) reply {
-			return reply{silent: at < 20*time.Second, after: 10 * time.Millisecond}
+			return reply{Silent: at < 20*time.Second, After: 10 * time.Millisecond}
 		})
 		p := qualify.Policy{Frequency: 60 * time.Second, Timeout: time.Second, Failures: 2,
 			RetryInterval: time.Second, DownInterval: 5 * time.Second, Successes: 3}
@@ -140,7 +141,7 @@ func TestRecoveryThresholdAndDownInterval(t *testing.T) {
 		// after the end: 8, 14, 20 (answered), recovering every 1 s: 21.01,
 		// 22.02 -> Reachable, then F send to send: 82.02.
 		want := durations(0, 2, 8, 14, 20, 21.01, 22.02)
-		if got := h.prober.sentTo(trunk); !equalDurations(got, want) {
+		if got := h.prober.sentTo(trunk); !slices.Equal(got, want) {
 			t.Fatalf("probes sent at %v, want %v", got, want)
 		}
 		changes := h.eventsOf(StatusChanged)
@@ -179,7 +180,7 @@ func TestLatencyOnlyStaysRoutable(t *testing.T) {
 func TestOnly2xx(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(uri string, _ time.Duration) reply {
-			return reply{after: time.Millisecond, code: 503}
+			return reply{After: time.Millisecond, Code: 503}
 		})
 		p := qualify.Policy{Frequency: 10 * time.Second, Timeout: time.Second, Only2xx: true}
 		q := qualify.Policy{Frequency: 10 * time.Second, Timeout: time.Second}
@@ -211,7 +212,7 @@ func TestManualQualify(t *testing.T) {
 		}
 		// The schedule continues from the manual probe: F after its send.
 		h.until(41 * time.Second)
-		if got, want := h.prober.sentTo("sip:on@x"), durations(0, 10, 40); !equalDurations(got, want) {
+		if got, want := h.prober.sentTo("sip:on@x"), durations(0, 10, 40); !slices.Equal(got, want) {
 			t.Fatalf("probes sent at %v, want %v", got, want)
 		}
 		// Qualify off: the probe is reported, no status changes, nothing scheduled.
@@ -230,7 +231,7 @@ func TestManualQualify(t *testing.T) {
 
 func TestManualQualifyJoinsProbeInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{silent: true} })
+		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
 		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: referencePolicy()})
 		h.until(time.Second) // the first probe is in flight until 3 s
 		res, err := h.e.Qualify(t.Context(), "a")
@@ -254,10 +255,10 @@ func TestFirstProbeDelay(t *testing.T) {
 		q := qualify.Policy{Frequency: 4 * time.Second, Timeout: time.Second}
 		h.apply(AoR{Name: "a", Contacts: []string{"sip:a@x"}, Policy: p}, AoR{Name: "b", Contacts: []string{"sip:b@x"}, Policy: q})
 		h.until(5 * time.Second)
-		if got := h.prober.sentTo("sip:a@x"); !equalDurations(got, durations(5)) {
+		if got := h.prober.sentTo("sip:a@x"); !slices.Equal(got, durations(5)) {
 			t.Fatalf("a: first probe at %v, want 5s (half of max_initial_qualify_time)", got)
 		}
-		if got := h.prober.sentTo("sip:b@x"); !equalDurations(got, durations(2)) {
+		if got := h.prober.sentTo("sip:b@x"); !slices.Equal(got, durations(2)) {
 			t.Fatalf("b: first probe at %v, want 2s (half of F)", got)
 		}
 	})
@@ -266,7 +267,7 @@ func TestFirstProbeDelay(t *testing.T) {
 func TestSlowSubscriberNeverBlocksProbing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(_ string, at time.Duration) reply {
-			return reply{silent: (at/time.Second)%2 == 1, after: time.Millisecond}
+			return reply{Silent: (at/time.Second)%2 == 1, After: time.Millisecond}
 		})
 		slow := h.e.Subscribe(1) // never read
 		p := qualify.Policy{Frequency: time.Second, Timeout: 500 * time.Millisecond}
@@ -296,7 +297,7 @@ func TestSlowSubscriberNeverBlocksProbing(t *testing.T) {
 
 func TestShutdownDropsLateResults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{silent: true} })
+		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
 		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: referencePolicy()})
 		h.until(time.Second)
 		h.stop()

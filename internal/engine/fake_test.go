@@ -7,15 +7,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/enginetest"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // reply is what the fake peer does with one probe.
-type reply struct {
-	silent bool          // never answers: the probe times out
-	after  time.Duration // answer delay
-	code   int           // final status code (default 200)
-}
+type reply = enginetest.Reply
 
 // fakeProber answers probes by a script of (uri, offset since t0) and records
 // when each probe was sent.
@@ -38,24 +35,7 @@ func (f *fakeProber) Probe(ctx context.Context, t qualify.Target) qualify.Result
 	f.mu.Lock()
 	f.sent = append(f.sent, sentProbe{t.URI, now.Sub(f.t0)})
 	f.mu.Unlock()
-	wait := r.after
-	if r.silent {
-		wait = t.Timeout
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return qualify.Result{Sent: now, Reason: qualify.ReasonTimeout}
-	case <-timer.C:
-	}
-	if r.silent {
-		return qualify.Result{Sent: now, Reason: qualify.ReasonTimeout}
-	}
-	if r.code == 0 {
-		r.code = 200
-	}
-	return qualify.Result{Sent: now, Code: r.code, RTT: r.after}
+	return enginetest.Answer(ctx, t, r)
 }
 
 // sentTo returns the send offsets of the probes to uri.
@@ -165,16 +145,4 @@ func durations(ss ...float64) []time.Duration {
 		out[i] = secs(s)
 	}
 	return out
-}
-
-func equalDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -62,22 +63,10 @@ func TestRunsAtDueTime(t *testing.T) {
 		}
 		time.Sleep(time.Minute)
 		want := []call{{2, time.Second, time.Second}, {3, 2 * time.Second, 2 * time.Second}, {1, 3 * time.Second, 3 * time.Second}}
-		if got := rec.get(); !equalCalls(got, want) {
+		if got := rec.get(); !slices.Equal(got, want) {
 			t.Fatalf("calls %v, want %v", got, want)
 		}
 	})
-}
-
-func equalCalls(a, b []call) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestRescheduleFromJob(t *testing.T) {
@@ -107,7 +96,7 @@ func TestRescheduleFromJob(t *testing.T) {
 		synctest.Wait()
 		got := rec.get()
 		want := []call{{7, 0, 0}, {7, 3 * time.Second, 2 * time.Second}, {7, 6 * time.Second, 4 * time.Second}, {7, 9 * time.Second, 6 * time.Second}}
-		if !equalCalls(got, want) {
+		if !slices.Equal(got, want) {
 			t.Fatalf("calls %v, want %v", got, want)
 		}
 	})
@@ -181,7 +170,7 @@ func TestSetAndRemoveWhileRunning(t *testing.T) {
 		if len(got) < 2 || got[0].id == 2 {
 			got[0], got[1] = got[1], got[0]
 		}
-		if !equalCalls(got, want) {
+		if !slices.Equal(got, want) {
 			t.Fatalf("calls %v, want %v", got, want)
 		}
 		mu.Lock()

@@ -16,17 +16,14 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/enginetest"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // reply is what the fake peer does with a probe.
-type reply struct {
-	silent bool          // never answers: the probe times out
-	after  time.Duration // answer delay
-	code   int           // final status code
-}
+type reply = enginetest.Reply
 
 // fakeProber answers each URI as its script says (200 after 12.5 ms when
 // the URI has no entry). Safe for concurrent use.
@@ -46,24 +43,9 @@ func (f *fakeProber) Probe(ctx context.Context, t qualify.Target) qualify.Result
 	r, ok := f.script[t.URI]
 	f.mu.Unlock()
 	if !ok {
-		r = reply{after: 12500 * time.Microsecond, code: 200}
+		r = reply{After: 12500 * time.Microsecond}
 	}
-	sent := time.Now()
-	wait := r.after
-	if r.silent {
-		wait = t.Timeout
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return qualify.Result{Sent: sent, Reason: qualify.ReasonTimeout}
-	case <-timer.C:
-	}
-	if r.silent {
-		return qualify.Result{Sent: sent, Reason: qualify.ReasonTimeout, Detail: "no response"}
-	}
-	return qualify.Result{Sent: sent, Code: r.code, RTT: r.after}
+	return enginetest.Answer(ctx, t, r)
 }
 
 // env is an engine with a fake prober and a Server with its pump, inside a
@@ -202,9 +184,9 @@ func scenario() []engine.AoR {
 func scenarioEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
 	v := newEnv(t, cfg, engine.Config{})
-	v.prober.set(gw2URI, reply{silent: true})
-	v.prober.set(gw3URI, reply{after: 5 * time.Millisecond, code: 503})
-	v.prober.set(bakURI, reply{silent: true})
+	v.prober.set(gw2URI, reply{Silent: true})
+	v.prober.set(gw3URI, reply{After: 5 * time.Millisecond, Code: 503})
+	v.prober.set(bakURI, reply{Silent: true})
 	if err := v.e.Apply(scenario()); err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,9 @@ func TestMetricsRoute(t *testing.T) {
 		v := newEnv(t, Config{Gatherer: reg, Panicked: m.CountPanic},
 			engine.Config{Observe: m.ObserveProbe, Lateness: m.ObserveLateness})
 		e = v.e
-		v.prober.set(gw2URI, reply{silent: true})
-		v.prober.set(gw3URI, reply{after: 5 * time.Millisecond, code: 503})
-		v.prober.set(bakURI, reply{silent: true})
+		v.prober.set(gw2URI, reply{Silent: true})
+		v.prober.set(gw3URI, reply{After: 5 * time.Millisecond, Code: 503})
+		v.prober.set(bakURI, reply{Silent: true})
 		if err := e.Apply(scenario()); err != nil {
 			t.Fatal(err)
 		}

@@ -170,7 +170,7 @@ func TestEventsLive(t *testing.T) {
 		if rec.String() != "" {
 			t.Fatalf("live client got old events: %q", rec)
 		}
-		v.prober.set(pbx07URI, reply{silent: true})
+		v.prober.set(pbx07URI, reply{Silent: true})
 		v.until(34 * time.Second) // the 30 s probe times out at 33 s
 		want := "7:failure"
 		if got := strings.Join(eventIDs(rec.String()), " "); got != want {
@@ -207,7 +207,7 @@ func TestSlowClientDoesNotBlock(t *testing.T) {
 		stuck.block = make(chan struct{})
 		_, stopStuck := v.openStreamTo(stuck, "/api/v1/events?last_event_id=0")
 		defer func() { close(stuck.block); stopStuck() }()
-		v.prober.set(gw2URI, reply{silent: true})
+		v.prober.set(gw2URI, reply{Silent: true})
 		if err := v.e.Apply(flapping()); err != nil {
 			t.Fatal(err)
 		}
