@@ -38,6 +38,7 @@ func (e *Engine) Apply(aors []AoR) error {
 		}
 	}
 	e.aors = next
+	e.sum = e.count()
 	return nil
 }
 

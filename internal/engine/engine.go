@@ -88,7 +88,8 @@ type Engine struct {
 	aors    map[string]*aorState
 	waiters map[uint32][]chan<- ContactResult
 	subs    []*Subscription
-	seq     uint64 // last event sequence number
+	seq     uint64  // last event sequence number
+	sum     Summary // kept up to date by Apply, record and shiftRoutable; AoRs unused
 
 	probes [5]atomic.Uint64 // applied probes by verdict reason
 }

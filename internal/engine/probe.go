@@ -114,6 +114,8 @@ func (e *Engine) finish(id uint32, end time.Time, res qualify.Result) time.Time 
 func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify.Result) {
 	c := &e.slots[id]
 	wasRoutable := e.routable(id)
+	e.sum.ByStatus[c.state.Status]--
+	e.sum.ByStatus[step.State.Status]++
 	c.state = step.State
 	c.next = unixNano(step.Next)
 	c.last = lastResult{at: end.UnixNano(), rtt: c.last.rtt, code: int16(res.Code), reason: step.Reason, ok: step.OK, detail: res.Detail}
@@ -152,10 +154,17 @@ func (e *Engine) shiftRoutable(a *aorState, routable bool, now time.Time) {
 	before := a.available()
 	if routable {
 		a.routable++
+		e.sum.Routable++
 	} else {
 		a.routable--
+		e.sum.Routable--
 	}
 	if a.available() != before {
+		if before {
+			e.sum.AoRsAvailable--
+		} else {
+			e.sum.AoRsAvailable++
+		}
 		e.publish(Event{Kind: AvailabilityChanged, Time: now, AoR: a.name, Available: a.available()})
 	}
 }

@@ -134,10 +134,21 @@ type Summary struct {
 	AoRs, AoRsAvailable int
 }
 
-// Summary returns the aggregate counts at one instant.
+// Summary returns the aggregate counts at one instant. They are kept up to
+// date as probes and reloads change the table, so a metrics scrape does
+// not hold the lock that probes need while it walks a million contacts
+// (178 ms there: `go test -bench Summary1M ./internal/engine`).
 func (e *Engine) Summary() Summary {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	s := e.sum
+	s.AoRs = len(e.aors)
+	return s
+}
+
+// count counts over the whole table: Apply resets the kept counts with it.
+// Called with mu held.
+func (e *Engine) count() Summary {
 	var s Summary
 	s.AoRs = len(e.aors)
 	for _, a := range e.aors {
