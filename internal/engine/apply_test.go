@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -181,5 +182,32 @@ func TestReloadLargeAndSmallAoRs(t *testing.T) {
 				t.Fatalf("n=%d: duplicate URI accepted: %v", n, err)
 			}
 		})
+	}
+}
+
+// TestApplySizesTheTableOnce: a first load of many contacts allocates the
+// table and the schedule at their final size instead of doubling them; a
+// reload that keeps every contact grows neither.
+func TestApplySizesTheTableOnce(t *testing.T) {
+	e, err := New(Config{Prober: &fakeProber{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aors := make([]AoR, 1000)
+	for i := range aors {
+		aors[i] = AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:%d@h", i), fmt.Sprintf("sip:%d@g", i)}, Policy: referencePolicy()}
+	}
+	if err := e.Apply(aors); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.slots) != 2000 || cap(e.slots) > 2048 {
+		t.Fatalf("table of %d slots has capacity %d, want about 2000", len(e.slots), cap(e.slots))
+	}
+	slots := &e.slots[0]
+	if err := e.Apply(aors); err != nil {
+		t.Fatal(err)
+	}
+	if &e.slots[0] != slots {
+		t.Fatal("a reload keeping every contact reallocated the table")
 	}
 }

@@ -1,5 +1,7 @@
 package schedule
 
+import "slices"
+
 // ID identifies one item. IDs should be dense (slot numbers): the heap keeps
 // a position table indexed by ID.
 type ID = uint32
@@ -81,6 +83,16 @@ func (q *queue) set(id ID, due int64) {
 func (q *queue) grow(id ID) {
 	for int(id) >= len(q.pos) {
 		q.pos = append(q.pos, idle)
+	}
+}
+
+// reserve sizes the queue and the position table for IDs below n.
+func (q *queue) reserve(n int) {
+	if n > cap(q.items) {
+		q.items = slices.Grow(q.items, n-len(q.items))
+	}
+	if n > len(q.pos) {
+		q.pos = slices.Grow(q.pos, n-len(q.pos))
 	}
 }
 

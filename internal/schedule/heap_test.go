@@ -86,3 +86,20 @@ func BenchmarkQueueSetPop1M(b *testing.B) {
 		q.set(e.id, e.due+60e9)
 	}
 }
+
+// TestQueueReserve: after reserve(n), adding IDs below n allocates nothing.
+func TestQueueReserve(t *testing.T) {
+	var q queue
+	q.reserve(1000)
+	id := ID(0)
+	allocs := testing.AllocsPerRun(999, func() {
+		q.set(id, int64(1000-id))
+		id++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per insert after reserve", allocs)
+	}
+	if q.len() != 1000 || q.min().id != 999 {
+		t.Fatalf("queue of %d, min %d after the inserts", q.len(), q.min().id)
+	}
+}

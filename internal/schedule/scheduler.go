@@ -138,6 +138,14 @@ func (s *Scheduler) arm(d int64) bool {
 	return true
 }
 
+// Reserve makes room for items with IDs below n without growing the
+// queue again, as an owner that knows its size calls before adding them.
+func (s *Scheduler) Reserve(n int) {
+	s.mu.Lock()
+	s.q.reserve(n)
+	s.mu.Unlock()
+}
+
 // Remove takes id out of the schedule. It reports whether a job of id is
 // running now; that job still returns, and its next time is then ignored.
 func (s *Scheduler) Remove(id ID) (jobRunning bool) {
