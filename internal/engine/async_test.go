@@ -30,8 +30,8 @@ func TestMain(m *testing.M) {
 // or timer goroutine would.
 type asyncFake struct{ *fakeProber }
 
-func (f asyncFake) ProbeAsync(ctx context.Context, t qualify.Target, done func(qualify.Result)) {
-	go func() { done(f.Probe(ctx, t)) }()
+func (f asyncFake) ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+	go func() { done(tag, f.Probe(ctx, t)) }()
 }
 
 func TestAsyncProberIsUsed(t *testing.T) {

@@ -43,7 +43,7 @@ func (d *Driver) Next() (time.Time, bool) { return d.e.sched.Next() }
 func (d *Driver) Start(now time.Time, limit int, jobs []Job) []Job {
 	d.due = d.e.sched.TakeDue(now, limit, d.due[:0])
 	for _, j := range d.due {
-		target, ok := d.e.begin(j.ID)
+		target, ok := d.e.begin(j.ID, now)
 		if !ok {
 			d.e.sched.Done(j.ID, time.Time{})
 			continue
@@ -56,7 +56,7 @@ func (d *Driver) Start(now time.Time, limit int, jobs []Job) []Job {
 // Complete applies the result of the started probe id, which ended at end,
 // and returns when the contact's next probe is due (zero: none, or the
 // contact was removed meanwhile). res.Sent should be the probe's first
-// send; Observe takes end for it when it is zero.
+// send; when it is zero, the probe's start (Start's now) stands for it.
 func (d *Driver) Complete(id uint32, end time.Time, res qualify.Result) time.Time {
 	next := d.e.finish(id, end, res)
 	d.e.sched.Done(id, next)

@@ -26,10 +26,12 @@ type Prober interface {
 type AsyncProber interface {
 	Prober
 	// ProbeAsync starts one probe of t, as Probe would send it, and
-	// returns at once. It calls done exactly once with the result, from
-	// any goroutine, possibly before returning; done does not block.
-	// When ctx is cancelled, done must come promptly.
-	ProbeAsync(ctx context.Context, t qualify.Target, done func(qualify.Result))
+	// returns at once. It calls done exactly once with tag and the
+	// result, from any goroutine, possibly before returning; done does
+	// not block. When ctx is cancelled, done must come promptly. An
+	// engine passes the same done to every probe and tells them apart by
+	// tag, so a probe in flight costs no closure.
+	ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, done func(tag uint64, r qualify.Result))
 }
 
 // AoR is one AoR to qualify, as the configuration defines it.
@@ -81,6 +83,10 @@ type Engine struct {
 	cfg   Config
 	sched *schedule.Scheduler
 	async AsyncProber // cfg.Prober, when it can probe without blocking
+	// probeDone is asyncDone, bound once; runCtx is Run's context, set
+	// before the first probe starts.
+	probeDone func(uint64, qualify.Result)
+	runCtx    context.Context
 
 	mu      sync.Mutex // guards everything below; see the package doc
 	slots   []contact
@@ -127,7 +133,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	sc := schedule.Config{MaxInFlight: cfg.MaxInFlight, Released: e.released, Now: cfg.Now, Coalesce: max(cfg.Coalesce, 0)}
 	if ap, ok := cfg.Prober.(AsyncProber); ok {
-		e.async = ap
+		e.async, e.probeDone = ap, e.asyncDone
 		e.sched = schedule.NewAsync(sc, e.startProbe)
 	} else {
 		e.sched = schedule.New(sc, e.runProbe)
@@ -139,6 +145,7 @@ func New(cfg Config) (*Engine, error) {
 // (which see the cancellation) to return. Results that arrive after the
 // cancellation are not applied.
 func (e *Engine) Run(ctx context.Context) {
+	e.runCtx = ctx
 	e.sched.Run(ctx)
 }
 

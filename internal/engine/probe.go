@@ -10,26 +10,30 @@ import (
 // runProbe is the scheduler's job for slot id: probe the contact, apply the
 // result, and return when its next probe is due.
 func (e *Engine) runProbe(ctx context.Context, id uint32, due time.Time) time.Time {
-	start := e.started(due)
-	target, ok := e.begin(id)
+	target, ok := e.begin(id, e.started(due))
 	if !ok {
 		return time.Time{}
 	}
-	return e.complete(ctx, id, start, e.cfg.Prober.Probe(ctx, target))
+	return e.complete(ctx, id, e.cfg.Prober.Probe(ctx, target))
 }
 
 // startProbe is the scheduler's job for slot id with an AsyncProber: it
-// starts the probe and returns; the result finishes the job.
+// starts the probe and returns; probeDone finishes the job. The probe's
+// tag is its slot, so no closure is allocated per probe.
 func (e *Engine) startProbe(ctx context.Context, id uint32, due time.Time) {
-	start := e.started(due)
-	target, ok := e.begin(id)
+	target, ok := e.begin(id, e.started(due))
 	if !ok {
 		e.sched.Finish(id, time.Time{})
 		return
 	}
-	e.async.ProbeAsync(ctx, target, func(res qualify.Result) {
-		e.sched.Finish(id, e.complete(ctx, id, start, res))
-	})
+	e.async.ProbeAsync(ctx, target, uint64(id), e.probeDone)
+}
+
+// asyncDone is probeDone's method: it applies the result of the
+// asynchronous probe of slot tag and finishes its job.
+func (e *Engine) asyncDone(tag uint64, res qualify.Result) {
+	id := uint32(tag)
+	e.sched.Finish(id, e.complete(e.runCtx, id, res))
 }
 
 // started returns the start time of a probe that was due at due, and
@@ -42,13 +46,10 @@ func (e *Engine) started(due time.Time) time.Time {
 	return start
 }
 
-// complete applies the result of slot id's probe started at start, unless
-// ctx was cancelled meanwhile, and returns when the next probe is due.
-func (e *Engine) complete(ctx context.Context, id uint32, start time.Time, res qualify.Result) time.Time {
+// complete applies the result of slot id's probe, unless ctx was
+// cancelled meanwhile, and returns when the next probe is due.
+func (e *Engine) complete(ctx context.Context, id uint32, res qualify.Result) time.Time {
 	end := e.cfg.Now()
-	if res.Sent.IsZero() {
-		res.Sent = start
-	}
 	if err := ctx.Err(); err != nil {
 		e.abandon(id, err)
 		return time.Time{}
@@ -56,9 +57,10 @@ func (e *Engine) complete(ctx context.Context, id uint32, start time.Time, res q
 	return e.finish(id, end, res)
 }
 
-// begin marks slot id's probe in flight and returns its target; false if
-// the contact was removed meanwhile.
-func (e *Engine) begin(id uint32) (qualify.Target, bool) {
+// begin marks slot id's probe, started at start, in flight and returns
+// its target; false if the contact was removed meanwhile. While the probe
+// runs, the slot's next holds its start.
+func (e *Engine) begin(id uint32, start time.Time) (qualify.Target, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := &e.slots[id]
@@ -66,6 +68,7 @@ func (e *Engine) begin(id uint32) (qualify.Target, bool) {
 		return qualify.Target{}, false
 	}
 	c.running = true
+	c.next = start.UnixNano()
 	return qualify.Target{AoR: c.name, URI: c.uri, Timeout: c.policy.ProbeTimeout(), Options: c.opts}, true
 }
 
@@ -98,6 +101,9 @@ func (e *Engine) finish(id uint32, end time.Time, res qualify.Result) time.Time 
 		return time.Time{}
 	}
 	name := c.name
+	if res.Sent.IsZero() { // nothing was sent: the probe's start stands for it
+		res.Sent = fromUnixNano(c.next)
+	}
 	step := c.policy.Observe(c.state, end, res)
 	e.record(id, step, end, res)
 	e.notify(id, step, res)

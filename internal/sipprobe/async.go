@@ -8,9 +8,10 @@ import (
 )
 
 // ProbeAsync starts one probe of t, as Probe sends it, and returns at once;
-// done receives the result exactly once, from the prober's receive or
-// timer goroutine, or before ProbeAsync returns when the probe cannot be
-// sent. done must not block.
+// done receives tag and the result exactly once, from the prober's receive
+// or timer goroutine, or before ProbeAsync returns when the probe cannot
+// be sent. done must not block. The caller tells its probes apart by tag,
+// so that one done serves them all and no closure lives per probe.
 //
 // No goroutine waits for an asynchronous probe: a UDP probe to an IP
 // address is one pending-table entry and one timer-heap item until it ends
@@ -22,14 +23,14 @@ import (
 // "canceled". The table watches each distinct cancellable context once,
 // so ctx should be long-lived and shared by many probes; it must be
 // comparable, as the standard library's contexts are.
-func (p *Prober) ProbeAsync(ctx context.Context, t qualify.Target, done func(qualify.Result)) {
+func (p *Prober) ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
 	var fast route
 	rt := &fast
 	if !fastRoute(t.URI, t.Options, rt) {
 		var err error
 		if rt, err = p.routes.get(t.URI, t.Options); err != nil {
 			p.stats.transportErrors.Add(1)
-			done(qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error()})
+			done(tag, qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error()})
 			return
 		}
 	}
@@ -38,22 +39,23 @@ func (p *Prober) ProbeAsync(ctx context.Context, t qualify.Target, done func(qua
 		pr.timeout = qualify.SIPTransactionTimeout
 	}
 	if _, auth := pr.credentials(); auth || !rt.addr.IsValid() || rt.transport != udp {
-		go func() { done(p.Probe(ctx, t)) }()
+		go func() { done(tag, p.Probe(ctx, t)) }()
 		return
 	}
 	tx := p.pool.Get().(*transaction)
 	if err := p.prepare(ctx, tx, pr, rt, rt.dest); err != nil {
 		p.release(tx)
 		p.stats.transportErrors.Add(1)
-		done(qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Transport: udp.String(), Dest: rt.dest})
+		done(tag, qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Transport: udp.String(), Dest: rt.dest})
 		return
 	}
+	tx.tag = tag
 	p.start(ctx, tx, pr.timeout, done)
 }
 
 // start registers the prepared UDP transaction tx as an asynchronous probe
 // and sends it.
-func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Duration, done func(qualify.Result)) {
+func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Duration, done func(uint64, qualify.Result)) {
 	st := &tx.st
 	tx.cb, tx.ctx = done, ctx
 	tx.refs.Store(2) // this goroutine, until the send is over, and the completion
@@ -65,10 +67,10 @@ func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Durati
 	now := time.Now()
 	st.sent, st.deadline = now, now.Add(timeout)
 	if !p.register(tx, now) {
-		res := result(st, udp)
+		res, tag := result(st, udp), tx.tag
 		p.putBuf(bp, st)
 		p.release(tx)
-		done(res)
+		done(tag, res)
 		return
 	}
 	p.stats.probes.Add(1)
@@ -90,10 +92,9 @@ func (p *Prober) putBuf(bp *[]byte, st *txState) {
 // finishAsync delivers the result of a completed asynchronous transaction;
 // the table calls it outside its lock.
 func (p *Prober) finishAsync(tx *transaction) {
-	res := result(&tx.st, udp)
-	done := tx.cb
+	res, tag, done := result(&tx.st, udp), tx.tag, tx.cb
 	p.unref(tx)
-	done(res)
+	done(tag, res)
 }
 
 // unref drops one owner of an asynchronous transaction; the last returns

@@ -11,10 +11,17 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// probeAsync runs ProbeAsync and waits for its result.
-func probeAsync(ctx context.Context, p *Prober, t qualify.Target) qualify.Result {
+// probeAsync runs ProbeAsync and waits for its result, which must come
+// with the probe's tag.
+func probeAsync(tb testing.TB, ctx context.Context, p *Prober, t qualify.Target) qualify.Result {
+	tb.Helper()
+	const tag = 0xfeedface0042
 	ch := make(chan qualify.Result, 1)
-	p.ProbeAsync(ctx, t, func(r qualify.Result) { ch <- r })
+	tags := make(chan uint64, 1)
+	p.ProbeAsync(ctx, t, tag, func(got uint64, r qualify.Result) { tags <- got; ch <- r })
+	if got := <-tags; got != tag {
+		tb.Errorf("result with tag %#x, want %#x", got, uint64(tag))
+	}
 	return <-ch
 }
 
@@ -23,7 +30,7 @@ func TestProbeAsyncAnswered(t *testing.T) {
 		t.Run(fmt.Sprint(code), func(t *testing.T) {
 			r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
 			p := newProber(t, Config{})
-			res := probeAsync(t.Context(), p, target(uriOf(r, ""), 3*time.Second))
+			res := probeAsync(t, t.Context(), p, target(uriOf(r, ""), 3*time.Second))
 			if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
 				t.Fatalf("got %+v, want code %d with an RTT", res, code)
 			}
@@ -43,7 +50,7 @@ func TestProbeAsyncRetransmitsAndTimesOut(t *testing.T) {
 	r := newUDPResponder(t, func(*exchange) {})
 	p := newProber(t, Config{})
 	start := time.Now()
-	res := probeAsync(t.Context(), p, target(uriOf(r, ""), 1200*time.Millisecond))
+	res := probeAsync(t, t.Context(), p, target(uriOf(r, ""), 1200*time.Millisecond))
 	if res.Reason != qualify.ReasonTimeout || time.Since(start) < 1200*time.Millisecond {
 		t.Fatalf("got %+v after %v, want a timeout after 1.2 s", res, time.Since(start))
 	}
@@ -58,7 +65,7 @@ func TestProbeAsyncCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	ch := make(chan qualify.Result, 2)
 	for range 2 {
-		p.ProbeAsync(ctx, target(uriOf(r, ""), time.Hour), func(r qualify.Result) { ch <- r })
+		p.ProbeAsync(ctx, target(uriOf(r, ""), time.Hour), 0, func(_ uint64, r qualify.Result) { ch <- r })
 	}
 	cancel()
 	for range 2 {
@@ -66,7 +73,7 @@ func TestProbeAsyncCanceled(t *testing.T) {
 			t.Fatalf("got %+v, want canceled", res)
 		}
 	}
-	if res := probeAsync(ctx, p, target(uriOf(r, ""), time.Hour)); res.Detail != "canceled" {
+	if res := probeAsync(t, ctx, p, target(uriOf(r, ""), time.Hour)); res.Detail != "canceled" {
 		t.Fatalf("probe with a cancelled context: %+v", res)
 	}
 }
@@ -75,12 +82,12 @@ func TestProbeAsyncClosed(t *testing.T) {
 	r := newUDPResponder(t, func(*exchange) {})
 	p := newProber(t, Config{})
 	ch := make(chan qualify.Result, 1)
-	p.ProbeAsync(t.Context(), target(uriOf(r, ""), time.Hour), func(r qualify.Result) { ch <- r })
+	p.ProbeAsync(t.Context(), target(uriOf(r, ""), time.Hour), 0, func(_ uint64, r qualify.Result) { ch <- r })
 	_ = p.Close()
 	if res := <-ch; res.Reason != qualify.ReasonTransport {
 		t.Fatalf("probe in flight at Close: %+v", res)
 	}
-	if res := probeAsync(t.Context(), p, target(uriOf(r, ""), time.Hour)); res.Reason != qualify.ReasonTransport {
+	if res := probeAsync(t, t.Context(), p, target(uriOf(r, ""), time.Hour)); res.Reason != qualify.ReasonTransport {
 		t.Fatalf("probe after Close: %+v", res)
 	}
 }
@@ -89,11 +96,11 @@ func TestProbeAsyncClosed(t *testing.T) {
 // address (here a bad URI and a TCP peer) still get exactly one result.
 func TestProbeAsyncFallsBack(t *testing.T) {
 	p := newProber(t, Config{})
-	if res := probeAsync(t.Context(), p, target("mailto:x", time.Second)); res.Reason != qualify.ReasonTransport {
+	if res := probeAsync(t, t.Context(), p, target("mailto:x", time.Second)); res.Reason != qualify.ReasonTransport {
 		t.Fatalf("bad URI: %+v", res)
 	}
 	r := newStreamResponder(t, nil, func(x *exchange) { x.reply(200) })
-	if res := probeAsync(t.Context(), p, target(uriOf(r, ";transport=tcp"), 3*time.Second)); res.Code != 200 {
+	if res := probeAsync(t, t.Context(), p, target(uriOf(r, ";transport=tcp"), 3*time.Second)); res.Code != 200 {
 		t.Fatalf("TCP peer: %+v", res)
 	}
 }
@@ -109,11 +116,11 @@ func TestProbeAsyncNoGoroutinePerProbe(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(n)
 	var mu sync.Mutex
-	results := 0
-	for range n {
-		p.ProbeAsync(ctx, target(uriOf(r, ""), time.Hour), func(qualify.Result) {
+	results := make(map[uint64]int)
+	for i := range n {
+		p.ProbeAsync(ctx, target(uriOf(r, ""), time.Hour), uint64(i), func(tag uint64, _ qualify.Result) {
 			mu.Lock()
-			results++
+			results[tag]++
 			mu.Unlock()
 			wg.Done()
 		})
@@ -123,7 +130,9 @@ func TestProbeAsyncNoGoroutinePerProbe(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	if results != n {
-		t.Fatalf("%d results for %d probes", results, n)
+	for i := range uint64(n) {
+		if results[i] != 1 {
+			t.Fatalf("probe %d: %d results, want 1 (tags seen: %d)", i, results[i], len(results))
+		}
 	}
 }

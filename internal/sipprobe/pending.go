@@ -23,11 +23,12 @@ type transaction struct {
 	done   chan struct{} // capacity 1; one send per registration
 
 	// An asynchronous probe (ProbeAsync) has no goroutine waiting on
-	// done: cb receives its result, and ctx (if it can be cancelled) is
-	// watched by the table. refs counts its owners, the sending goroutine
-	// and the completion; the last one returns it to the pool. Set before
-	// registration, read by the completion.
-	cb   func(qualify.Result)
+	// done: cb receives tag and its result, and ctx (if it can be
+	// cancelled) is watched by the table. refs counts its owners, the
+	// sending goroutine and the completion; the last one returns it to the
+	// pool. Set before registration, read by the completion.
+	cb   func(uint64, qualify.Result)
+	tag  uint64
 	ctx  context.Context
 	refs atomic.Int32
 }
@@ -56,7 +57,7 @@ type txState struct {
 // reset clears the state for the next probe, keeping the buffer.
 func (tx *transaction) reset() {
 	tx.st = txState{buf: tx.st.buf[:0]}
-	tx.cb, tx.ctx = nil, nil
+	tx.cb, tx.tag, tx.ctx = nil, 0, nil
 }
 
 // drop is why a response was not matched.
@@ -148,14 +149,23 @@ func (tb *table) push(it timerItem) {
 // complete removes tx and wakes its prober, or, for an asynchronous
 // probe, queues it for drain. tb.mu must be held and tx active.
 func (tb *table) complete(tx *transaction) {
+	if async := tb.take(tx); async != nil {
+		tb.ready = append(tb.ready, async)
+	}
+}
+
+// take removes tx and wakes its prober; an asynchronous tx is returned
+// instead, for the caller to finish once it has released tb.mu. tb.mu
+// must be held and tx active.
+func (tb *table) take(tx *transaction) *transaction {
 	delete(tb.byKey, tx.st.req.key)
 	tx.active = false
 	if tx.cb != nil {
 		tb.unwatch(tx)
-		tb.ready = append(tb.ready, tx)
-		return
+		return tx
 	}
 	tx.done <- struct{}{}
+	return nil
 }
 
 // drain finishes the asynchronous transactions completed so far. Whoever
@@ -203,17 +213,21 @@ func (tb *table) abandon(tx *transaction) bool {
 // conn, and completes it with a final response; it counts the outcome and
 // returns it (why not matched, and whether m was provisional).
 func (tb *table) match(m *message, src netip.AddrPort, conn *streamConn, now time.Time) (drop, bool) {
-	d, provisional := tb.find(m, src, conn, now)
+	d, provisional, async := tb.find(m, src, conn, now)
 	tb.counts.count(d, provisional)
-	tb.drain()
+	if async != nil {
+		tb.finish(async)
+	}
 	return d, provisional
 }
 
-// find does the work of match.
-func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now time.Time) (drop, bool) {
+// find does the work of match under tb.mu, and returns the asynchronous
+// transaction m completed, if any, to be finished without the lock (one
+// lock per answer instead of a second one to drain).
+func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now time.Time) (drop, bool, *transaction) {
 	key, ok := branchKey(m.branch)
 	if !ok {
-		return dropLate, false
+		return dropLate, false, nil
 	}
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
@@ -221,24 +235,23 @@ func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now time
 	switch {
 	case tx == nil:
 		if key != 0 && tb.recent[key%recentSize] == key {
-			return dropDuplicate, false
+			return dropDuplicate, false, nil
 		}
-		return dropLate, false
+		return dropLate, false, nil
 	case tx.st.conn != conn || (conn == nil && tx.st.dest != src):
-		return dropWrongSource, false
+		return dropWrongSource, false, nil
 	case !tx.matches(m):
-		return dropMismatch, false
+		return dropMismatch, false, nil
 	case m.code < 200:
 		// Provisional: the deadline stays; Timer E continues at T2
 		// (Proceeding state, RFC 3261 section 17.1.2.2).
 		tx.st.interval = T2
-		return dropNone, true
+		return dropNone, true, nil
 	}
 	tx.answer(m, now)
 	tb.counts.matched.Add(1)
-	tb.complete(tx)
 	tb.remember(key)
-	return dropNone, false
+	return dropNone, false, tb.take(tx)
 }
 
 // matches compares the Call-ID and CSeq of m with the request's.
