@@ -41,6 +41,7 @@ type scaleReport struct {
 	RSSBytesPerContact float64 `json:"rss_bytes_per_contact"`
 	RSSPeakPerContact  float64 `json:"rss_peak_bytes_per_contact"`
 	HeapLivePerContact float64 `json:"heap_live_bytes_per_contact"`
+	AllocBytesPerProbe float64 `json:"alloc_bytes_per_probe"`
 	MaxGoroutines      int     `json:"max_goroutines"`
 	LoadSeconds        float64 `json:"load_seconds"`
 	ReloadSeconds      float64 `json:"reload_seconds"`
@@ -292,13 +293,14 @@ type meter struct {
 type sample struct {
 	at                 time.Time
 	cpu, kamCPU        time.Duration
+	allocs             uint64 // bytes allocated on qualifyd's heap
 	probes             uint64 // applied by the engine
 	sent               uint64 // first transmissions by qualifyd's prober
 	answered, received uint64 // at the responder: answered, and all requests
 }
 
 func (m *meter) sample() (sample, error) {
-	s := sample{at: time.Now(), cpu: cpuTime(), probes: probesDone(m.e), sent: m.prober.Stats().Probes}
+	s := sample{at: time.Now(), cpu: cpuTime(), probes: probesDone(m.e), sent: m.prober.Stats().Probes, allocs: heapAllocs()}
 	if m.kam != nil {
 		s.kamCPU = m.kam.cpu()
 	}
@@ -345,6 +347,7 @@ func (m *meter) window(ctx context.Context, o scaleOpts, rep *scaleReport) error
 	rep.ProbesPerSecond = float64(probes) / wall.Seconds()
 	rep.CPUUsPerProbe = float64(cpu.Microseconds()) / float64(max(probes, 1))
 	rep.CPUCores = cpu.Seconds() / wall.Seconds()
+	rep.AllocBytesPerProbe = float64(s1.allocs-s0.allocs) / float64(max(probes, 1))
 	rep.LatenessP50Ms, rep.LatenessP99Ms, rep.LatenessMaxMs = m.lat.quantileMs(0.5), m.lat.quantileMs(0.99), m.lat.maxMs()
 	if m.kam == nil {
 		return nil
@@ -401,14 +404,31 @@ func writeHeapProfile(path string) error {
 	return pprof.Lookup("heap").WriteTo(f, 0)
 }
 
-// heapLive returns the heap marked live by the last collection.
+// heapLive collects and returns the live heap. The collection is forced:
+// a steady prober makes little garbage, so the last collection on its own
+// may be a minute old, from the load or a burst of the warm-up, and would
+// report what was live then, not now (issue 7). It runs after the RSS
+// figures are taken, which it would lower.
 func heapLive() int64 {
+	runtime.GC()
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
 	}
 	return int64(s[0].Value.Uint64())
+}
+
+// heapAllocs returns the bytes allocated on the heap so far: its growth
+// over the window is the garbage the collector must take back, which sets
+// how far RSS rises above the live heap.
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 func printScale(w io.Writer, r scaleReport, asJSON bool) {
@@ -425,6 +445,7 @@ func printScale(w io.Writer, r scaleReport, asJSON bool) {
 	fmt.Fprintf(w, "  CPU per probe         %10.2f us (%.3f cores)\n", r.CPUUsPerProbe, r.CPUCores)
 	fmt.Fprintf(w, "  RSS per contact       %10.0f B (live heap %.0f B; peak RSS during load/reload %.0f B)\n",
 		r.RSSBytesPerContact, r.HeapLivePerContact, r.RSSPeakPerContact)
+	fmt.Fprintf(w, "  allocated per probe   %10.0f B (garbage for the collector)\n", r.AllocBytesPerProbe)
 	fmt.Fprintf(w, "  goroutines (max)      %10d\n", r.MaxGoroutines)
 	fmt.Fprintf(w, "  load / reload         %.3f / %.3f s\n", r.LoadSeconds, r.ReloadSeconds)
 	fmt.Fprintf(w, "  floor (kernel send+recv, batched) %.2f us per probe\n", r.FloorUsPerProbe)

@@ -184,3 +184,30 @@ func insertSorted(ts []time.Time, t time.Time) []time.Time {
 	i, _ := slices.BinarySearchFunc(ts, t, time.Time.Compare)
 	return slices.Insert(ts, i, t)
 }
+
+// TestDrainReusesTheReadyList checks that completing and draining
+// asynchronous transactions allocates nothing once the list has grown:
+// the timeouts of dead contacts made the prober's only garbage (issue 7).
+func TestDrainReusesTheReadyList(t *testing.T) {
+	tb := newTable(&counters{})
+	finished := 0
+	tb.finish = func(*transaction) { finished++ }
+	txs := make([]*transaction, 100)
+	for i := range txs {
+		txs[i] = &transaction{}
+	}
+	round := func() {
+		tb.mu.Lock()
+		tb.ready = append(tb.ready, txs...)
+		tb.mu.Unlock()
+		tb.drain()
+	}
+	round()
+	round() // both lists have grown
+	if allocs := testing.AllocsPerRun(10, round); allocs != 0 {
+		t.Errorf("a drain allocated %v times, want 0", allocs)
+	}
+	if finished != 100*(2+11) {
+		t.Errorf("finished %d transactions, want %d", finished, 100*13)
+	}
+}
