@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -25,16 +27,17 @@ func (e *Engine) Apply(aors []AoR) error {
 	now := e.cfg.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.reserve(aors)
+	fresh := e.reserve(aors)
 	for i := range aors {
 		def := &aors[i]
-		e.adopt(next[def.Name], e.aors[def.Name], def.Contacts, now)
+		fresh = e.adopt(next[def.Name], e.aors[def.Name], def.Contacts, now, fresh)
 	}
 	for name, old := range e.aors {
 		if _, ok := next[name]; !ok {
 			e.retire(old, nil, now)
 		}
 	}
+	e.place(fresh, now)
 	e.aors = next
 	e.sum = e.count()
 	return nil
@@ -65,8 +68,9 @@ func newAoRs(aors []AoR) (map[string]*aorState, error) {
 // reserve sizes the table and the schedule for the contacts of aors that
 // the free slots cannot hold, so that a large first load allocates them
 // once instead of doubling (issue 7: the copies were an eighth of the
-// load's peak RSS). Called with mu held.
-func (e *Engine) reserve(aors []AoR) {
+// load's peak RSS). It returns an empty list of new contacts with room
+// for those the table does not hold yet. Called with mu held.
+func (e *Engine) reserve(aors []AoR) []newContact {
 	total := 0
 	for i := range aors {
 		total += len(aors[i].Contacts)
@@ -75,12 +79,42 @@ func (e *Engine) reserve(aors []AoR) {
 		e.slots = slices.Grow(e.slots, n-len(e.slots))
 		e.sched.Reserve(n)
 	}
+	return make([]newContact, 0, max(total-(len(e.slots)-len(e.free)), 0))
+}
+
+// newContact is a contact new in an Apply. Its slot is allocated by place, once
+// the whole set has been read, in the order of the first probes.
+type newContact struct {
+	a     *aorState
+	uri   string
+	delay time.Duration // of its first probe; 0 when it is never probed
+	at    int           // its index in a.ids
+}
+
+// place gives the new contacts their slots in the order their first probes
+// are due, with a copy of their URIs made in that order, and schedules
+// those probes. A contact's probe then reads a slot and a URI next to
+// those of the probe before: in a table of 100,000 contacts probed in
+// random order, the cache and TLB misses of the slot and the URI were a
+// fifth of the CPU per probe (issue 7). The delays themselves were drawn
+// in configuration order, as the contract has them. Called with mu held.
+func (e *Engine) place(fresh []newContact, now time.Time) {
+	slices.SortFunc(fresh, func(x, y newContact) int { return cmp.Compare(x.delay, y.delay) })
+	for i := range fresh {
+		f := &fresh[i]
+		id := e.alloc(f.a, strings.Clone(f.uri))
+		f.a.ids[f.at] = id
+		if f.a.policy.Enabled() {
+			e.schedule(id, now.Add(f.delay))
+		}
+	}
 }
 
 // adopt fills a with slots for uris: kept from old where the contact is
-// unchanged, new otherwise; old's other contacts are removed. Called with
-// mu held.
-func (e *Engine) adopt(a, old *aorState, uris []string, now time.Time) {
+// unchanged, renewed where its options changed; new contacts are appended
+// to fresh, for place, and the list returned. old's other contacts are
+// removed. Called with mu held.
+func (e *Engine) adopt(a, old *aorState, uris []string, now time.Time, fresh []newContact) []newContact {
 	var prev oldSlots
 	same := old != nil && *old.policy == *a.policy && *old.probe == *a.probe
 	if old != nil {
@@ -94,7 +128,7 @@ func (e *Engine) adopt(a, old *aorState, uris []string, now time.Time) {
 		case had:
 			e.renew(a, id, now)
 		default:
-			e.start(a, e.alloc(a, u), now)
+			fresh = append(fresh, newContact{a: a, uri: u, delay: e.join(a, 0), at: len(a.ids) - 1})
 		}
 	}
 	if old != nil {
@@ -103,6 +137,7 @@ func (e *Engine) adopt(a, old *aorState, uris []string, now time.Time) {
 			e.publish(Event{Kind: AvailabilityChanged, Time: now, AoR: a.name, Available: a.available()})
 		}
 	}
+	return fresh
 }
 
 // keep moves slot id, unchanged, into a.
@@ -130,13 +165,26 @@ func (e *Engine) renew(a *aorState, id uint32, now time.Time) {
 // start adds the new contact in slot id to a and schedules its first probe
 // at a random delay in [0, min(F, max_initial_qualify_time)).
 func (e *Engine) start(a *aorState, id uint32, now time.Time) {
+	delay := e.join(a, id)
+	if a.policy.Enabled() {
+		e.schedule(id, now.Add(delay))
+	}
+}
+
+// join adds a new contact, in slot id, to a and returns the delay of its
+// first probe: random in [0, min(F, max_initial_qualify_time)), zero when
+// a's contacts are not probed.
+func (e *Engine) join(a *aorState, id uint32) time.Duration {
 	a.ids = append(a.ids, id)
 	a.routable++ // NonQualified is routable
-	p := a.policy
-	if !p.Enabled() {
-		return
+	if !a.policy.Enabled() {
+		return 0
 	}
-	due := now.Add(p.FirstDelay(e.cfg.MaxInitialQualifyTime, e.cfg.Rand()))
+	return a.policy.FirstDelay(e.cfg.MaxInitialQualifyTime, e.cfg.Rand())
+}
+
+// schedule sets the next probe of slot id at due.
+func (e *Engine) schedule(id uint32, due time.Time) {
 	e.slots[id].next = due.UnixNano()
 	e.sched.Set(id, due)
 }

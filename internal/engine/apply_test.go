@@ -211,3 +211,69 @@ func TestApplySizesTheTableOnce(t *testing.T) {
 		t.Fatal("a reload keeping every contact reallocated the table")
 	}
 }
+
+// TestApplyPlacesNewContactsInProbeOrder checks that new contacts get
+// their slots in the order their first probes are due, while each AoR
+// keeps its contacts in configuration order and each contact the delay
+// drawn for it in that order.
+func TestApplyPlacesNewContactsInProbeOrder(t *testing.T) {
+	draws := []float64{0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8}
+	next := 0
+	now := time.Unix(1000, 0)
+	rnd := func() float64 { u := draws[next%len(draws)]; next++; return u }
+	e, err := New(Config{Prober: &fakeProber{}, Rand: rnd, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := referencePolicy() // F = 30 s
+	off := p
+	off.Frequency = 0
+	aors := []AoR{
+		{Name: "a", Contacts: []string{"sip:1@h", "sip:2@h"}, Policy: p},
+		{Name: "b", Contacts: []string{"sip:3@h"}, Policy: p},
+		{Name: "never", Contacts: []string{"sip:0@h"}, Policy: off},
+		{Name: "c", Contacts: []string{"sip:4@h", "sip:5@h"}, Policy: p},
+	}
+	if err := e.Apply(aors); err != nil {
+		t.Fatal(err)
+	}
+	// The contacts draw 0.9, 0.1, 0.5, (none), 0.3, 0.7 in configuration order.
+	want := map[string]float64{"sip:1@h": 0.9, "sip:2@h": 0.1, "sip:3@h": 0.5, "sip:4@h": 0.3, "sip:5@h": 0.7}
+	checkPlaced(t, e, aors, now, p.Frequency, want)
+	var dues []int64
+	for id := range e.slots {
+		if c := &e.slots[id]; c.policy.Enabled() {
+			dues = append(dues, c.next)
+		}
+	}
+	if !slices.IsSorted(dues) {
+		t.Errorf("slots are not in the order of their first probes: %v", dues)
+	}
+
+	// A reload adding a contact between two kept ones keeps the AoR's
+	// order and the kept contacts' schedule.
+	aors[3].Contacts = []string{"sip:4@h", "sip:6@h", "sip:5@h"}
+	if err := e.Apply(aors); err != nil {
+		t.Fatal(err)
+	}
+	want["sip:6@h"] = 0.2
+	checkPlaced(t, e, aors, now, p.Frequency, want)
+}
+
+// checkPlaced checks that each AoR lists its contacts in configuration
+// order with the first delay want gives as a fraction of f.
+func checkPlaced(t *testing.T, e *Engine, aors []AoR, now time.Time, f time.Duration, want map[string]float64) {
+	t.Helper()
+	for _, def := range aors {
+		a := e.aors[def.Name]
+		for k, u := range def.Contacts {
+			c := &e.slots[a.ids[k]]
+			if c.uri != u {
+				t.Fatalf("AoR %s contact %d is %s, want %s", def.Name, k, c.uri, u)
+			}
+			if d, ok := want[u]; ok && !fromUnixNano(c.next).Equal(now.Add(time.Duration(d*float64(f)))) {
+				t.Errorf("%s first probe at %v, want %v", u, fromUnixNano(c.next).Sub(now), time.Duration(d*float64(f)))
+			}
+		}
+	}
+}
