@@ -135,12 +135,19 @@ func (h *timerHeap) down(i int) {
 // coalescing (engine.DefaultCoalesce), for the same reason.
 const timerSlack = 20 * time.Millisecond
 
-// maxArena is the retransmission buffer capacity kept between bursts. A
-// million dead contacts at F = 60 s resend about 33,000 requests a second,
-// 300 KiB per 20 ms wake-up and more after a late one; at 1 MiB the buffer
-// was regrown every few wake-ups (4 MB/s of garbage, issue 7), so it keeps
-// room for 10,000 resends.
+// maxArena bounds the retransmission buffer. A million dead contacts at
+// F = 60 s resend about 33,000 requests a second, 300 KiB per 20 ms
+// wake-up; after a late wake-up (the engine's lock held by a reload of a
+// million contacts, 2 s) tens of thousands are due at once. fire sends
+// them in batches of at most this many bytes instead of growing the
+// buffer to hold them all: at 1 MiB, kept between bursts, the buffer was
+// regrown every few wake-ups, and unbounded it left 25 MB and its
+// doublings behind after a reload (issue 7).
 const maxArena = 4 << 20
+
+// maxRequest is the room a batch keeps for one more request: a UDP
+// datagram cannot be larger.
+const maxRequest = 64 << 10
 
 // resend is one retransmission taken out of the lock: the request bytes
 // are copied so the transaction may complete and be reused meanwhile.
@@ -175,17 +182,31 @@ func (ts *timers) run(stop <-chan struct{}) {
 	}
 }
 
-// fire handles every event due at now, sends the retransmissions outside
-// the lock, and returns the wait until the next event.
+// fire handles every event due at now, sending the retransmissions
+// outside the lock in batches of at most maxArena bytes, and returns the
+// wait until the next event.
 func (ts *timers) fire(now time.Time) time.Duration {
+	for {
+		next, more := ts.batch(now)
+		if !more {
+			return next
+		}
+	}
+}
+
+// batch handles due events until none is left or the arena is full, sends
+// the retransmissions, and reports the wait until the next event and
+// whether due events remain.
+func (ts *timers) batch(now time.Time) (time.Duration, bool) {
 	ts.arena, ts.resends = ts.arena[:0], ts.resends[:0]
 	ts.tb.mu.Lock()
-	for ts.tb.events.len() > 0 && !ts.tb.events.peek().due.After(now) {
+	for ts.tb.events.len() > 0 && !ts.tb.events.peek().due.After(now) && len(ts.arena) <= maxArena-maxRequest {
 		ts.event(ts.tb.events.pop())
 	}
-	next := time.Hour
+	next, more := time.Hour, false
 	if ts.tb.events.len() > 0 {
 		next = ts.tb.events.peek().due.Sub(now)
+		more = next <= 0
 	}
 	ts.tb.mu.Unlock()
 	ts.tb.drain()
@@ -193,9 +214,20 @@ func (ts *timers) fire(now time.Time) time.Duration {
 		ts.send(ts.arena[r.off:r.off+r.n], r.dest)
 	}
 	if cap(ts.arena) > maxArena {
-		ts.arena, ts.resends = nil, nil // a burst is over: give the memory back
+		ts.arena = nil // a request longer than maxRequest grew it
 	}
-	return next
+	return next, more
+}
+
+// room makes room in the arena for one more request, growing it by
+// doubling up to maxArena (batch leaves room for a request below that).
+func (ts *timers) room() {
+	if cap(ts.arena)-len(ts.arena) >= maxRequest {
+		return
+	}
+	b := make([]byte, len(ts.arena), min(maxArena, max(2*cap(ts.arena), len(ts.arena)+maxRequest)))
+	copy(b, ts.arena)
+	ts.arena = b
 }
 
 // event handles one due item; ts.tb.mu is held. Decisions use the item's
@@ -218,6 +250,7 @@ func (ts *timers) event(it timerItem) {
 	}
 	st := &tx.st
 	ts.counts.retransmissions.Add(1) // before any completion it may precede
+	ts.room()
 	off := len(ts.arena)
 	ts.arena = appendRequest(ts.arena, &st.req) // the bytes of the last send
 	ts.resends = append(ts.resends, resend{off: off, n: len(ts.arena) - off, dest: st.dest})

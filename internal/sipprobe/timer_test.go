@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -209,5 +210,31 @@ func TestDrainReusesTheReadyList(t *testing.T) {
 	}
 	if finished != 100*(2+11) {
 		t.Errorf("finished %d transactions, want %d", finished, 100*13)
+	}
+}
+
+// TestFireSendsABacklogInBatches checks that a backlog of retransmissions
+// larger than the arena, as a late wake-up finds, is sent whole without
+// growing the arena past maxArena.
+func TestFireSendsABacklogInBatches(t *testing.T) {
+	tb := newTable(&counters{})
+	sent, most := 0, 0
+	ts := &timers{tb: tb, counts: &counters{}}
+	ts.send = func([]byte, netip.AddrPort) { sent, most = sent+1, max(most, cap(ts.arena)) }
+	start := time.Now()
+	uri := "sip:" + strings.Repeat("x", 400) + "@192.0.2.1" // requests of about 700 bytes
+	n := 2 * maxArena / 500
+	for i := range n {
+		tx := &transaction{done: make(chan struct{}, 1)}
+		tx.st.req = request{ruri: uri, transport: "UDP", key: uint64(i + 1), cseq: 1}
+		tx.st.interval, tx.st.sent, tx.st.deadline = T1, start, start.Add(time.Hour)
+		tb.register(tx, firstEvent(&tx.st, start))
+	}
+	ts.fire(start.Add(T1))
+	if sent != n {
+		t.Errorf("sent %d retransmissions, want %d", sent, n)
+	}
+	if most > maxArena {
+		t.Errorf("arena grew to %d bytes, want at most %d", most, maxArena)
 	}
 }
