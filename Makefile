@@ -74,8 +74,6 @@ bench-scale:
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s --dead-share 0.1
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s --dead-share 1
-	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --dead-share 0.1
-	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --dead-share 1
 
 clean:
 	rm -rf bin
