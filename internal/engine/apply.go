@@ -88,7 +88,8 @@ type newContact struct {
 	a     *aorState
 	uri   string
 	delay time.Duration // of its first probe; 0 when it is never probed
-	at    int           // its index in a.ids
+	at    int32         // its index in a.ids
+	seq   uint32        // its rank in the configuration, for ties
 }
 
 // place gives the new contacts their slots in the order their first probes
@@ -97,9 +98,15 @@ type newContact struct {
 // those of the probe before: in a table of 100,000 contacts probed in
 // random order, the cache and TLB misses of the slot and the URI were a
 // fifth of the CPU per probe (issue 7). The delays themselves were drawn
-// in configuration order, as the contract has them. Called with mu held.
+// in configuration order, as the contract has them, and contacts due at
+// the same time keep that order. Called with mu held.
 func (e *Engine) place(fresh []newContact, now time.Time) {
-	slices.SortFunc(fresh, func(x, y newContact) int { return cmp.Compare(x.delay, y.delay) })
+	slices.SortFunc(fresh, func(x, y newContact) int {
+		if x.delay != y.delay {
+			return cmp.Compare(x.delay, y.delay)
+		}
+		return cmp.Compare(x.seq, y.seq)
+	})
 	for i := range fresh {
 		f := &fresh[i]
 		id := e.alloc(f.a, strings.Clone(f.uri))
@@ -128,7 +135,7 @@ func (e *Engine) adopt(a, old *aorState, uris []string, now time.Time, fresh []n
 		case had:
 			e.renew(a, id, now)
 		default:
-			fresh = append(fresh, newContact{a: a, uri: u, delay: e.join(a, 0), at: len(a.ids) - 1})
+			fresh = append(fresh, newContact{a: a, uri: u, delay: e.join(a, 0), at: int32(len(a.ids) - 1), seq: uint32(len(fresh))})
 		}
 	}
 	if old != nil {

@@ -260,6 +260,35 @@ func TestApplyPlacesNewContactsInProbeOrder(t *testing.T) {
 	checkPlaced(t, e, aors, now, p.Frequency, want)
 }
 
+// TestApplyPlacesTiesInConfigurationOrder checks that contacts whose
+// first probes are due at the same time get their slots in configuration
+// order, so that they are probed in that order.
+func TestApplyPlacesTiesInConfigurationOrder(t *testing.T) {
+	draws := []float64{0.2, 0.5, 0.8}
+	n := 0
+	rnd := func() float64 { n++; return draws[n*n%len(draws)] }
+	e, err := New(Config{Prober: &fakeProber{}, Rand: rnd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aors := make([]AoR, 1000)
+	for i := range aors {
+		aors[i] = AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:%d@h", i)}, Policy: referencePolicy()}
+	}
+	if err := e.Apply(aors); err != nil {
+		t.Fatal(err)
+	}
+	last := map[int64]uint32{} // per due time, the slot of the previous contact
+	for _, def := range aors {
+		id := e.aors[def.Name].ids[0]
+		due := e.slots[id].next
+		if prev, ok := last[due]; ok && id < prev {
+			t.Fatalf("AoR %s has slot %d, before slot %d of an AoR listed earlier and due at the same time", def.Name, id, prev)
+		}
+		last[due] = id
+	}
+}
+
 // checkPlaced checks that each AoR lists its contacts in configuration
 // order with the first delay want gives as a fraction of f.
 func checkPlaced(t *testing.T, e *Engine, aors []AoR, now time.Time, f time.Duration, want map[string]float64) {
