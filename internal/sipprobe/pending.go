@@ -17,7 +17,7 @@ import (
 // is not registered, and its outcome fields by whoever completes it under
 // table.mu, before the send on done.
 type transaction struct {
-	gen    uint64 // bumped at every registration (stale timer events)
+	gen    uint32 // bumped at every registration (stale timer events)
 	active bool   // in table.byKey
 	st     txState
 	done   chan struct{} // capacity 1; one send per registration
@@ -42,16 +42,16 @@ type txState struct {
 	sent     time.Time      // first send of the probe (RTT start)
 	deadline time.Time
 	interval time.Duration // next Timer E interval (UDP)
-	// wantChallenge asks the receiver to keep a 401/407 challenge.
-	wantChallenge bool
 
 	// outcome
 	code      int
 	recv      time.Time
-	reason    qualify.Reason
 	detail    string
 	challenge string // WWW-/Proxy-Authenticate value kept for wantChallenge
-	proxyAuth bool   // the challenge came in Proxy-Authenticate (407)
+	reason    qualify.Reason
+	proxyAuth bool // the challenge came in Proxy-Authenticate (407)
+	// wantChallenge asks the receiver to keep a 401/407 challenge.
+	wantChallenge bool
 }
 
 // reset clears the state for the next probe, keeping the buffer.

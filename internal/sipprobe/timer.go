@@ -14,7 +14,7 @@ import (
 type timerItem struct {
 	due time.Time
 	tx  *transaction
-	gen uint64
+	gen uint32
 }
 
 // timerQueue orders timer events by due time: a FIFO for events pushed in

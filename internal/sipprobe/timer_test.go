@@ -155,11 +155,11 @@ func TestTimerQueueOrder(t *testing.T) {
 		case r < 5: // a probe sent now: due after T1, in send order
 			clock += time.Duration(rng.IntN(100)) * time.Microsecond
 			due := base.Add(clock + T1)
-			q.push(timerItem{due: due, gen: uint64(step)})
+			q.push(timerItem{due: due, gen: uint32(step)})
 			ref = insertSorted(ref, due)
 		case r < 6: // a retransmission or a shorter timeout: anywhere
 			due := base.Add(clock + time.Duration(rng.IntN(4000))*time.Millisecond)
-			q.push(timerItem{due: due, gen: uint64(step)})
+			q.push(timerItem{due: due, gen: uint32(step)})
 			ref = insertSorted(ref, due)
 		default:
 			if len(ref) == 0 {
