@@ -306,3 +306,37 @@ func checkPlaced(t *testing.T, e *Engine, aors []AoR, now time.Time, f time.Dura
 		}
 	}
 }
+
+// TestApplyConcurrently checks that Applys from several goroutines, which
+// read the table without the engine's lock while they plan, leave it as
+// one of the sets defines it (run with -race, as make test does).
+func TestApplyConcurrently(t *testing.T) {
+	e, err := New(Config{Prober: &fakeProber{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := [2][]AoR{}
+	for k := range sets {
+		for i := range 50 + 10*k {
+			sets[k] = append(sets[k], AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:%d@h", i+k*25)}, Policy: referencePolicy()})
+		}
+	}
+	done := make(chan error)
+	for k := range sets {
+		go func() {
+			var err error
+			for range 20 {
+				err = errors.Join(err, e.Apply(sets[k]))
+			}
+			done <- err
+		}()
+	}
+	for range sets {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := e.Summary(); s.AoRs != 50 && s.AoRs != 60 || s.ByStatus[qualify.NonQualified] != s.AoRs {
+		t.Errorf("summary after concurrent reloads: %+v", s)
+	}
+}

@@ -88,6 +88,11 @@ type Engine struct {
 	probeDone func(uint64, qualify.Result)
 	runCtx    context.Context
 
+	// applyMu serializes Apply. Only Apply changes aors, the slots' URIs
+	// and the slots slice itself, so while it holds applyMu it may read
+	// them without mu (see plan).
+	applyMu sync.Mutex
+
 	mu      sync.Mutex // guards everything below; see the package doc
 	slots   []contact
 	free    []uint32
