@@ -145,20 +145,3 @@ func (e *Engine) Summary() Summary {
 	s.AoRs = len(e.aors)
 	return s
 }
-
-// count counts over the whole table: Apply resets the kept counts with it.
-// Called with mu held.
-func (e *Engine) count() Summary {
-	var s Summary
-	s.AoRs = len(e.aors)
-	for _, a := range e.aors {
-		if a.available() {
-			s.AoRsAvailable++
-		}
-		s.Routable += a.routable
-		for _, id := range a.ids {
-			s.ByStatus[e.slots[id].state.Status]++
-		}
-	}
-	return s
-}

@@ -90,3 +90,20 @@ func BenchmarkSummary1M(b *testing.B) {
 		_ = e.Summary()
 	}
 }
+
+// count counts over the whole table, as the kept counts should stand.
+// Called with mu held.
+func (e *Engine) count() Summary {
+	var s Summary
+	s.AoRs = len(e.aors)
+	for _, a := range e.aors {
+		if a.available() {
+			s.AoRsAvailable++
+		}
+		s.Routable += a.routable
+		for _, id := range a.ids {
+			s.ByStatus[e.slots[id].state.Status]++
+		}
+	}
+	return s
+}
