@@ -340,3 +340,44 @@ func TestApplyConcurrently(t *testing.T) {
 		t.Errorf("summary after concurrent reloads: %+v", s)
 	}
 }
+
+// BenchmarkReload1M is a reload of a million unchanged contacts. Besides
+// its time it reports lock-wait-s, the longest another goroutine waited
+// for the engine's lock during the reloads: no probe starts or finishes
+// meanwhile (issue 7). Run it with -benchtime=3x.
+func BenchmarkReload1M(b *testing.B) {
+	e, err := New(Config{Prober: &fakeProber{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	aors := make([]AoR, 1_000_000)
+	for i := range aors {
+		u := fmt.Sprintf("sip:c%d@127.0.0.1:40000", i)
+		aors[i] = AoR{Name: u[4:], Contacts: []string{u}, Policy: referencePolicy()}
+	}
+	if err := e.Apply(aors); err != nil {
+		b.Fatal(err)
+	}
+	stop, longest := make(chan struct{}), make(chan time.Duration)
+	go func() { // a stand-in for the scheduler: takes the lock every millisecond
+		var most time.Duration
+		for {
+			select {
+			case <-stop:
+				longest <- most
+				return
+			case <-time.After(time.Millisecond):
+			}
+			t0 := time.Now()
+			_ = e.Summary()
+			most = max(most, time.Since(t0))
+		}
+	}()
+	for b.Loop() {
+		if err := e.Apply(aors); err != nil {
+			b.Fatal(err)
+		}
+	}
+	close(stop)
+	b.ReportMetric((<-longest).Seconds(), "lock-wait-s")
+}
