@@ -350,11 +350,7 @@ func BenchmarkReload1M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	aors := make([]AoR, 1_000_000)
-	for i := range aors {
-		u := fmt.Sprintf("sip:c%d@127.0.0.1:40000", i)
-		aors[i] = AoR{Name: u[4:], Contacts: []string{u}, Policy: referencePolicy()}
-	}
+	aors := numberedAoRs(1_000_000, referencePolicy())
 	if err := e.Apply(aors); err != nil {
 		b.Fatal(err)
 	}
@@ -380,4 +376,15 @@ func BenchmarkReload1M(b *testing.B) {
 	}
 	close(stop)
 	b.ReportMetric((<-longest).Seconds(), "lock-wait-s")
+}
+
+// numberedAoRs returns n AoRs of one contact each, sip:cI@127.0.0.1:40000
+// named after it, with policy p.
+func numberedAoRs(n int, p qualify.Policy) []AoR {
+	aors := make([]AoR, n)
+	for i := range aors {
+		u := fmt.Sprintf("sip:c%d@127.0.0.1:40000", i)
+		aors[i] = AoR{Name: u[4:], Contacts: []string{u}, Policy: p}
+	}
+	return aors
 }

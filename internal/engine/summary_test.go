@@ -79,11 +79,7 @@ func BenchmarkSummary1M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	aors := make([]AoR, 1_000_000)
-	for i := range aors {
-		aors[i] = AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:c%d@192.0.2.1", i)}, Policy: qualify.DefaultPolicy()}
-	}
-	if err := e.Apply(aors); err != nil {
+	if err := e.Apply(numberedAoRs(1_000_000, qualify.DefaultPolicy())); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
