@@ -25,28 +25,29 @@ import (
 
 // scaleReport is what `qualifyd-bench scale` measures.
 type scaleReport struct {
-	Contacts           int     `json:"contacts"`
-	FrequencyS         float64 `json:"frequency_s"`
-	DurationS          float64 `json:"duration_s"`
-	DeadShare          float64 `json:"dead_share"`
-	ExpectedPerSec     float64 `json:"expected_probes_per_second"`
-	ProbesPerSecond    float64 `json:"probes_per_second"`
-	FalseTimeouts      uint64  `json:"false_timeouts"`
-	DeadTimeouts       uint64  `json:"dead_timeouts"`
-	LatenessP50Ms      float64 `json:"lateness_p50_ms"`
-	LatenessP99Ms      float64 `json:"lateness_p99_ms"`
-	LatenessMaxMs      float64 `json:"lateness_max_ms"`
-	CPUUsPerProbe      float64 `json:"cpu_us_per_probe"`
-	CPUCores           float64 `json:"cpu_cores"`
-	RSSBytesPerContact float64 `json:"rss_bytes_per_contact"`
-	RSSPeakPerContact  float64 `json:"rss_peak_bytes_per_contact"`
-	HeapLivePerContact float64 `json:"heap_live_bytes_per_contact"`
-	AllocBytesPerProbe float64 `json:"alloc_bytes_per_probe"`
-	MaxGoroutines      int     `json:"max_goroutines"`
-	LoadSeconds        float64 `json:"load_seconds"`
-	ReloadSeconds      float64 `json:"reload_seconds"`
-	ResponderAnswered  uint64  `json:"responder_answered"`
-	FloorUsPerProbe    float64 `json:"floor_us_per_probe"`
+	Contacts            int     `json:"contacts"`
+	FrequencyS          float64 `json:"frequency_s"`
+	DurationS           float64 `json:"duration_s"`
+	DeadShare           float64 `json:"dead_share"`
+	ExpectedPerSec      float64 `json:"expected_probes_per_second"`
+	ProbesPerSecond     float64 `json:"probes_per_second"`
+	FalseTimeouts       uint64  `json:"false_timeouts"`
+	DeadTimeouts        uint64  `json:"dead_timeouts"`
+	LatenessP50Ms       float64 `json:"lateness_p50_ms"`
+	LatenessP99Ms       float64 `json:"lateness_p99_ms"`
+	LatenessMaxMs       float64 `json:"lateness_max_ms"`
+	CPUUsPerProbe       float64 `json:"cpu_us_per_probe"`
+	CPUCores            float64 `json:"cpu_cores"`
+	RSSBytesPerContact  float64 `json:"rss_bytes_per_contact"`
+	RSSPeakPerContact   float64 `json:"rss_peak_bytes_per_contact"`
+	HeapLivePerContact  float64 `json:"heap_live_bytes_per_contact"`
+	AllocBytesPerProbe  float64 `json:"alloc_bytes_per_probe"`
+	MaxGoroutines       int     `json:"max_goroutines"`
+	LoadSeconds         float64 `json:"load_seconds"`
+	ReloadSeconds       float64 `json:"reload_seconds"`
+	ReloadLatenessMaxMs float64 `json:"reload_lateness_max_ms"`
+	ResponderAnswered   uint64  `json:"responder_answered"`
+	FloorUsPerProbe     float64 `json:"floor_us_per_probe"`
 
 	KamailioCPUUsPerProbe   float64 `json:"kamailio_cpu_us_per_probe,omitempty"`
 	KamailioCPUCores        float64 `json:"kamailio_cpu_cores,omitempty"`
@@ -203,13 +204,14 @@ func (t *tally) observe(aor string, _ qualify.Result, ok bool, _ qualify.Reason)
 
 // benchQualifyd runs the real engine and UDP prober against the responder.
 func benchQualifyd(ctx context.Context, o scaleOpts, pop *population, resp *child, rep *scaleReport) error {
-	lat, tl := &histogram{}, &tally{}
+	lat, rl, tl := &histogram{}, &histogram{}, &tally{}
 	prober, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
 	if err != nil {
 		return err
 	}
 	defer prober.Close()
-	e, err := engine.New(engine.Config{Prober: prober, Lateness: lat.observe, Observe: tl.observe})
+	late := func(d time.Duration) { lat.observe(d); rl.observe(d) }
+	e, err := engine.New(engine.Config{Prober: prober, Lateness: late, Observe: tl.observe})
 	if err != nil {
 		return err
 	}
@@ -226,7 +228,7 @@ func benchQualifyd(ctx context.Context, o scaleOpts, pop *population, resp *chil
 	if !sleepCtx(ctx, time.Second) {
 		return ctx.Err()
 	}
-	if rep.ReloadSeconds, err = timedApply(e, pop.aors(policy)); err != nil {
+	if rep.ReloadSeconds, rep.ReloadLatenessMaxMs, err = timedReload(ctx, e, pop.aors(policy), rl); err != nil {
 		return err
 	}
 	m := &meter{e: e, prober: prober, resp: resp, lat: lat}
@@ -276,6 +278,24 @@ func timedApply(e *engine.Engine, aors []engine.AoR) (float64, error) {
 	took := time.Since(t0).Seconds()
 	debug.FreeOSMemory()
 	return took, err
+}
+
+// timedReload applies aors to the running engine, as timedApply does,
+// and returns how long it took and the latest start of a probe, against
+// its due time, from the reload until a second after it: no probe starts
+// while the engine puts the new set in place, so this is the pause an
+// operator's reload costs the probes (issue 7).
+func timedReload(ctx context.Context, e *engine.Engine, aors []engine.AoR, rl *histogram) (float64, float64, error) {
+	rl.on.Store(true)
+	took, err := timedApply(e, aors)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !sleepCtx(ctx, time.Second) { // the probes the reload held back start now
+		return 0, 0, ctx.Err()
+	}
+	rl.on.Store(false)
+	return took, rl.maxMs(), nil
 }
 
 // meter measures a window of a run: qualifyd (this process: the engine
@@ -447,7 +467,7 @@ func printScale(w io.Writer, r scaleReport, asJSON bool) {
 		r.RSSBytesPerContact, r.HeapLivePerContact, r.RSSPeakPerContact)
 	fmt.Fprintf(w, "  allocated per probe   %10.0f B (garbage for the collector)\n", r.AllocBytesPerProbe)
 	fmt.Fprintf(w, "  goroutines (max)      %10d\n", r.MaxGoroutines)
-	fmt.Fprintf(w, "  load / reload         %.3f / %.3f s\n", r.LoadSeconds, r.ReloadSeconds)
+	fmt.Fprintf(w, "  load / reload         %.3f / %.3f s (probes started up to %.0f ms late meanwhile)\n", r.LoadSeconds, r.ReloadSeconds, r.ReloadLatenessMaxMs)
 	fmt.Fprintf(w, "  floor (kernel send+recv, batched) %.2f us per probe\n", r.FloorUsPerProbe)
 	if r.KamailioFalseTimeouts != nil {
 		fmt.Fprintf(w, "  kamailio dispatcher: %.2f us per probe (%.3f cores, %.0f probes/s), false timeouts %d; ratio %.1fx\n",
