@@ -55,10 +55,17 @@ func (e *Engine) Apply(aors []AoR) error {
 // defined twice (issue 7: a second map of a million names for that check
 // was a tenth of the load's peak RSS); the array spares Apply a lookup
 // per AoR with the engine locked, and the allocator a million objects.
+// Each AoR's slot list has room for its contacts in one array shared by
+// all, so that filling it allocates nothing.
 func newAoRs(aors []AoR) (map[string]*aorState, []aorState, error) {
 	in := newInterner()
 	next := make(map[string]*aorState, len(aors))
 	states := make([]aorState, len(aors))
+	total := 0
+	for i := range aors {
+		total += len(aors[i].Contacts)
+	}
+	ids := make([]uint32, 0, total) // every AoR's slot list, end to end
 	for i := range aors {
 		def := &aors[i]
 		if def.Name == "" {
@@ -70,7 +77,9 @@ func newAoRs(aors []AoR) (map[string]*aorState, []aorState, error) {
 		if err := validateAoR(def); err != nil {
 			return nil, nil, err
 		}
-		states[i] = aorState{name: def.Name, policy: in.policy(def.Policy), probe: in.probe(def.Probe)}
+		n := len(def.Contacts)
+		states[i] = aorState{name: def.Name, policy: in.policy(def.Policy), probe: in.probe(def.Probe), ids: ids[:0:n]}
+		ids = ids[n:n]
 		next[def.Name] = &states[i]
 	}
 	return next, states, nil
@@ -444,18 +453,26 @@ func newInterner() *interner {
 	return &interner{policies: map[qualify.Policy]*qualify.Policy{}, probes: map[qualify.ProbeOptions]*qualify.ProbeOptions{}}
 }
 
+// policy returns the shared copy of p. Only a new one is allocated: taking
+// p's address instead made every call copy p to the heap, two garbage
+// objects per AoR of every load (issue 7).
 func (in *interner) policy(p qualify.Policy) *qualify.Policy {
 	if q, ok := in.policies[p]; ok {
 		return q
 	}
-	in.policies[p] = &p
-	return &p
+	q := new(qualify.Policy)
+	*q = p
+	in.policies[p] = q
+	return q
 }
 
+// probe returns the shared copy of p, as policy does.
 func (in *interner) probe(p qualify.ProbeOptions) *qualify.ProbeOptions {
 	if q, ok := in.probes[p]; ok {
 		return q
 	}
-	in.probes[p] = &p
-	return &p
+	q := new(qualify.ProbeOptions)
+	*q = p
+	in.probes[p] = q
+	return q
 }

@@ -388,3 +388,26 @@ func numberedAoRs(n int, p qualify.Policy) []AoR {
 	}
 	return aors
 }
+
+// TestReloadAllocatesPerSetNotPerContact checks that a reload keeping every
+// contact allocates a bounded number of objects, not some per AoR or
+// contact: with the engine locked, each allocation is time no probe can
+// start, and a million of them were (issue 7).
+func TestReloadAllocatesPerSetNotPerContact(t *testing.T) {
+	e, err := New(Config{Prober: &fakeProber{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aors := numberedAoRs(2000, referencePolicy())
+	if err := e.Apply(aors); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(5, func() {
+		if err := e.Apply(aors); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 100 {
+		t.Errorf("a reload of 2,000 contacts allocated %v objects, want at most 100", allocs)
+	}
+}
