@@ -135,15 +135,15 @@ func (h *timerHeap) down(i int) {
 // coalescing (engine.DefaultCoalesce), for the same reason.
 const timerSlack = 20 * time.Millisecond
 
-// maxArena bounds the retransmission buffer. A million dead contacts at
-// F = 60 s resend about 33,000 requests a second, 300 KiB per 20 ms
-// wake-up; after a late wake-up (the engine's lock held by a reload of a
-// million contacts, 2 s) tens of thousands are due at once. fire sends
-// them in batches of at most this many bytes instead of growing the
-// buffer to hold them all: at 1 MiB, kept between bursts, the buffer was
-// regrown every few wake-ups, and unbounded it left 25 MB and its
-// doublings behind after a reload (issue 7).
-const maxArena = 4 << 20
+// maxArena bounds the retransmission buffer, which is kept between
+// wake-ups. A million dead contacts at F = 60 s resend about 33,000
+// requests a second, 300 KiB per 20 ms wake-up; after a late wake-up (the
+// engine's lock held by a reload) thousands more are due at once. fire
+// sends them in batches of at most this many bytes instead of growing the
+// buffer to hold them all: unbounded, it left 25 MB and its doublings
+// behind after a reload, and when it was given back after each burst, a
+// 1 MiB bound made it regrow every few wake-ups (issue 7).
+const maxArena = 1 << 20
 
 // maxRequest is the room a batch keeps for one more request: a UDP
 // datagram cannot be larger.
