@@ -1,6 +1,7 @@
 package pjsip
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -105,5 +106,20 @@ func TestParse(t *testing.T) {
 				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
 			}
 		})
+	}
+}
+
+// BenchmarkParseEndpoints parses a file of 20,000 endpoints, each with its
+// AoR, as a hosted PBX's pjsip.conf has them. Finding each AoR's endpoint
+// by scanning all of them made this quadratic: 9 s at 40,000 (issue 7).
+func BenchmarkParseEndpoints(b *testing.B) {
+	var src strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&src, "[c%d]\ntype=endpoint\naors=c%d\nfrom_user=u%d\n\n[c%d]\ntype=aor\ncontact=sip:c%d@192.0.2.1\nqualify_frequency=60\n\n", i, i, i, i, i)
+	}
+	for b.Loop() {
+		if _, err := Parse("pjsip.conf", []byte(src.String()), Options{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
