@@ -431,19 +431,17 @@ func writeHeapProfile(path string) error {
 // figures are taken, which it would lower.
 func heapLive() int64 {
 	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return int64(s[0].Value.Uint64())
+	return int64(readBytes("/gc/heap/live:bytes"))
 }
 
 // heapAllocs returns the bytes allocated on the heap so far: its growth
 // over the window is the garbage the collector must take back, which sets
 // how far RSS rises above the live heap.
-func heapAllocs() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+func heapAllocs() uint64 { return readBytes("/gc/heap/allocs:bytes") }
+
+// readBytes returns the runtime/metrics counter name, 0 if it is unknown.
+func readBytes(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0

@@ -22,15 +22,19 @@ var ErrConfig = errors.New("invalid AoR set")
 func (e *Engine) Apply(aors []AoR) error {
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
-	next, states, err := newAoRs(aors)
+	total := 0 // contacts in the new set
+	for i := range aors {
+		total += len(aors[i].Contacts)
+	}
+	next, states, err := newAoRs(aors, total)
 	if err != nil {
 		return err
 	}
-	p := e.plan(aors)
+	p := e.plan(aors, total)
 	now := e.cfg.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := &reload{now: now, fresh: e.reserve(aors)}
+	r := &reload{now: now, fresh: e.reserve(total)}
 	off := 0
 	for i := range aors {
 		uris := aors[i].Contacts
@@ -57,14 +61,10 @@ func (e *Engine) Apply(aors []AoR) error {
 // per AoR with the engine locked, and the allocator a million objects.
 // Each AoR's slot list has room for its contacts in one array shared by
 // all, so that filling it allocates nothing.
-func newAoRs(aors []AoR) (map[string]*aorState, []aorState, error) {
+func newAoRs(aors []AoR, total int) (map[string]*aorState, []aorState, error) {
 	in := newInterner()
 	next := make(map[string]*aorState, len(aors))
 	states := make([]aorState, len(aors))
-	total := 0
-	for i := range aors {
-		total += len(aors[i].Contacts)
-	}
 	ids := make([]uint32, 0, total) // every AoR's slot list, end to end
 	for i := range aors {
 		def := &aors[i]
@@ -78,23 +78,19 @@ func newAoRs(aors []AoR) (map[string]*aorState, []aorState, error) {
 			return nil, nil, err
 		}
 		n := len(def.Contacts)
-		states[i] = aorState{name: def.Name, policy: in.policy(def.Policy), probe: in.probe(def.Probe), ids: ids[:0:n]}
+		states[i] = aorState{name: def.Name, policy: intern(in.policies, def.Policy), probe: intern(in.probes, def.Probe), ids: ids[:0:n]}
 		ids = ids[n:n]
 		next[def.Name] = &states[i]
 	}
 	return next, states, nil
 }
 
-// reserve sizes the table and the schedule for the contacts of aors that
-// the free slots cannot hold, so that a large first load allocates them
+// reserve sizes the table and the schedule for the total contacts of a new
+// set that the free slots cannot hold, so that a large first load allocates them
 // once instead of doubling (issue 7: the copies were an eighth of the
 // load's peak RSS). It returns an empty list of new contacts with room
 // for those the table does not hold yet. Called with mu held.
-func (e *Engine) reserve(aors []AoR) []newContact {
-	total := 0
-	for i := range aors {
-		total += len(aors[i].Contacts)
-	}
+func (e *Engine) reserve(total int) []newContact {
 	if n := total - len(e.free); n > cap(e.slots) {
 		e.slots = slices.Grow(e.slots, n-len(e.slots))
 		e.sched.Reserve(n)
@@ -170,15 +166,11 @@ func (p *reloadPlan) slots(off, n int) []uint32 {
 }
 
 // plan finds the old state of every AoR of aors and the old slot of every
-// contact. It reads aors, the AoRs' ids and the slots' URIs without mu:
+// one of their total contacts. It reads aors, the AoRs' ids and the slots' URIs without mu:
 // only Apply changes them, and the caller holds applyMu.
-func (e *Engine) plan(aors []AoR) reloadPlan {
+func (e *Engine) plan(aors []AoR, total int) reloadPlan {
 	if len(e.aors) == 0 {
 		return reloadPlan{}
-	}
-	total := 0
-	for i := range aors {
-		total += len(aors[i].Contacts)
 	}
 	p := reloadPlan{olds: make([]*aorState, len(aors)), prev: make([]uint32, total)}
 	off := 0
@@ -375,15 +367,16 @@ func rest(old, taken []uint32) []uint32 {
 	if n == len(old) {
 		return out // every contact stays: the usual reload
 	}
-	var set map[uint32]bool
+	stays := func(id uint32) bool { return slices.Contains(taken, id) }
 	if len(taken) > smallSet {
-		set = make(map[uint32]bool, len(taken))
+		set := make(map[uint32]bool, len(taken))
 		for _, id := range taken {
 			set[id] = true
 		}
+		stays = func(id uint32) bool { return set[id] }
 	}
 	for _, id := range old {
-		if set != nil && !set[id] || set == nil && !slices.Contains(taken, id) {
+		if !stays(id) {
 			out = append(out, id)
 		}
 	}
@@ -453,26 +446,15 @@ func newInterner() *interner {
 	return &interner{policies: map[qualify.Policy]*qualify.Policy{}, probes: map[qualify.ProbeOptions]*qualify.ProbeOptions{}}
 }
 
-// policy returns the shared copy of p. Only a new one is allocated: taking
-// p's address instead made every call copy p to the heap, two garbage
-// objects per AoR of every load (issue 7).
-func (in *interner) policy(p qualify.Policy) *qualify.Policy {
-	if q, ok := in.policies[p]; ok {
+// intern returns the shared copy of v in m, adding one when there is none.
+// Only a new one is allocated: taking v's address instead made every call
+// copy v to the heap, two garbage objects per AoR of every load (issue 7).
+func intern[T comparable](m map[T]*T, v T) *T {
+	if q, ok := m[v]; ok {
 		return q
 	}
-	q := new(qualify.Policy)
-	*q = p
-	in.policies[p] = q
-	return q
-}
-
-// probe returns the shared copy of p, as policy does.
-func (in *interner) probe(p qualify.ProbeOptions) *qualify.ProbeOptions {
-	if q, ok := in.probes[p]; ok {
-		return q
-	}
-	q := new(qualify.ProbeOptions)
-	*q = p
-	in.probes[p] = q
+	q := new(T)
+	*q = v
+	m[v] = q
 	return q
 }

@@ -346,14 +346,7 @@ func TestApplyConcurrently(t *testing.T) {
 // for the engine's lock during the reloads: no probe starts or finishes
 // meanwhile (issue 7). Run it with -benchtime=3x.
 func BenchmarkReload1M(b *testing.B) {
-	e, err := New(Config{Prober: &fakeProber{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	aors := numberedAoRs(1_000_000, referencePolicy())
-	if err := e.Apply(aors); err != nil {
-		b.Fatal(err)
-	}
+	e, aors := loaded(b, 1_000_000, referencePolicy())
 	stop, longest := make(chan struct{}), make(chan time.Duration)
 	go func() { // a stand-in for the scheduler: takes the lock every millisecond
 		var most time.Duration
@@ -378,6 +371,21 @@ func BenchmarkReload1M(b *testing.B) {
 	b.ReportMetric((<-longest).Seconds(), "lock-wait-s")
 }
 
+// loaded returns an engine, not running, that has applied
+// numberedAoRs(n, p), and those AoRs.
+func loaded(tb testing.TB, n int, p qualify.Policy) (*Engine, []AoR) {
+	tb.Helper()
+	e, err := New(Config{Prober: &fakeProber{}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	aors := numberedAoRs(n, p)
+	if err := e.Apply(aors); err != nil {
+		tb.Fatal(err)
+	}
+	return e, aors
+}
+
 // numberedAoRs returns n AoRs of one contact each, sip:cI@127.0.0.1:40000
 // named after it, with policy p.
 func numberedAoRs(n int, p qualify.Policy) []AoR {
@@ -394,14 +402,7 @@ func numberedAoRs(n int, p qualify.Policy) []AoR {
 // contact: with the engine locked, each allocation is time no probe can
 // start, and a million of them were (issue 7).
 func TestReloadAllocatesPerSetNotPerContact(t *testing.T) {
-	e, err := New(Config{Prober: &fakeProber{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	aors := numberedAoRs(2000, referencePolicy())
-	if err := e.Apply(aors); err != nil {
-		t.Fatal(err)
-	}
+	e, aors := loaded(t, 2000, referencePolicy())
 	allocs := testing.AllocsPerRun(5, func() {
 		if err := e.Apply(aors); err != nil {
 			t.Fatal(err)

@@ -75,13 +75,7 @@ func TestSummaryFollowsTheTable(t *testing.T) {
 // BenchmarkSummary1M is one metrics scrape's Summary at a million contacts,
 // taken under the engine lock that probes need.
 func BenchmarkSummary1M(b *testing.B) {
-	e, err := New(Config{Prober: &fakeProber{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := e.Apply(numberedAoRs(1_000_000, qualify.DefaultPolicy())); err != nil {
-		b.Fatal(err)
-	}
+	e, _ := loaded(b, 1_000_000, qualify.DefaultPolicy())
 	for b.Loop() {
 		_ = e.Summary()
 	}
