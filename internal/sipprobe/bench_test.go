@@ -20,6 +20,8 @@ import (
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // The benchmarks probe a fast responder running in a child process (this
@@ -294,4 +296,41 @@ func TestInFlight(t *testing.T) {
 		t.Fatalf("%d of %d probes lost; stats %+v", r.lost, inFlightTestN, s)
 	}
 	t.Logf("%d in flight: %v, %d retransmissions", inFlightTestN, r.took, s.Retransmissions)
+}
+
+// BenchmarkInFlightAsyncSilent: the live heap of 100,000 asynchronous
+// probes (ProbeAsync, as the engine starts them) in flight at once to a
+// silent peer, read after a forced collection once all were sent: what a
+// probe in flight costs when a contact is dead (issue 7). Every probe
+// must time out.
+func BenchmarkInFlightAsyncSilent(b *testing.B) {
+	addr := startFastResponder(b, true)
+	for range b.N {
+		p, err := New(Config{ListenAddr: "127.0.0.1:0"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tg := target("sip:bench@"+addr.String(), 5*time.Second)
+		var base, sent runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&base)
+		var wg sync.WaitGroup
+		var answered atomic.Int64
+		wg.Add(inFlightN)
+		done := func(_ uint64, r qualify.Result) {
+			if r.Reason != qualify.ReasonTimeout {
+				answered.Add(1)
+			}
+			wg.Done()
+		}
+		for i := range inFlightN {
+			p.ProbeAsync(b.Context(), tg, uint64(i), done)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&sent)
+		wg.Wait()
+		_ = p.Close()
+		b.ReportMetric(float64(int64(sent.HeapAlloc)-int64(base.HeapAlloc))/inFlightN, "heap-live-B/inflight")
+		b.ReportMetric(float64(answered.Load()), "not-timed-out")
+	}
 }
