@@ -42,57 +42,49 @@ func (p *Prober) ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, d
 		go func() { done(tag, p.Probe(ctx, t)) }()
 		return
 	}
-	tx := p.pool.Get().(*transaction)
+	tx := p.async.Get().(*transaction)
 	if err := p.prepare(ctx, tx, pr, rt, rt.dest); err != nil {
 		p.release(tx)
 		p.stats.transportErrors.Add(1)
 		done(tag, qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Transport: udp.String(), Dest: rt.dest})
 		return
 	}
-	tx.tag = tag
-	p.start(ctx, tx, pr.timeout, done)
+	p.start(ctx, tx, pr.timeout, tag, done)
 }
 
 // start registers the prepared UDP transaction tx as an asynchronous probe
 // and sends it.
-func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Duration, done func(uint64, qualify.Result)) {
+func (p *Prober) start(ctx context.Context, tx *transaction, timeout time.Duration, tag uint64, done func(uint64, qualify.Result)) {
 	st := &tx.st
-	tx.cb, tx.ctx = done, ctx
+	tx.cb, tx.tag = done, tag
 	tx.refs.Store(2) // this goroutine, until the send is over, and the completion
-	// The request bytes are needed only for this send: a retransmission
-	// rebuilds them from st.req, so a probe in flight (50,000 of them
-	// when a million contacts are dead) holds no buffer (issue 7).
-	bp := p.bufs.Get().(*[]byte)
-	st.buf = (*bp)[:0]
-	now := time.Now()
-	st.sent, st.deadline = now, now.Add(timeout)
-	if !p.register(tx, now) {
-		res, tag := result(st, udp), tx.tag
-		p.putBuf(bp, st)
+	now := p.table.now()
+	st.sent, st.deadline = now, now.add(timeout)
+	if !p.register(tx, now, ctx) {
+		res := p.table.result(tx, udp)
 		p.release(tx)
 		done(tag, res)
 		return
 	}
 	p.stats.probes.Add(1)
-	if err := p.udp.send(st.buf, st.dest); err != nil {
+	// The request bytes are needed only for this send: a retransmission
+	// builds them again, so a probe in flight (50,000 of them when a
+	// million contacts are dead) holds no buffer (issue 7).
+	bp := p.bufs.Get().(*[]byte)
+	b := tx.appendRequest((*bp)[:0])
+	if err := p.udp.send(b, st.dest); err != nil {
 		p.stats.transportErrors.Add(1)
-		p.table.fail(tx, qualify.ReasonTransport, "send failed")
+		p.table.fail(tx, qualify.ReasonTransport, detailSendFailed)
 	}
-	p.putBuf(bp, st)
-	p.unref(tx)
-}
-
-// putBuf takes the request buffer back from st.
-func (p *Prober) putBuf(bp *[]byte, st *txState) {
-	*bp = st.buf[:0]
-	st.buf = nil
+	*bp = b[:0]
 	p.bufs.Put(bp)
+	p.unref(tx)
 }
 
 // finishAsync delivers the result of a completed asynchronous transaction;
 // the table calls it outside its lock.
 func (p *Prober) finishAsync(tx *transaction) {
-	res, tag, done := result(&tx.st, udp), tx.tag, tx.cb
+	res, tag, done := p.table.result(tx, udp), tx.tag, tx.cb
 	p.unref(tx)
 	done(tag, res)
 }
@@ -108,6 +100,7 @@ func (p *Prober) unref(tx *transaction) {
 // watch is one cancellable context of asynchronous probes: how many of
 // them are outstanding, and how to stop watching it.
 type watch struct {
+	ctx  context.Context
 	n    int
 	stop func() bool
 }
@@ -116,32 +109,31 @@ type watch struct {
 // probe; beyond it, a context is unwatched when its last probe ends.
 const maxIdleWatches = 16
 
-// watch counts tx under its context, watching the context on first use.
-// tb.mu must be held.
-func (tb *table) watch(tx *transaction) {
-	ctx := tx.ctx
+// watch counts tx under ctx, watching ctx on first use; a context that
+// cannot be cancelled is not watched. tb.mu must be held.
+func (tb *table) watch(tx *transaction, ctx context.Context) {
 	if ctx == nil || ctx.Done() == nil {
-		tx.ctx = nil
 		return
 	}
 	w := tb.watches[ctx]
 	if w == nil {
-		w = &watch{stop: context.AfterFunc(ctx, func() { tb.cancel(ctx) })}
+		w = &watch{ctx: ctx, stop: context.AfterFunc(ctx, func() { tb.cancel(ctx) })}
 		tb.watches[ctx] = w
 	}
 	w.n++
+	tx.w = w
 }
 
 // unwatch uncounts the completed tx. tb.mu must be held.
 func (tb *table) unwatch(tx *transaction) {
-	w := tb.watches[tx.ctx]
+	w := tx.w
 	if w == nil {
 		return
 	}
 	w.n--
-	if w.n == 0 && len(tb.watches) > maxIdleWatches {
+	if w.n == 0 && len(tb.watches) > maxIdleWatches && tb.watches[w.ctx] == w {
 		w.stop()
-		delete(tb.watches, tx.ctx)
+		delete(tb.watches, w.ctx)
 	}
 }
 
@@ -149,8 +141,8 @@ func (tb *table) unwatch(tx *transaction) {
 func (tb *table) cancel(ctx context.Context) {
 	tb.mu.Lock()
 	for _, tx := range tb.byKey {
-		if tx.ctx == ctx {
-			tx.st.reason, tx.st.detail = qualify.ReasonTimeout, "canceled"
+		if tx.w != nil && tx.w.ctx == ctx {
+			tx.st.reason, tx.st.detail = qualify.ReasonTimeout, detailCanceled
 			tb.complete(tx)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
@@ -135,4 +136,38 @@ func TestProbeAsyncNoGoroutinePerProbe(t *testing.T) {
 			t.Fatalf("probe %d: %d results, want 1 (tags seen: %d)", i, results[i], len(results))
 		}
 	}
+}
+
+// TestProbeAsyncInFlightIsCompact: an asynchronous UDP probe in flight is
+// a transaction without the blocking path's extension, of at most 176
+// bytes, whose headers it shares with the probes of other contacts: what
+// a dead contact costs while its probe waits (issue 7: 448 bytes and
+// eight strings of its own before).
+func TestProbeAsyncInFlightIsCompact(t *testing.T) {
+	if size := unsafe.Sizeof(transaction{}); size > 176 {
+		t.Errorf("transaction is %d bytes, want at most 176", size)
+	}
+	r := newUDPResponder(t, func(*exchange) {})
+	p := newProber(t, Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{}, 2)
+	for _, user := range []string{"alice", "bob"} {
+		uri := "sip:" + user + "@" + r.addr.String()
+		p.ProbeAsync(ctx, target(uri, time.Hour), 0, func(uint64, qualify.Result) { done <- struct{}{} })
+	}
+	p.table.mu.Lock()
+	var hdrs []*headers
+	for _, tx := range p.table.byKey {
+		if tx.ext != nil {
+			t.Errorf("probe of %s has a blocking extension", tx.st.req.ruri)
+		}
+		hdrs = append(hdrs, tx.st.req.hdr)
+	}
+	p.table.mu.Unlock()
+	if len(hdrs) != 2 || hdrs[0] != hdrs[1] {
+		t.Errorf("headers of the probes in flight: %v, want one shared copy", hdrs)
+	}
+	cancel()
+	<-done
+	<-done
 }

@@ -2,7 +2,6 @@ package sipprobe
 
 import (
 	"net/netip"
-	"time"
 
 	"github.com/emiago/sipgo/sip"
 )
@@ -10,7 +9,7 @@ import (
 // handle processes one received message from src (on conn, nil for UDP):
 // a response is matched to its probe, an incoming OPTIONS is answered, and
 // everything else is dropped and counted.
-func (p *Prober) handle(b []byte, src netip.AddrPort, conn *streamConn, now time.Time) {
+func (p *Prober) handle(b []byte, src netip.AddrPort, conn *streamConn, now instant) {
 	var m message
 	if err := parseMessage(b, &m); err != nil {
 		p.stats.malformed.Add(1)

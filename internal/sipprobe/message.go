@@ -1,69 +1,78 @@
 package sipprobe
 
-import "strconv"
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
 
 // branchPrefix starts every Via branch this prober sends: the RFC 3261
 // magic cookie (section 8.1.1.7) and "qd"; 16 hex digits of a random
 // 64-bit transaction key follow.
 const branchPrefix = "z9hG4bKqd"
 
-// request holds what varies between the OPTIONS requests of one route; the
-// route's constant parts are strings built once.
+// request is one OPTIONS request: its Request-URI, the headers it shares
+// with every probe of its route from one local address, and what is drawn
+// for each probe. A probe in flight keeps it, to match the response and
+// to build a retransmission, so the shared part is one pointer (issue 7:
+// eight strings per probe were 128 of a transaction's 448 bytes).
 type request struct {
-	ruri      string // Request-URI: the contact
-	to        string // To header value: "<contact>"; "" means "<" ruri ">"
+	ruri    string // Request-URI: the contact
+	hdr     *headers
+	key     uint64 // branch
+	callID  uint64
+	fromTag uint64
+	cseq    uint32
+}
+
+// headers are the parts of a request that do not vary between the probes
+// of one route from one local address. The prober interns them (see
+// headerCache): compare by pointer, never modify.
+type headers struct {
 	route     string // Route header value, or ""
 	transport string // Via transport token: UDP, TCP or TLS
 	sentBy    string // Via sent-by: local host:port
 	fromUser  string
 	fromHost  string // From URI host; the sent-by when not configured
 	userAgent string
-	key       uint64 // branch
-	callID    uint64
-	fromTag   uint64
-	cseq      uint32
-	authName  string // Authorization or Proxy-Authorization, or ""
-	authValue string
 }
 
-// appendRequest appends the OPTIONS request r to b (RFC 3261 section 11)
-// and returns the extended slice. It allocates only when b is too small.
-func appendRequest(b []byte, r *request) []byte {
+// appendRequest appends the OPTIONS request r to b (RFC 3261 section 11),
+// with an Authorization or Proxy-Authorization header when authName is
+// not empty, and returns the extended slice. It allocates only when b is
+// too small.
+func appendRequest(b []byte, r *request, authName, authValue string) []byte {
+	h := r.hdr
 	b = append(b, "OPTIONS "...)
 	b = append(b, r.ruri...)
 	b = append(b, " SIP/2.0\r\nVia: SIP/2.0/"...)
-	b = append(b, r.transport...)
+	b = append(b, h.transport...)
 	b = append(b, ' ')
-	b = append(b, r.sentBy...)
+	b = append(b, h.sentBy...)
 	b = append(b, ";rport;branch="+branchPrefix...)
 	b = appendHex(b, r.key)
 	b = append(b, "\r\nMax-Forwards: 70\r\n"...)
-	if r.route != "" {
-		b = appendHeader(b, "Route", r.route)
+	if h.route != "" {
+		b = appendHeader(b, "Route", h.route)
 	}
 	b = append(b, "From: <sip:"...)
-	b = append(b, r.fromUser...)
+	b = append(b, h.fromUser...)
 	b = append(b, '@')
-	b = append(b, r.fromHost...)
+	b = append(b, h.fromHost...)
 	b = append(b, ">;tag="...)
 	b = appendHex(b, r.fromTag)
-	b = append(b, "\r\nTo: "...)
-	if r.to == "" { // "<" ruri ">", not stored (see fastRoute)
-		b = append(b, '<')
-		b = append(b, r.ruri...)
-		b = append(b, '>')
-	} else {
-		b = append(b, r.to...)
-	}
+	b = append(b, "\r\nTo: <"...)
+	b = append(b, r.ruri...)
+	b = append(b, '>')
 	b = append(b, "\r\nCall-ID: "...)
 	b = appendHex(b, r.callID)
 	b = append(b, "\r\nCSeq: "...)
 	b = strconv.AppendUint(b, uint64(r.cseq), 10)
 	b = append(b, " OPTIONS\r\n"...)
-	if r.authName != "" {
-		b = appendHeader(b, r.authName, r.authValue)
+	if authName != "" {
+		b = appendHeader(b, authName, authValue)
 	}
-	b = appendHeader(b, "User-Agent", r.userAgent)
+	b = appendHeader(b, "User-Agent", h.userAgent)
 	return append(b, "Accept: application/sdp\r\nContent-Length: 0\r\n\r\n"...)
 }
 
@@ -109,4 +118,35 @@ func branchKey(branch []byte) (uint64, bool) {
 		return 0, false
 	}
 	return parseHex16(branch[len(branchPrefix):])
+}
+
+// headerCache interns headers, so that every probe in flight of a route
+// from one local address points to one copy. The value returned last is
+// compared first: consecutive probes nearly always share it, and equal
+// strings taken from one route and one Config share their bytes, so the
+// comparison is a few pointer compares.
+type headerCache struct {
+	last atomic.Pointer[headers]
+	mu   sync.Mutex
+	m    map[headers]*headers
+}
+
+// get returns the interned copy of h.
+func (c *headerCache) get(h *headers) *headers {
+	if l := c.last.Load(); l != nil && *l == *h {
+		return l
+	}
+	c.mu.Lock()
+	p := c.m[*h]
+	if p == nil {
+		if len(c.m) >= maxRoutes || c.m == nil {
+			c.m = make(map[headers]*headers) // probes in flight keep theirs
+		}
+		p = new(headers)
+		*p = *h
+		c.m[*p] = p
+	}
+	c.mu.Unlock()
+	c.last.Store(p)
+	return p
 }

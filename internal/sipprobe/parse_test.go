@@ -68,11 +68,11 @@ func TestParseRejects(t *testing.T) {
 // TestRequestRoundTrip: the hand-built request parses with sipgo and with
 // parseMessage, field for field.
 func TestRequestRoundTrip(t *testing.T) {
-	r := request{ruri: "sip:pbx@192.0.2.7:5060;transport=udp", to: "<sip:pbx@192.0.2.7:5060;transport=udp>",
-		route: "<sip:proxy.example;lr>", transport: "UDP", sentBy: "192.0.2.1:5070", fromUser: "qualifyd",
-		fromHost: "192.0.2.1:5070", userAgent: "qualifyd", key: 0xfeed, callID: 0xbeef, fromTag: 7, cseq: 1,
-		authName: "Authorization", authValue: `Digest username="a"`}
-	b := appendRequest(nil, &r)
+	h := headers{route: "<sip:proxy.example;lr>", transport: "UDP", sentBy: "192.0.2.1:5070", fromUser: "qualifyd",
+		fromHost: "192.0.2.1:5070", userAgent: "qualifyd"}
+	r := request{ruri: "sip:pbx@192.0.2.7:5060;transport=udp", hdr: &h, key: 0xfeed, callID: 0xbeef, fromTag: 7, cseq: 1}
+	auth := `Digest username="a"`
+	b := appendRequest(nil, &r, "Authorization", auth)
 	msg, err := sip.ParseMessage(b)
 	if err != nil {
 		t.Fatalf("sipgo: %v\n%s", err, b)
@@ -80,7 +80,8 @@ func TestRequestRoundTrip(t *testing.T) {
 	req := msg.(*sip.Request)
 	branch, _ := req.Via().Params.Get("branch")
 	if branch != "z9hG4bKqd000000000000feed" || req.CallID().Value() != "000000000000beef" ||
-		req.GetHeader("Route").Value() != r.route || req.GetHeader("Authorization").Value() != r.authValue {
+		req.GetHeader("Route").Value() != h.route || req.GetHeader("Authorization").Value() != auth ||
+		req.To().Address.String() != "sip:pbx@192.0.2.7:5060;transport=udp" {
 		t.Errorf("sipgo sees\n%s", b)
 	}
 	var m message
@@ -95,10 +96,9 @@ func TestParseAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = parseMessage(b, &m) }); n != 0 {
 		t.Errorf("parseMessage allocates %v times", n)
 	}
-	r := request{ruri: "sip:pbx@192.0.2.7", to: "<sip:pbx@192.0.2.7>", transport: "UDP", sentBy: "h:1",
-		fromUser: "u", fromHost: "h", userAgent: "ua"}
+	r := request{ruri: "sip:pbx@192.0.2.7", hdr: &headers{transport: "UDP", sentBy: "h:1", fromUser: "u", fromHost: "h", userAgent: "ua"}}
 	buf := make([]byte, 0, 1024)
-	if n := testing.AllocsPerRun(100, func() { buf = appendRequest(buf[:0], &r) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { buf = appendRequest(buf[:0], &r, "", "") }); n != 0 {
 		t.Errorf("appendRequest allocates %v times", n)
 	}
 }
@@ -122,7 +122,7 @@ func FuzzParseMessage(f *testing.F) {
 			t.Fatalf("code %d accepted", m.code)
 		}
 		tb := newTable(&counters{})
-		if d, prov := tb.match(&m, netip.AddrPort{}, nil, time.Time{}); d == dropNone && !prov {
+		if d, prov := tb.match(&m, netip.AddrPort{}, nil, 0); d == dropNone && !prov {
 			t.Fatalf("matched with an empty table")
 		}
 	})
@@ -140,11 +140,11 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer p.Close()
-	tx := p.pool.Get().(*transaction)
+	tx := newBlocking()
 	tx.st.req = request{key: 0x0123456789abcdef, callID: 0xff, cseq: 1}
 	tx.st.dest = netip.MustParseAddrPort("127.0.0.1:9")
-	tx.st.deadline = time.Now().Add(time.Hour)
-	if !p.table.register(tx, tx.st.deadline) {
+	tx.st.deadline = p.table.now().add(time.Hour)
+	if !p.table.register(tx, tx.st.deadline, nil) {
 		f.Fatal("register")
 	}
 	spoofed := netip.MustParseAddrPort("127.0.0.1:10")
@@ -153,7 +153,7 @@ func FuzzHandle(f *testing.F) {
 		if len(b) > p.cfg.MaxMessageSize {
 			p.stats.oversized.Add(1) // as readLoop does
 		} else {
-			p.handle(b, spoofed, nil, time.Now())
+			p.handle(b, spoofed, nil, p.table.now())
 		}
 		if s := p.Stats(); s.Matched != 0 || total(s) != before+1 {
 			t.Fatalf("stats %+v after %q", s, b)

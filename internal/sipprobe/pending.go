@@ -15,49 +15,105 @@ import (
 // section 17.1.2). Transactions are pooled. gen and active belong to
 // table.mu; st is written by the probing goroutine while the transaction
 // is not registered, and its outcome fields by whoever completes it under
-// table.mu, before the send on done.
+// table.mu, before it signals the completion.
+//
+// An asynchronous UDP probe (ProbeAsync) is a transaction without ext:
+// 176 bytes, what a probe in flight to a dead contact costs beside its
+// timer event and its pending-table entry (issue 7: a million dead
+// contacts keep 50,000 probes in flight; at 448 bytes each they made dead
+// contacts cost more memory than live ones).
 type transaction struct {
-	gen    uint32 // bumped at every registration (stale timer events)
-	active bool   // in table.byKey
-	st     txState
-	done   chan struct{} // capacity 1; one send per registration
+	st  txState
+	ext *txExt // a blocking probe's; nil for an asynchronous one
 
-	// An asynchronous probe (ProbeAsync) has no goroutine waiting on
-	// done: cb receives tag and its result, and ctx (if it can be
-	// cancelled) is watched by the table. refs counts its owners, the
-	// sending goroutine and the completion; the last one returns it to the
-	// pool. Set before registration, read by the completion.
-	cb   func(uint64, qualify.Result)
-	tag  uint64
-	ctx  context.Context
-	refs atomic.Int32
+	// An asynchronous probe has no goroutine waiting: cb receives tag and
+	// its result, and w is the table's watch of its context, if that can
+	// be cancelled. Set at registration, read by the completion.
+	cb  func(uint64, qualify.Result)
+	tag uint64
+	w   *watch
+
+	gen uint32 // bumped at every registration (stale timer events)
+	// refs counts the owners of an asynchronous probe, the sending
+	// goroutine and the completion; the last one returns it to the pool.
+	refs   atomic.Int32
+	active bool // in table.byKey
 }
 
-// txState is the resettable part of a transaction.
+// txState is the resettable part of every transaction.
 type txState struct {
 	req      request
-	buf      []byte         // the request as sent
 	dest     netip.AddrPort // where the request went
-	conn     *streamConn    // nil for UDP
-	sent     time.Time      // first send of the probe (RTT start)
-	deadline time.Time
+	sent     instant        // first send of the probe (RTT start)
+	deadline instant
+	recv     instant       // the final response
 	interval time.Duration // next Timer E interval (UDP)
+	code     int16         // of the final response
+	reason   qualify.Reason
+	detail   detail
+}
 
-	// outcome
-	code      int
-	recv      time.Time
-	detail    string
+// txExt is what only a blocking probe (Probe, and ProbeAsync over a stream
+// or with credentials) needs: its buffer, its connection, the signal its
+// goroutine waits on, and the digest exchange.
+type txExt struct {
+	buf  []byte        // the request as sent
+	conn *streamConn   // nil for UDP
+	done chan struct{} // capacity 1; one send per registration
+
 	challenge string // WWW-/Proxy-Authenticate value kept for wantChallenge
-	reason    qualify.Reason
+	authName  string // Authorization or Proxy-Authorization of a retry, or ""
+	authValue string
 	proxyAuth bool // the challenge came in Proxy-Authenticate (407)
 	// wantChallenge asks the receiver to keep a 401/407 challenge.
 	wantChallenge bool
 }
 
-// reset clears the state for the next probe, keeping the buffer.
+// newBlocking returns a transaction for a blocking probe.
+func newBlocking() *transaction {
+	return &transaction{ext: &txExt{done: make(chan struct{}, 1)}}
+}
+
+// reset clears the transaction for the next probe, keeping its
+// generation, buffer and done channel.
 func (tx *transaction) reset() {
-	tx.st = txState{buf: tx.st.buf[:0]}
-	tx.cb, tx.tag, tx.ctx = nil, 0, nil
+	tx.st = txState{}
+	tx.cb, tx.tag, tx.w = nil, 0, nil
+	if e := tx.ext; e != nil {
+		*e = txExt{buf: e.buf[:0], done: e.done}
+	}
+}
+
+// conn is the stream the transaction was sent on, or nil for UDP.
+func (tx *transaction) conn() *streamConn {
+	if tx.ext == nil {
+		return nil
+	}
+	return tx.ext.conn
+}
+
+// appendRequest appends the transaction's request, as it was last sent.
+func (tx *transaction) appendRequest(b []byte) []byte {
+	if e := tx.ext; e != nil {
+		return appendRequest(b, &tx.st.req, e.authName, e.authValue)
+	}
+	return appendRequest(b, &tx.st.req, "", "")
+}
+
+// detail says more about a failure than its reason; it is a number so
+// that it costs a transaction one byte.
+type detail uint8
+
+const (
+	detailNone detail = iota
+	detailSendFailed
+	detailCanceled
+	detailClosed
+	detailConnClosed
+)
+
+func (d detail) String() string {
+	return [...]string{"", "send failed", "canceled", "prober closed", "connection closed"}[d]
 }
 
 // drop is why a response was not matched.
@@ -80,6 +136,7 @@ const recentSize = 1 << 16
 // each probe takes it a few times for a few hundred nanoseconds.
 type table struct {
 	mu     sync.Mutex
+	epoch  time.Time // instant 0
 	counts *counters
 	byKey  map[uint64]*transaction
 	events timerQueue
@@ -106,6 +163,7 @@ type table struct {
 // Stats.
 func newTable(c *counters) *table {
 	return &table{
+		epoch:   time.Now(),
 		counts:  c,
 		byKey:   make(map[uint64]*transaction),
 		wake:    make(chan struct{}, 1),
@@ -113,14 +171,15 @@ func newTable(c *counters) *table {
 	}
 }
 
-// register adds tx under its key with its first timer event. It returns
-// false when the key is taken (the caller draws another) or the table is
-// closed, in which case tx.st.reason says so.
-func (tb *table) register(tx *transaction, first time.Time) bool {
+// register adds tx under its key with its first timer event; the context
+// of an asynchronous tx is watched. It returns false when the key is
+// taken (the caller draws another) or the table is closed, in which case
+// tx.st.reason says so.
+func (tb *table) register(tx *transaction, first instant, ctx context.Context) bool {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	if tb.closed {
-		tx.st.reason, tx.st.detail = qualify.ReasonTransport, "prober closed"
+		tx.st.reason, tx.st.detail = qualify.ReasonTransport, detailClosed
 		return false
 	}
 	if _, taken := tb.byKey[tx.st.req.key]; taken {
@@ -130,9 +189,7 @@ func (tb *table) register(tx *transaction, first time.Time) bool {
 	tx.active = true
 	tb.byKey[tx.st.req.key] = tx
 	if tx.cb != nil {
-		tb.watch(tx)
-	} else if tx.done == nil { // only a blocking probe waits on it
-		tx.done = make(chan struct{}, 1)
+		tb.watch(tx, ctx)
 	}
 	tb.push(timerItem{due: first, tx: tx, gen: tx.gen})
 	return true
@@ -168,7 +225,7 @@ func (tb *table) take(tx *transaction) *transaction {
 		tb.unwatch(tx)
 		return tx
 	}
-	tx.done <- struct{}{}
+	tx.ext.done <- struct{}{}
 	return nil
 }
 
@@ -204,10 +261,10 @@ func (tb *table) drain() {
 const maxSpare = 4096
 
 // fail completes tx with reason unless it already completed.
-func (tb *table) fail(tx *transaction, reason qualify.Reason, detail string) {
+func (tb *table) fail(tx *transaction, reason qualify.Reason, d detail) {
 	tb.mu.Lock()
 	if tx.active {
-		tx.st.reason, tx.st.detail = reason, detail
+		tx.st.reason, tx.st.detail = reason, d
 		tb.complete(tx)
 	}
 	tb.mu.Unlock()
@@ -226,7 +283,7 @@ func (tb *table) abandon(tx *transaction) bool {
 	}
 	tb.mu.Unlock()
 	if !active {
-		<-tx.done
+		<-tx.ext.done
 	}
 	return active
 }
@@ -234,7 +291,7 @@ func (tb *table) abandon(tx *transaction) bool {
 // match finds the transaction m answers, checks that it came from src on
 // conn, and completes it with a final response; it counts the outcome and
 // returns it (why not matched, and whether m was provisional).
-func (tb *table) match(m *message, src netip.AddrPort, conn *streamConn, now time.Time) (drop, bool) {
+func (tb *table) match(m *message, src netip.AddrPort, conn *streamConn, now instant) (drop, bool) {
 	d, provisional, async := tb.find(m, src, conn, now)
 	tb.counts.count(d, provisional)
 	if async != nil {
@@ -246,7 +303,7 @@ func (tb *table) match(m *message, src netip.AddrPort, conn *streamConn, now tim
 // find does the work of match under tb.mu, and returns the asynchronous
 // transaction m completed, if any, to be finished without the lock (one
 // lock per answer instead of a second one to drain).
-func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now time.Time) (drop, bool, *transaction) {
+func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now instant) (drop, bool, *transaction) {
 	key, ok := branchKey(m.branch)
 	if !ok {
 		return dropLate, false, nil
@@ -260,7 +317,7 @@ func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now time
 			return dropDuplicate, false, nil
 		}
 		return dropLate, false, nil
-	case tx.st.conn != conn || (conn == nil && tx.st.dest != src):
+	case tx.conn() != conn || (conn == nil && tx.st.dest != src):
 		return dropWrongSource, false, nil
 	case !tx.matches(m):
 		return dropMismatch, false, nil
@@ -284,17 +341,17 @@ func (tx *transaction) matches(m *message) bool {
 }
 
 // answer records the final response m.
-func (tx *transaction) answer(m *message, now time.Time) {
-	st := &tx.st
-	st.code, st.recv = m.code, now
-	if !st.wantChallenge {
+func (tx *transaction) answer(m *message, now instant) {
+	tx.st.code, tx.st.recv = int16(m.code), now
+	e := tx.ext
+	if e == nil || !e.wantChallenge {
 		return
 	}
 	switch {
 	case m.code == 401 && m.wwwAuth != nil:
-		st.challenge = string(m.wwwAuth)
+		e.challenge = string(m.wwwAuth)
 	case m.code == 407 && m.proxyAuth != nil:
-		st.challenge, st.proxyAuth = string(m.proxyAuth), true
+		e.challenge, e.proxyAuth = string(m.proxyAuth), true
 	}
 }
 
@@ -304,12 +361,12 @@ func (tb *table) remember(key uint64) {
 }
 
 // failConn fails every transaction sent on conn (the connection broke).
-func (tb *table) failConn(conn *streamConn, detail string) {
+func (tb *table) failConn(conn *streamConn) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	for _, tx := range tb.byKey {
-		if tx.st.conn == conn {
-			tx.st.reason, tx.st.detail = qualify.ReasonTransport, detail
+		if tx.conn() == conn {
+			tx.st.reason, tx.st.detail = qualify.ReasonTransport, detailConnClosed
 			tb.complete(tx)
 		}
 	}
@@ -320,7 +377,7 @@ func (tb *table) close() {
 	tb.mu.Lock()
 	tb.closed = true
 	for _, tx := range tb.byKey {
-		tx.st.reason, tx.st.detail = qualify.ReasonTransport, "prober closed"
+		tx.st.reason, tx.st.detail = qualify.ReasonTransport, detailClosed
 		tb.complete(tx)
 	}
 	for ctx, w := range tb.watches {

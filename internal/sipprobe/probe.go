@@ -101,42 +101,57 @@ func (p *Prober) probeAddr(ctx context.Context, pr probe, rt *route, dest netip.
 		p.stats.transportErrors.Add(1)
 		return qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Transport: rt.transport.String(), Dest: dest}
 	}
-	p.transact(ctx, tx, pr.timeout)
-	if tx.st.challenge != "" && tx.st.reason == qualify.ReasonNone {
+	st := &tx.st
+	st.sent = p.table.now()
+	if tx.conn() == nil { // a stream's deadline started before its dial
+		st.deadline = st.sent.add(pr.timeout)
+	}
+	p.transact(ctx, tx)
+	if e := tx.ext; e.challenge != "" && st.reason == qualify.ReasonNone {
 		p.answerChallenge(ctx, tx, pr)
 	}
-	return result(&tx.st, rt.transport)
+	return p.table.result(tx, rt.transport)
 }
 
+// release returns tx to its pool.
 func (p *Prober) release(tx *transaction) {
 	tx.reset()
+	if tx.ext == nil {
+		p.async.Put(tx)
+		return
+	}
 	p.pool.Put(tx)
 }
 
 // prepare fills the request of a new probe to dest and, for TCP/TLS,
-// gets the connection (the deadline starts before the dial).
+// gets the connection (the deadline starts before the dial). A stream
+// needs a blocking transaction (with ext).
 func (p *Prober) prepare(ctx context.Context, tx *transaction, pr probe, rt *route, dest netip.AddrPort) error {
 	st := &tx.st
 	st.dest, st.interval = dest, T1
 	r := &st.req
-	r.ruri, r.to, r.route, r.transport = rt.ruri, rt.to, rt.proxy, rt.transport.via()
-	r.userAgent, r.cseq = p.cfg.UserAgent, 1
+	r.ruri, r.cseq = rt.ruri, 1
 	r.callID, r.fromTag = rand.Uint64(), rand.Uint64()
-	r.fromUser, r.fromHost = cmpOrStr(rt.fromUser, p.cfg.FromUser), cmpOrStr(rt.fromDomain, p.cfg.FromDomain)
-	_, st.wantChallenge = pr.credentials()
+	h := headers{route: rt.proxy, transport: rt.transport.via(), userAgent: p.cfg.UserAgent,
+		fromUser: cmpOrStr(rt.fromUser, p.cfg.FromUser), fromHost: cmpOrStr(rt.fromDomain, p.cfg.FromDomain)}
+	if e := tx.ext; e != nil {
+		_, e.wantChallenge = pr.credentials()
+	}
 	if rt.transport == udp {
 		sentBy, err := p.udp.viaSentBy(dest.Addr())
-		r.sentBy, r.fromHost = sentBy, cmpOrStr(r.fromHost, sentBy)
+		h.sentBy, h.fromHost = sentBy, cmpOrStr(h.fromHost, sentBy)
+		r.hdr = p.hdrs.get(&h)
 		return err
 	}
-	st.deadline = time.Now().Add(pr.timeout)
-	dctx, cancel := context.WithDeadline(ctx, st.deadline)
+	st.deadline = p.table.now().add(pr.timeout)
+	dctx, cancel := context.WithDeadline(ctx, p.table.time(st.deadline))
 	defer cancel()
 	conn, err := p.streams.get(dctx, streamKey{transport: rt.transport, addr: dest, serverName: rt.serverName()})
 	if err != nil {
 		return err
 	}
-	st.conn, r.sentBy, r.fromHost = conn, conn.sentBy, cmpOrStr(r.fromHost, conn.sentBy)
+	tx.ext.conn, h.sentBy, h.fromHost = conn, conn.sentBy, cmpOrStr(h.fromHost, conn.sentBy)
+	r.hdr = p.hdrs.get(&h)
 	return nil
 }
 
@@ -150,63 +165,58 @@ func cmpOrStr(s, def string) string {
 // serverName is the TLS server name to verify: the URI host.
 func (rt *route) serverName() string { return strings.Trim(rt.host, "[]") }
 
-// transact sends the request in tx as a new client transaction and waits
-// for its outcome. The first call of a probe sets the RTT start and, for
-// UDP, the deadline.
-func (p *Prober) transact(ctx context.Context, tx *transaction, timeout time.Duration) {
+// transact sends the request in the blocking transaction tx as a new
+// client transaction, within the probe's deadline, and waits for its
+// outcome.
+func (p *Prober) transact(ctx context.Context, tx *transaction) {
 	st := &tx.st
-	now := time.Now()
-	if st.sent.IsZero() {
-		st.sent = now
-		if st.conn == nil {
-			st.deadline = now.Add(timeout)
-		}
-	}
-	if !now.Before(st.deadline) {
+	now := p.table.now()
+	if now >= st.deadline {
 		st.reason = qualify.ReasonTimeout
 		return
 	}
-	if !p.register(tx, now) {
+	if !p.register(tx, now, nil) {
 		return
 	}
 	p.stats.probes.Add(1)
-	if err := p.send(st); err != nil {
+	e := tx.ext
+	e.buf = tx.appendRequest(e.buf[:0])
+	if err := p.send(tx); err != nil {
 		p.stats.transportErrors.Add(1)
-		p.table.fail(tx, qualify.ReasonTransport, "send failed")
+		p.table.fail(tx, qualify.ReasonTransport, detailSendFailed)
 	}
 	p.wait(ctx, tx)
 }
 
-// register draws a fresh branch, builds the request and adds it to the
-// pending table. It returns false when the table is closed.
-func (p *Prober) register(tx *transaction, now time.Time) bool {
-	st := &tx.st
+// register draws a fresh branch and adds tx, sent at now, to the pending
+// table (see table.register). It returns false when the table is closed.
+func (p *Prober) register(tx *transaction, now instant, ctx context.Context) bool {
 	for {
-		st.req.key = rand.Uint64()
-		st.buf = appendRequest(st.buf[:0], &st.req)
-		if p.table.register(tx, firstEvent(st, now)) {
+		tx.st.req.key = rand.Uint64()
+		if p.table.register(tx, firstEvent(tx, now), ctx) {
 			return true
 		}
-		if st.reason != qualify.ReasonNone {
+		if tx.st.reason != qualify.ReasonNone {
 			return false
 		}
 	}
 }
 
-func (p *Prober) send(st *txState) error {
-	if st.conn != nil {
-		return st.conn.write(st.buf)
+// send writes a blocking transaction's request to its stream or to UDP.
+func (p *Prober) send(tx *transaction) error {
+	if e := tx.ext; e.conn != nil {
+		return e.conn.write(e.buf)
 	}
-	return p.udp.send(st.buf, st.dest)
+	return p.udp.send(tx.ext.buf, tx.st.dest)
 }
 
 // wait blocks until the transaction completes or ctx is cancelled.
 func (p *Prober) wait(ctx context.Context, tx *transaction) {
 	select {
-	case <-tx.done:
+	case <-tx.ext.done:
 	case <-ctx.Done():
 		if p.table.abandon(tx) {
-			tx.st.reason, tx.st.detail = qualify.ReasonTimeout, "canceled"
+			tx.st.reason, tx.st.detail = qualify.ReasonTimeout, detailCanceled
 		}
 	}
 }
@@ -216,24 +226,25 @@ func (p *Prober) wait(ctx context.Context, tx *transaction) {
 // 22.2) within the same deadline. If the challenge cannot be answered, the
 // challenge itself is the probe's final response (a success, as Asterisk).
 func (p *Prober) answerChallenge(ctx context.Context, tx *transaction, pr probe) {
-	st := &tx.st
+	st, e := &tx.st, tx.ext
 	creds, _ := pr.credentials()
-	name, value, err := authorization(st.challenge, st.proxyAuth, creds, st.req.ruri)
+	name, value, err := authorization(e.challenge, e.proxyAuth, creds, st.req.ruri)
 	if err != nil {
 		return
 	}
 	p.stats.authRetries.Add(1)
-	st.req.authName, st.req.authValue = name, value
+	e.authName, e.authValue = name, value
 	st.req.cseq++
-	st.code, st.challenge, st.wantChallenge, st.interval = 0, "", false, T1
-	p.transact(ctx, tx, pr.timeout)
+	st.code, e.challenge, e.wantChallenge, st.interval = 0, "", false, T1
+	p.transact(ctx, tx)
 }
 
-// result converts the outcome of a transaction.
-func result(st *txState, t transport) qualify.Result {
-	r := qualify.Result{Sent: st.sent, Reason: st.reason, Detail: st.detail, Transport: t.String(), Dest: st.dest}
+// result converts the outcome of a transaction sent over t.
+func (tb *table) result(tx *transaction, t transport) qualify.Result {
+	st := &tx.st
+	r := qualify.Result{Sent: tb.time(st.sent), Reason: st.reason, Detail: st.detail.String(), Transport: t.String(), Dest: st.dest}
 	if st.reason == qualify.ReasonNone {
-		r.Code, r.RTT = st.code, st.recv.Sub(st.sent)
+		r.Code, r.RTT = int(st.code), time.Duration(st.recv-st.sent)
 	}
 	return r
 }

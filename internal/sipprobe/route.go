@@ -36,7 +36,6 @@ func (t transport) defaultPort() uint16 {
 // send: parsed once per (URI, options) and cached.
 type route struct {
 	ruri  string
-	to    string
 	proxy string // Route header value, or ""
 	// host is where the request goes: the contact, or the outbound proxy.
 	host      string
@@ -96,8 +95,7 @@ func (rs *routes) get(uri string, opts *qualify.ProbeOptions) (*route, error) {
 // display name, probed without an outbound proxy over UDP. It needs
 // neither sipgo's parser, nor the cache, nor an allocation (issue 7: with
 // more contacts than the cache holds, nearly every lookup missed and
-// parsed). rt.to stays empty: the request writes "<" ruri ">". It
-// reports false for anything else, which parseRoute handles.
+// parsed). It reports false for anything else, which parseRoute handles.
 func fastRoute(uri string, o *qualify.ProbeOptions, rt *route) bool {
 	if o != nil && (o.OutboundProxy != "" || (o.Transport != "" && !strings.EqualFold(o.Transport, "udp"))) {
 		return false
@@ -143,7 +141,7 @@ func parseRoute(uri string, o *qualify.ProbeOptions) (*route, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &route{ruri: uri, to: "<" + uri + ">", fromUser: o.FromUser, fromDomain: o.FromDomain, opts: *o}
+	r := &route{ruri: uri, fromUser: o.FromUser, fromDomain: o.FromDomain, opts: *o}
 	dest := contact
 	if o.OutboundProxy != "" {
 		if dest, err = parseSIPURI(o.OutboundProxy); err != nil {

@@ -12,10 +12,24 @@ import (
 // from its transaction's, or whose transaction is no longer active, is
 // stale and skipped when it comes due.
 type timerItem struct {
-	due time.Time
+	due instant
 	tx  *transaction
 	gen uint32
 }
+
+// instant is a moment on the monotonic clock, in nanoseconds since the
+// epoch of the table: 8 bytes where a time.Time takes 24, in every
+// transaction and timer event (issue 7).
+type instant int64
+
+// add returns i + d.
+func (i instant) add(d time.Duration) instant { return i + instant(d) }
+
+// now is the current instant of the table's clock.
+func (tb *table) now() instant { return instant(time.Since(tb.epoch)) }
+
+// time converts i to a time.Time, with its monotonic reading.
+func (tb *table) time(i instant) time.Time { return tb.epoch.Add(time.Duration(i)) }
 
 // timerQueue orders timer events by due time: a FIFO for events pushed in
 // due order, and a binary heap for the rest. Nearly every probe pushes
@@ -35,7 +49,7 @@ func (q *timerQueue) len() int { return len(q.fifo) - q.head + len(q.heap.items)
 
 // push queues it.
 func (q *timerQueue) push(it timerItem) {
-	if n := len(q.fifo); n == q.head || !it.due.Before(q.fifo[n-1].due) {
+	if n := len(q.fifo); n == q.head || it.due >= q.fifo[n-1].due {
 		if q.head > 0 && q.head == n {
 			q.fifo, q.head = q.fifo[:0], 0
 		}
@@ -51,7 +65,7 @@ func (q *timerQueue) fromFIFO() bool {
 	if q.head == len(q.fifo) {
 		return false
 	}
-	return len(q.heap.items) == 0 || !q.heap.items[0].due.Before(q.fifo[q.head].due)
+	return len(q.heap.items) == 0 || q.heap.items[0].due >= q.fifo[q.head].due
 }
 
 // peek returns the earliest event; the queue must not be empty.
@@ -90,7 +104,7 @@ func (h *timerHeap) push(it timerItem) {
 	i := len(h.items) - 1
 	for i > 0 {
 		parent := (i - 1) / 2
-		if !h.items[i].due.Before(h.items[parent].due) {
+		if h.items[i].due >= h.items[parent].due {
 			break
 		}
 		h.items[i], h.items[parent] = h.items[parent], h.items[i]
@@ -112,10 +126,10 @@ func (h *timerHeap) down(i int) {
 	n := len(h.items)
 	for {
 		small, l, r := i, 2*i+1, 2*i+2
-		if l < n && h.items[l].due.Before(h.items[small].due) {
+		if l < n && h.items[l].due < h.items[small].due {
 			small = l
 		}
-		if r < n && h.items[r].due.Before(h.items[small].due) {
+		if r < n && h.items[r].due < h.items[small].due {
 			small = r
 		}
 		if small == i {
@@ -177,7 +191,7 @@ func (ts *timers) run(stop <-chan struct{}) {
 		case <-t.C:
 		case <-ts.tb.wake:
 		}
-		next := ts.fire(time.Now())
+		next := ts.fire(ts.tb.now())
 		t.Reset(max(next, timerSlack))
 	}
 }
@@ -185,7 +199,7 @@ func (ts *timers) run(stop <-chan struct{}) {
 // fire handles every event due at now, sending the retransmissions
 // outside the lock in batches of at most maxArena bytes, and returns the
 // wait until the next event.
-func (ts *timers) fire(now time.Time) time.Duration {
+func (ts *timers) fire(now instant) time.Duration {
 	for {
 		next, more := ts.batch(now)
 		if !more {
@@ -197,15 +211,15 @@ func (ts *timers) fire(now time.Time) time.Duration {
 // batch handles due events until none is left or the arena is full, sends
 // the retransmissions, and reports the wait until the next event and
 // whether due events remain.
-func (ts *timers) batch(now time.Time) (time.Duration, bool) {
+func (ts *timers) batch(now instant) (time.Duration, bool) {
 	ts.arena, ts.resends = ts.arena[:0], ts.resends[:0]
 	ts.tb.mu.Lock()
-	for ts.tb.events.len() > 0 && !ts.tb.events.peek().due.After(now) && len(ts.arena) <= maxArena-maxRequest {
+	for ts.tb.events.len() > 0 && ts.tb.events.peek().due <= now && len(ts.arena) <= maxArena-maxRequest {
 		ts.event(ts.tb.events.pop())
 	}
 	next, more := time.Hour, false
 	if ts.tb.events.len() > 0 {
-		next = ts.tb.events.peek().due.Sub(now)
+		next = time.Duration(ts.tb.events.peek().due - now)
 		more = next <= 0
 	}
 	ts.tb.mu.Unlock()
@@ -238,12 +252,12 @@ func (ts *timers) event(it timerItem) {
 	switch {
 	case !tx.active || tx.gen != it.gen:
 		return
-	case !it.due.Before(tx.st.deadline):
+	case it.due >= tx.st.deadline:
 		tx.st.reason = qualify.ReasonTimeout
 		ts.counts.timeouts.Add(1)
 		ts.tb.complete(tx)
 		return
-	case tx.st.conn != nil:
+	case tx.conn() != nil:
 		// Reliable transports never retransmit (RFC 3261 17.1.2.2).
 		ts.tb.events.push(timerItem{due: tx.st.deadline, tx: tx, gen: it.gen})
 		return
@@ -252,23 +266,16 @@ func (ts *timers) event(it timerItem) {
 	ts.counts.retransmissions.Add(1) // before any completion it may precede
 	ts.room()
 	off := len(ts.arena)
-	ts.arena = appendRequest(ts.arena, &st.req) // the bytes of the last send
+	ts.arena = tx.appendRequest(ts.arena) // the bytes of the last send
 	ts.resends = append(ts.resends, resend{off: off, n: len(ts.arena) - off, dest: st.dest})
 	st.interval = min(2*st.interval, T2)
-	ts.tb.events.push(timerItem{due: minTime(it.due.Add(st.interval), st.deadline), tx: tx, gen: it.gen})
+	ts.tb.events.push(timerItem{due: min(it.due.add(st.interval), st.deadline), tx: tx, gen: it.gen})
 }
 
-// firstEvent is the first timer event of a transaction sent at sent.
-func firstEvent(st *txState, sent time.Time) time.Time {
-	if st.conn != nil {
-		return st.deadline
+// firstEvent is the first timer event of tx sent at sent.
+func firstEvent(tx *transaction, sent instant) instant {
+	if tx.conn() != nil {
+		return tx.st.deadline
 	}
-	return minTime(sent.Add(st.interval), st.deadline)
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
+	return min(sent.add(tx.st.interval), tx.st.deadline)
 }

@@ -43,12 +43,12 @@ func newTimerRig(t *testing.T) *timerRig {
 
 // start registers a UDP (conn == nil) or stream transaction now.
 func (r *timerRig) startTx(timeout time.Duration, conn *streamConn) *transaction {
-	tx := &transaction{done: make(chan struct{}, 1)}
-	tx.st.req.key, tx.st.req.cseq = uint64(len(r.tb.byKey)+1), 1
-	tx.st.conn, tx.st.interval = conn, T1
-	tx.st.sent = time.Now()
-	tx.st.deadline = tx.st.sent.Add(timeout)
-	r.tb.register(tx, firstEvent(&tx.st, tx.st.sent))
+	tx := newBlocking()
+	tx.st.req = request{key: uint64(len(r.tb.byKey) + 1), cseq: 1, hdr: &headers{transport: "UDP"}}
+	tx.ext.conn, tx.st.interval = conn, T1
+	tx.st.sent = r.tb.now()
+	tx.st.deadline = tx.st.sent.add(timeout)
+	r.tb.register(tx, firstEvent(tx, tx.st.sent), nil)
 	return tx
 }
 
@@ -75,7 +75,7 @@ func TestTimerE(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := newTimerRig(t)
 			tx := r.startTx(tc.timeout, nil)
-			<-tx.done
+			<-tx.ext.done
 			if got := time.Since(r.start); got != tc.timeout {
 				t.Errorf("timed out after %v, want %v", got, tc.timeout)
 			}
@@ -102,8 +102,8 @@ func TestTimerStreamAndCompletion(t *testing.T) {
 		stream := r.startTx(2*time.Second, &streamConn{})
 		answered := r.startTx(10*time.Second, nil)
 		ready <- answered
-		<-answered.done
-		<-stream.done
+		<-answered.ext.done
+		<-stream.ext.done
 		synctest.Wait()
 		if stream.st.reason != qualify.ReasonTimeout || time.Since(r.start) != 2*time.Second {
 			t.Errorf("stream: reason %v at %v", stream.st.reason, time.Since(r.start))
@@ -126,14 +126,14 @@ func TestTimerEProceeding(t *testing.T) {
 				tx := <-ready
 				m := message{code: 180, cseq: 1, cseqMethod: []byte("OPTIONS"),
 					branch: appendHex([]byte(branchPrefix), tx.st.req.key), callID: appendHex(nil, tx.st.req.callID)}
-				if d, prov := r.tb.match(&m, tx.st.dest, nil, time.Now()); d != dropNone || !prov {
+				if d, prov := r.tb.match(&m, tx.st.dest, nil, r.tb.now()); d != dropNone || !prov {
 					t.Errorf("180 not matched as provisional: %v", d)
 				}
 			})
 		}
 		tx := r.startTx(10*time.Second, nil)
 		ready <- tx
-		<-tx.done
+		<-tx.ext.done
 		if want := seconds(0.5, 1.5, 5.5, 9.5); !slices.Equal(r.sends, want) || time.Since(r.start) != 10*time.Second {
 			t.Errorf("sends %v, ended at %v; want %v, 10s", r.sends, time.Since(r.start), want)
 		}
@@ -146,19 +146,18 @@ func TestTimerEProceeding(t *testing.T) {
 // and the FIFO's storage is reused rather than grown.
 func TestTimerQueueOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	base := time.Unix(1_700_000_000, 0)
 	var q timerQueue
-	var ref []time.Time
-	clock := time.Duration(0)
+	var ref []instant
+	clock := instant(0)
 	for step := range 30_000 {
 		switch r := rng.IntN(10); {
 		case r < 5: // a probe sent now: due after T1, in send order
-			clock += time.Duration(rng.IntN(100)) * time.Microsecond
-			due := base.Add(clock + T1)
+			clock = clock.add(time.Duration(rng.IntN(100)) * time.Microsecond)
+			due := clock.add(T1)
 			q.push(timerItem{due: due, gen: uint32(step)})
 			ref = insertSorted(ref, due)
 		case r < 6: // a retransmission or a shorter timeout: anywhere
-			due := base.Add(clock + time.Duration(rng.IntN(4000))*time.Millisecond)
+			due := clock.add(time.Duration(rng.IntN(4000)) * time.Millisecond)
 			q.push(timerItem{due: due, gen: uint32(step)})
 			ref = insertSorted(ref, due)
 		default:
@@ -166,8 +165,8 @@ func TestTimerQueueOrder(t *testing.T) {
 				continue
 			}
 			got := q.pop()
-			if !got.due.Equal(ref[0]) {
-				t.Fatalf("step %d: popped %v, want %v", step, got.due.Sub(base), ref[0].Sub(base))
+			if got.due != ref[0] {
+				t.Fatalf("step %d: popped %v, want %v", step, got.due, ref[0])
 			}
 			ref = ref[1:]
 		}
@@ -181,8 +180,8 @@ func TestTimerQueueOrder(t *testing.T) {
 }
 
 // insertSorted inserts t into the sorted list ts.
-func insertSorted(ts []time.Time, t time.Time) []time.Time {
-	i, _ := slices.BinarySearchFunc(ts, t, time.Time.Compare)
+func insertSorted(ts []instant, t instant) []instant {
+	i, _ := slices.BinarySearch(ts, t)
 	return slices.Insert(ts, i, t)
 }
 
@@ -221,16 +220,16 @@ func TestFireSendsABacklogInBatches(t *testing.T) {
 	sent, most := 0, 0
 	ts := &timers{tb: tb, counts: &counters{}}
 	ts.send = func([]byte, netip.AddrPort) { sent, most = sent+1, max(most, cap(ts.arena)) }
-	start := time.Now()
+	start := tb.now()
 	uri := "sip:" + strings.Repeat("x", 400) + "@192.0.2.1" // requests of about 700 bytes
 	n := 2 * maxArena / 500
 	for i := range n {
-		tx := &transaction{done: make(chan struct{}, 1)}
-		tx.st.req = request{ruri: uri, transport: "UDP", key: uint64(i + 1), cseq: 1}
-		tx.st.interval, tx.st.sent, tx.st.deadline = T1, start, start.Add(time.Hour)
-		tb.register(tx, firstEvent(&tx.st, start))
+		tx := new(transaction)
+		tx.st.req = request{ruri: uri, hdr: &headers{transport: "UDP"}, key: uint64(i + 1), cseq: 1}
+		tx.st.interval, tx.st.sent, tx.st.deadline = T1, start, start.add(time.Hour)
+		tb.register(tx, firstEvent(tx, start), nil)
 	}
-	ts.fire(start.Add(T1))
+	ts.fire(start.add(T1))
 	if sent != n {
 		t.Errorf("sent %d retransmissions, want %d", sent, n)
 	}

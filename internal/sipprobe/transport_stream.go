@@ -172,10 +172,10 @@ func (p *Prober) serveStream(sc *streamConn) {
 		if err != nil {
 			break
 		}
-		p.handle(buf, src, sc, time.Now())
+		p.handle(buf, src, sc, p.table.now())
 	}
 	sc.breakConn()
-	p.table.failConn(sc, "connection closed")
+	p.table.failConn(sc)
 }
 
 var errOversized = errors.New("message too large")

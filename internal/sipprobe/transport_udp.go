@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // udpTransport is the shared UDP socket of a Prober.
@@ -105,6 +104,6 @@ func (p *Prober) readLoop() {
 			continue
 		}
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-		p.handle(buf[:n], src, nil, time.Now())
+		p.handle(buf[:n], src, nil, p.table.now())
 	}
 }
