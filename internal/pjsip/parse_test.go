@@ -1,6 +1,7 @@
 package pjsip
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -106,6 +107,29 @@ func TestParse(t *testing.T) {
 				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
 			}
 		})
+	}
+}
+
+// aorFile returns a pjsip.conf of n AoRs, each with one contact and a
+// qualify_frequency, as /tmp/big.conf of the README's million-AoR figures.
+func aorFile(n int) []byte {
+	var src bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&src, "[c%d]\ntype=aor\ncontact=sip:c%d@127.0.0.1:%d\nqualify_frequency=60\n\n", i, i, 5060+i%10*100)
+	}
+	return src.Bytes()
+}
+
+// BenchmarkParseAoRs parses a file of 100,000 AoRs: the reader's time and
+// allocations per file, a tenth of a million-AoR deployment's.
+func BenchmarkParseAoRs(b *testing.B) {
+	src := aorFile(100000)
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse("pjsip.conf", src, Options{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
