@@ -73,7 +73,7 @@ func Parse(name string, src []byte, opts Options) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.run(fsName, name, src)
+	return p.run(fsName, name, string(src))
 }
 
 // newParser sets up the file system and configuration directory for the
@@ -107,7 +107,7 @@ func absDir(dir string) (string, error) {
 }
 
 // run parses the main file and builds the typed configuration.
-func (p *parser) run(name, shown string, src []byte) (*Config, error) {
+func (p *parser) run(name, shown, src string) (*Config, error) {
 	if err := p.parseSource(name, shown, src, nil); err != nil {
 		return nil, err
 	}

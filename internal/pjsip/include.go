@@ -2,6 +2,7 @@ package pjsip
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"path"
 	"strings"
@@ -70,25 +71,41 @@ func (p *parser) loop(name, shown string) (string, bool) {
 	return "", false
 }
 
-// readFile reads one regular file of the file system.
-func readFile(fsys fs.FS, name string) ([]byte, error) {
+// readFile reads one regular file of the file system into a string,
+// copied once: the lines, and the options in them, are substrings of it.
+func readFile(fsys fs.FS, name string) (string, error) {
 	info, err := fs.Stat(fsys, name)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if !info.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
+		return "", errors.New("not a regular file")
 	}
-	return fs.ReadFile(fsys, name)
+	f, err := fsys.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var b strings.Builder
+	b.Grow(int(info.Size()) + 1)
+	if _, err := io.Copy(&b, f); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
 
-// parseSource parses src as the file name, shown in errors as shown.
-func (p *parser) parseSource(name, shown string, src []byte, cur *section) error {
-	lines, err := lex(shown, src)
-	if err != nil {
+// parseSource parses src as the file name, shown in errors as shown. Its
+// comment errors come first, as Asterisk reads a whole file before it
+// processes its lines.
+func (p *parser) parseSource(name, shown, src string, cur *section) error {
+	if err := checkComments(shown, src); err != nil {
 		return err
 	}
 	p.stack = append(p.stack, openFile{name: name, shown: shown})
 	defer func() { p.stack = p.stack[:len(p.stack)-1] }()
-	return p.parseLines(shown, lines, cur)
+	return eachLine(shown, src, func(ln line) error {
+		var err error
+		cur, err = p.line(shown, ln, cur)
+		return err
+	})
 }

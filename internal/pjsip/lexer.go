@@ -22,25 +22,38 @@ type lexer struct {
 	opened []int
 }
 
-// lex splits src into its non-empty lines with comments removed: ';' to the
-// end of the line, ";-- ... --;" blocks (nesting, spanning lines), and "\;"
-// for a literal semicolon, exactly as Asterisk's config.c.
-func lex(file string, src []byte) ([]line, error) {
+// checkComments lexes all of src and returns its first comment error, so
+// that a file's comment errors come before the errors of its lines, as
+// when the reader kept every line of the file (issue 7).
+func checkComments(file, src string) error {
+	return eachLine(file, src, func(line) error { return nil })
+}
+
+// eachLine calls f with each non-empty line of src, comments removed: ';'
+// to the end of the line, ";-- ... --;" blocks (nesting, spanning lines),
+// and "\;" for a literal semicolon, exactly as Asterisk's config.c. A
+// line's text is a substring of src unless a comment was cut from its
+// middle. Lines are handed over one at a time rather than kept: a
+// million-AoR file has five million of them (issue 7).
+func eachLine(file, src string, f func(line) error) error {
 	lx := lexer{file: file}
-	var out []line
-	for i, raw := range strings.Split(string(src), "\n") {
-		text, err := lx.strip(raw, i+1)
+	for num := 1; src != ""; num++ {
+		raw, rest, _ := strings.Cut(src, "\n")
+		src = rest
+		text, err := lx.strip(raw, num)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if text = strings.Trim(text, blanks); text != "" {
-			out = append(out, line{num: i + 1, text: text})
+			if err := f(line{num: num, text: text}); err != nil {
+				return err
+			}
 		}
 	}
 	if len(lx.opened) > 0 {
-		return nil, lx.err(lx.opened[0], "block comment \";--\" is never closed with \"--;\"")
+		return lx.err(lx.opened[0], "block comment \";--\" is never closed with \"--;\"")
 	}
-	return out, nil
+	return nil
 }
 
 func (lx *lexer) err(num int, msg string) error {
@@ -52,7 +65,7 @@ func (lx *lexer) err(num int, msg string) error {
 // (not ";---") opens a block, "--;" closes one, and any other ends the
 // line's processing unless inside a block.
 func (lx *lexer) strip(s string, num int) (string, error) {
-	var keep strings.Builder
+	var keep kept
 	seg, i := 0, 0 // start of the kept segment; where the scan resumes
 	for {
 		j := strings.IndexByte(s[i:], ';')
@@ -63,7 +76,7 @@ func (lx *lexer) strip(s string, num int) (string, error) {
 		switch {
 		case p > i && s[p-1] == '\\':
 			if len(lx.opened) == 0 {
-				keep.WriteString(s[seg : p-1])
+				keep.add(s[seg : p-1])
 				seg = p
 			}
 			i = p + 1
@@ -79,27 +92,56 @@ func (lx *lexer) strip(s string, num int) (string, error) {
 			lx.opened = lx.opened[:len(lx.opened)-1]
 			i, seg = p+1, p+1
 		case len(lx.opened) == 0:
-			keep.WriteString(s[seg:p])
+			keep.add(s[seg:p])
 			return keep.String(), nil
 		default:
 			i = p + 1
 		}
 	}
 	if len(lx.opened) == 0 {
-		keep.WriteString(s[seg:])
+		keep.add(s[seg:])
 	}
 	return keep.String(), nil
 }
 
 // open starts a block comment, keeping the text before it when it is the
 // outermost one.
-func (lx *lexer) open(keep *strings.Builder, before string, num int) error {
+func (lx *lexer) open(keep *kept, before string, num int) error {
 	if len(lx.opened) >= maxNestedComments {
 		return lx.err(num, "block comments nested too deeply")
 	}
 	if len(lx.opened) == 0 {
-		keep.WriteString(before)
+		keep.add(before)
 	}
 	lx.opened = append(lx.opened, num)
 	return nil
+}
+
+// kept joins the parts of a line outside comments. A line of one part,
+// as most are, is that part itself, not a copy.
+type kept struct {
+	one    string
+	joined strings.Builder
+	many   bool
+}
+
+func (k *kept) add(part string) {
+	switch {
+	case part == "":
+	case k.many:
+		k.joined.WriteString(part)
+	case k.one == "":
+		k.one = part
+	default:
+		k.joined.WriteString(k.one)
+		k.joined.WriteString(part)
+		k.many = true
+	}
+}
+
+func (k *kept) String() string {
+	if k.many {
+		return k.joined.String()
+	}
+	return k.one
 }

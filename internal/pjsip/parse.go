@@ -59,24 +59,16 @@ func (p *parser) find(name string, f filter) *section {
 	return nil
 }
 
-// parseLines reads one file's lines into p.sections. cur is the section
-// open where the file starts (an #include continues the includer's).
-func (p *parser) parseLines(file string, lines []line, cur *section) error {
-	var err error
-	for _, ln := range lines {
-		switch ln.text[0] {
-		case '[':
-			cur, err = p.header(file, ln)
-		case '#':
-			err = p.directive(file, ln, cur)
-		default:
-			err = p.assign(file, ln, cur)
-		}
-		if err != nil {
-			return err
-		}
+// line reads one line of file, in the section cur, and returns the
+// section open after it. An #include continues in cur.
+func (p *parser) line(file string, ln line, cur *section) (*section, error) {
+	switch ln.text[0] {
+	case '[':
+		return p.header(file, ln)
+	case '#':
+		return cur, p.directive(file, ln, cur)
 	}
-	return nil
+	return cur, p.assign(file, ln, cur)
 }
 
 // header reads "[name]" with optional "(opts)": "!" template, "+" or
