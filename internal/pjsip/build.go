@@ -42,13 +42,23 @@ type parser struct {
 	fsys     fs.FS
 	dir      string
 	sections []*section
+	index    index // nil until the first find
+	filters  map[string]filter
+	opts     optionBlocks
+	files    []string // every file read, as shown, in order; option.file indexes it
 	stack    []openFile
 }
 
 // openFile is a file being read: its name in the file system and as shown
-// in errors.
+// in errors, and its place in parser.files.
 type openFile struct {
 	name, shown string
+	file        int32
+}
+
+// fileIndex returns the parser.files index of the file being read.
+func (p *parser) fileIndex() int32 {
+	return p.stack[len(p.stack)-1].file
 }
 
 // Load reads the configuration file at path, with its includes, and
@@ -111,42 +121,62 @@ func (p *parser) run(name, shown, src string) (*Config, error) {
 	if err := p.parseSource(name, shown, src, nil); err != nil {
 		return nil, err
 	}
-	return build(p.sections)
+	return build(p.sections, p.files)
 }
 
 // builder turns sections into objects, in file order.
 type builder struct {
+	files      []string
+	vars       []variable // the current section's, reused
 	aors       []*AoR
 	endpoints  []*endpointDef
 	auths      map[string]qualify.Credentials
 	transports map[string]string
-	seen       map[[2]string]*section
+	seen       map[[2]string]*def
 	maxInitial int
 }
 
 // build reads every non-template section with a type; sections without
 // one (unused templates, or plain Asterisk sections) are ignored.
-func build(sections []*section) (*Config, error) {
+func build(sections []*section, files []string) (*Config, error) {
 	b := &builder{
+		files:      files,
 		auths:      map[string]qualify.Credentials{},
 		transports: map[string]string{},
-		seen:       map[[2]string]*section{},
+		seen:       map[[2]string]*def{},
 	}
 	for _, s := range sections {
 		t, ok := s.first("type")
 		if s.template || !ok {
 			continue
 		}
-		if err := b.section(s, t.value); err != nil {
+		if err := b.section(b.def(s), t.value); err != nil {
 			return nil, err
 		}
 	}
 	return b.finish()
 }
 
+// def is a section as the builder reads it, its options with their
+// files.
+type def struct {
+	name, file string
+	line       int
+	vars       []variable
+}
+
+// def expands s's options into b.vars, which the next call reuses.
+func (b *builder) def(s *section) *def {
+	b.vars = b.vars[:0]
+	for _, o := range s.opts {
+		b.vars = append(b.vars, variable{name: o.key, key: o.key, value: o.value, file: b.files[o.file], line: int(o.line)})
+	}
+	return &def{name: s.name, file: s.file, line: int(s.line), vars: b.vars}
+}
+
 // section reads one section by its type; types qualifyd does not use are
 // ignored.
-func (b *builder) section(s *section, typ string) error {
+func (b *builder) section(s *def, typ string) error {
 	switch typ {
 	case "aor", "endpoint", "auth", "transport", "wizard":
 		if err := b.unique(s, typ); err != nil {
@@ -171,7 +201,7 @@ func (b *builder) section(s *section, typ string) error {
 }
 
 // unique rejects a second object of one type and name.
-func (b *builder) unique(s *section, typ string) error {
+func (b *builder) unique(s *def, typ string) error {
 	key := [2]string{typ, s.name}
 	if first, ok := b.seen[key]; ok {
 		return &Error{File: s.file, Line: s.line, Section: s.name,
@@ -188,13 +218,13 @@ func (b *builder) addAoR(a *AoR, err error) error {
 	return err
 }
 
-func (b *builder) addTransport(s *section) error {
+func (b *builder) addTransport(s *def) error {
 	proto, err := readTransport(s.name, s.vars)
 	b.transports[s.name] = proto
 	return err
 }
 
-func (b *builder) addGlobal(s *section) error {
+func (b *builder) addGlobal(s *def) error {
 	n, ok, err := readGlobal(s.name, s.vars)
 	if ok {
 		b.maxInitial = n
@@ -203,7 +233,7 @@ func (b *builder) addGlobal(s *section) error {
 }
 
 // addWizard adds a wizard's objects, which must not clash with others.
-func (b *builder) addWizard(s *section) error {
+func (b *builder) addWizard(s *def) error {
 	w, err := readWizard(s)
 	if err != nil {
 		return err

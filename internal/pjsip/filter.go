@@ -61,6 +61,23 @@ func parseFilter(s string) (filter, error) {
 	return f, nil
 }
 
+// filter returns the filter s, compiled once per configuration: an
+// overlay of a million "(+type=aor)" appends compiles one regexp, not a
+// million.
+func (p *parser) filter(s string) (filter, error) {
+	if f, ok := p.filters[s]; ok {
+		return f, nil
+	}
+	f, err := parseFilter(s)
+	if err == nil {
+		if p.filters == nil {
+			p.filters = map[string]filter{}
+		}
+		p.filters[s] = f
+	}
+	return f, err
+}
+
 // matches reports whether s passes the filter.
 func (f filter) matches(s *section) bool {
 	switch {
@@ -78,8 +95,8 @@ func (f filter) matches(s *section) bool {
 }
 
 func (c cond) matches(s *section) bool {
-	for _, v := range s.vars {
-		if strings.EqualFold(v.name, c.name) && c.re.MatchString(v.value) {
+	for _, o := range s.opts {
+		if strings.EqualFold(o.key, c.name) && c.re.MatchString(o.value) {
 			return true
 		}
 	}

@@ -101,7 +101,8 @@ func (p *parser) parseSource(name, shown, src string, cur *section) error {
 	if err := checkComments(shown, src); err != nil {
 		return err
 	}
-	p.stack = append(p.stack, openFile{name: name, shown: shown})
+	p.files = append(p.files, shown)
+	p.stack = append(p.stack, openFile{name: name, shown: shown, file: int32(len(p.files) - 1)})
 	defer func() { p.stack = p.stack[:len(p.stack)-1] }()
 	return eachLine(shown, src, func(ln line) error {
 		var err error

@@ -133,6 +133,23 @@ func BenchmarkParseAoRs(b *testing.B) {
 	}
 }
 
+// BenchmarkParseAppends parses a file of 20,000 AoRs, then as many
+// "[cN](+type=aor)" sections adding qualifyd's options to them, as
+// qualifyd.conf does to the PBX's file (doc.go). Finding each append's
+// section by scanning every section made this quadratic (issue 7).
+func BenchmarkParseAppends(b *testing.B) {
+	src := bytes.NewBuffer(aorFile(20000))
+	for i := range 20000 {
+		fmt.Fprintf(src, "[c%d](+type=aor)\nqualify_failures=3\n", i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse("pjsip.conf", src.Bytes(), Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkParseEndpoints parses a file of 20,000 endpoints, each with its
 // AoR, as a hosted PBX's pjsip.conf has them. Finding each AoR's endpoint
 // by scanning all of them made this quadratic: 9 s at 40,000 (issue 7).
@@ -144,6 +161,63 @@ func BenchmarkParseEndpoints(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse("pjsip.conf", []byte(src.String()), Options{}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestFind checks which section a template name or an append finds
+// through the index by name: the first of that name, in any case, that
+// the filter matches; never a later one, a template for an append, or a
+// section defined after the header.
+func TestFind(t *testing.T) {
+	policy := func(f, n, m string) string {
+		return "aor a pjsip.conf:%d\n  policy F=" + f + " T=3s N=" + n + " R=0s D=0s M=" + m + " 2xx=false latency=false\n" + noProbe
+	}
+	tests := []struct {
+		name, src string
+		line      int
+		want      string
+	}{
+		{"inherit: the first of two templates", "[t](!)\nqualify_frequency=10\n[t](!)\nqualify_frequency=20\n[a](t)\ntype=aor",
+			5, policy("10s", "1", "1")},
+		{"inherit: a template or a section, whichever is first", "[t]\nqualify_failures=2\n[t](!)\nqualify_failures=3\n[a](T)\ntype=aor",
+			5, policy("0s", "2", "1")},
+		{"inherit: case-insensitive beyond ASCII", "[\u017fip](!)\nqualify_failures=4\n[a](SIP)\ntype=aor",
+			3, policy("0s", "4", "1")},
+		{"inherit: sections after the index is built are found", "[t](!)\n[x](t)\n[u](!)\nqualify_successes=2\n[U](!)\nqualify_successes=3\n[a](u)\ntype=aor",
+			7, policy("0s", "1", "2")},
+		{"append: skips templates", "[a](!)\nqualify_failures=5\n[a]\ntype=aor\n[A](+)\nqualify_successes=2",
+			3, policy("0s", "1", "2")},
+		{"append: the first non-template, not a later one", "[t](!)\n[b](t)\n[a]\ntype=aor\n[a]\ntype=endpoint\n[a](+)\nqualify_successes=2",
+			3, policy("0s", "1", "2")},
+		{"append: the first the filter matches", "[a]\ntype=endpoint\n[a]\ntype=aor\n[a]\ntype=auth\n[a](+type=aor)\nqualify_failures=6",
+			3, policy("0s", "6", "1")},
+		{"append: TEMPLATES=restrict finds the template", "[t](!)\nqualify_failures=2\n[t]\nqualify_failures=3\n[t](+TEMPLATES=restrict)\nqualify_successes=4\n[a](t)\ntype=aor",
+			7, policy("0s", "2", "4")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseFiles(tt.src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := aorLines(cfg), fmt.Sprintf(tt.want, tt.line); got != want {
+				t.Errorf("got\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestFoldKey checks that two names share an index key exactly when
+// strings.EqualFold, Asterisk's strcasecmp for qualifyd, holds.
+func TestFoldKey(t *testing.T) {
+	names := []string{"pbx07", "PBX07", "Pbx07", "pbx7", "sip", "SIP", "\u017fip", "kilo", "\u212Ailo", "KILO",
+		"\u03a3\u03c3", "\u03c2\u03a3", "caf\u00e9", "CAF\u00c9", "\xff", "\xfe", "\ufffd", "", "a\xffb", "A\ufffdB", "i", "\u0130", "\u0131"}
+	for _, x := range names {
+		for _, y := range names {
+			if got, want := foldKey(x) == foldKey(y), strings.EqualFold(x, y); got != want {
+				t.Errorf("foldKey(%q) == foldKey(%q) is %v, EqualFold is %v", x, y, got, want)
+			}
 		}
 	}
 }

@@ -22,7 +22,7 @@ type wizard struct {
 // options (qualifyd's included, checked as in a type=aor section), its
 // "endpoint/..." and "outbound_auth/..." ones go to those objects, and
 // every other option is accepted and ignored.
-func readWizard(s *section) (*wizard, error) {
+func readWizard(s *def) (*wizard, error) {
 	sendsAuth, err := wizardBool(s, "sends_auth")
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func readWizard(s *section) (*wizard, error) {
 }
 
 // wizardBool reads a wizard's boolean option; unset is false.
-func wizardBool(s *section, name string) (bool, error) {
+func wizardBool(s *def, name string) (bool, error) {
 	v, ok := lastOf(s.vars, name)
 	if !ok {
 		return false, nil
@@ -71,7 +71,7 @@ func prefixed(vars []variable, prefix string) []variable {
 // wizardAoRVars returns the AoR's options: aor/..., then unless aor/contact
 // is given one contact per remote_hosts entry through contact_pattern, then
 // the wizard's outbound_proxy.
-func wizardAoRVars(s *section) ([]variable, error) {
+func wizardAoRVars(s *def) ([]variable, error) {
 	vars := prefixed(s.vars, "aor/")
 	if _, ok := lastOf(vars, "contact"); !ok {
 		contacts, err := wizardContacts(s)
@@ -88,7 +88,7 @@ func wizardAoRVars(s *section) ([]variable, error) {
 
 // wizardContacts substitutes each remote_hosts entry (host[:port]) for
 // ${REMOTE_HOST} in contact_pattern. No other variable is substituted.
-func wizardContacts(s *section) ([]variable, error) {
+func wizardContacts(s *def) ([]variable, error) {
 	hosts, ok := lastOf(s.vars, "remote_hosts")
 	if !ok {
 		return nil, nil
@@ -115,7 +115,7 @@ func wizardContacts(s *section) ([]variable, error) {
 // wizardEndpointVars returns the endpoint's options: endpoint/..., then
 // aors, transport, outbound_proxy and outbound_auth as the wizard sets
 // them (after, so they win).
-func wizardEndpointVars(s *section, sendsAuth bool) []variable {
+func wizardEndpointVars(s *def, sendsAuth bool) []variable {
 	vars := prefixed(s.vars, "endpoint/")
 	at := variable{key: "type", file: s.file, line: s.line}
 	vars = append(vars, with(at, "aors", s.name))
@@ -137,7 +137,7 @@ func with(v variable, name, value string) variable {
 
 // wizardAuth reads outbound_auth/...; Asterisk requires a username when
 // the wizard sends_auth.
-func wizardAuth(s *section) (*qualify.Credentials, error) {
+func wizardAuth(s *def) (*qualify.Credentials, error) {
 	vars := prefixed(s.vars, "outbound_auth/")
 	if _, ok := lastOf(vars, "username"); !ok {
 		v, _ := lastOf(s.vars, "sends_auth")
