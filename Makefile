@@ -3,7 +3,7 @@ GO       ?= go
 GOFLAGS  ?=
 PKGS     := ./...
 
-.PHONY: all build test deps vet unit smoke lab lossy bench bench-engine bench-scale clean
+.PHONY: all build test deps vet unit smoke lab lossy bench bench-engine bench-scale bench-daemon clean
 
 all: build
 
@@ -74,6 +74,15 @@ bench-scale:
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s --dead-share 0.1
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s --dead-share 1
+
+# bench-daemon runs the real daemon, bin/qualifyd, on a generated pjsip.conf
+# of a million contacts, all answering and all dead, against the bench's
+# responder, and measures it from outside: start, memory, CPU, lateness
+# (from /metrics) and a reload through the API. About 5 minutes.
+bench-daemon: build
+	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
+	bin/qualifyd-bench daemon --qualifyd bin/qualifyd --contacts 1000000 --frequency 60s --duration 30s
+	bin/qualifyd-bench daemon --qualifyd bin/qualifyd --contacts 1000000 --frequency 60s --duration 30s --dead-share 1
 
 clean:
 	rm -rf bin

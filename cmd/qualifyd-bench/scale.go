@@ -401,8 +401,15 @@ func sampleGoroutines(ctx context.Context, d time.Duration) int {
 func vmRSS() int64 { return procStatus("VmRSS:") }
 
 // procStatus returns a size field of /proc/self/status in bytes.
-func procStatus(field string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
+func procStatus(field string) int64 { return procStatusFile("/proc/self/status", field) }
+
+// procStatusOf returns a size field of process pid's status in bytes.
+func procStatusOf(pid int, field string) int64 {
+	return procStatusFile("/proc/"+strconv.Itoa(pid)+"/status", field)
+}
+
+func procStatusFile(path, field string) int64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
