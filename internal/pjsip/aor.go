@@ -3,6 +3,7 @@ package pjsip
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -62,7 +63,7 @@ var aorOptions = map[string]aorOption{
 // addContacts adds each URI of a comma-separated list, as Asterisk's
 // permanent_uri_handler; a URI given twice is kept once.
 func addContacts(a *AoR, value string) error {
-	for _, uri := range splitList(value) {
+	for uri := range listItems(value) {
 		if err := checkContact(uri); err != nil {
 			return err
 		}
@@ -140,20 +141,44 @@ func checkUint(_ *AoR, v string) error {
 	return err
 }
 
-// readAoR builds an AoR from a section's options, in order.
-func readAoR(name, file string, line int, vars []variable) (*AoR, error) {
-	a := &AoR{Name: name, Policy: qualify.DefaultPolicy(), File: file, Line: line}
+// readAoR builds an AoR in a from a section's options, in order.
+func readAoR(a *AoR, name, file string, line int, vars []variable) error {
+	*a = AoR{Name: name, Policy: qualify.DefaultPolicy(), File: file, Line: line}
 	for _, v := range vars {
 		apply, ok := aorOptions[v.name]
 		if !ok {
-			return nil, optErr(name, v, causef(ErrUnknownOption, "Asterisk defines no AoR option %q", v.name))
+			return optErr(name, v, causef(ErrUnknownOption, "Asterisk defines no AoR option %q", v.name))
 		}
 		if err := apply(a, v.value); err != nil {
-			return nil, optErr(name, v, err)
+			return optErr(name, v, err)
 		}
 	}
 	if err := a.Policy.Validate(); err != nil {
-		return nil, &Error{File: file, Line: line, Section: name, Err: fmt.Errorf("%w: %w", ErrValue, err)}
+		return &Error{File: file, Line: line, Section: name, Err: fmt.Errorf("%w: %w", ErrValue, err)}
 	}
-	return a, nil
+	a.own()
+	return nil
+}
+
+// own copies the AoR's name, contacts and outbound proxy out of the
+// configuration's text, in one allocation: they are substrings of whole
+// files, which the AoR would otherwise keep alive.
+func (a *AoR) own() {
+	n := len(a.Name) + len(a.Probe.OutboundProxy)
+	for _, c := range a.Contacts {
+		n += len(c)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(a.Name)
+	b.WriteString(a.Probe.OutboundProxy)
+	for _, c := range a.Contacts {
+		b.WriteString(c)
+	}
+	all := b.String()
+	a.Name, all = all[:len(a.Name)], all[len(a.Name):]
+	a.Probe.OutboundProxy, all = all[:len(a.Probe.OutboundProxy)], all[len(a.Probe.OutboundProxy):]
+	for i, c := range a.Contacts {
+		a.Contacts[i], all = all[:len(c)], all[len(c):]
+	}
 }

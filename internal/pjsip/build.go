@@ -1,13 +1,11 @@
 package pjsip
 
 import (
-	"cmp"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -41,7 +39,7 @@ type Config struct {
 type parser struct {
 	fsys     fs.FS
 	dir      string
-	sections []*section
+	sections sectionBlocks
 	index    index // nil until the first find
 	filters  map[string]filter
 	opts     optionBlocks
@@ -116,45 +114,86 @@ func absDir(dir string) (string, error) {
 	return filepath.ToSlash(abs), err
 }
 
-// run parses the main file and builds the typed configuration.
+// run parses the main file and builds the typed configuration. The
+// parser's index and blocks are handed to the builder and dropped, so
+// that it can release the sections as it reads them.
 func (p *parser) run(name, shown, src string) (*Config, error) {
 	if err := p.parseSource(name, shown, src, nil); err != nil {
 		return nil, err
 	}
-	return build(p.sections, p.files)
+	sections, files := p.sections, p.files
+	*p = parser{}
+	return build(sections, files)
 }
 
 // builder turns sections into objects, in file order.
 type builder struct {
-	files      []string
-	vars       []variable // the current section's, reused
-	aors       []*AoR
+	files []string
+	vars  []variable // the current section's, reused
+	// aors are every AoR in file order, built in place: a million AoRs
+	// are 232 MB, so they are neither copied nor grown by append.
+	aors       []AoR
 	endpoints  []*endpointDef
 	auths      map[string]qualify.Credentials
 	transports map[string]string
-	seen       map[[2]string]*def
+	// seen holds the first object of each type and name, but AoRs:
+	// finish finds a second AoR of one name when it sorts them.
+	seen       map[seenKey]place
 	maxInitial int
 }
 
+type seenKey struct{ typ, name string }
+
+// place is where a section begins, for an error about a later one.
+type place struct {
+	file string
+	line int
+}
+
 // build reads every non-template section with a type; sections without
-// one (unused templates, or plain Asterisk sections) are ignored.
-func build(sections []*section, files []string) (*Config, error) {
+// one (unused templates, or plain Asterisk sections) are ignored. Each
+// block of sections is dropped once read.
+func build(sections sectionBlocks, files []string) (*Config, error) {
 	b := &builder{
 		files:      files,
+		aors:       make([]AoR, 0, countAoRs(&sections)),
 		auths:      map[string]qualify.Credentials{},
 		transports: map[string]string{},
-		seen:       map[[2]string]*def{},
+		seen:       map[seenKey]place{},
 	}
-	for _, s := range sections {
-		t, ok := s.first("type")
-		if s.template || !ok {
-			continue
-		}
-		if err := b.section(b.def(s), t.value); err != nil {
-			return nil, err
+	err := b.sections(sections.blocks)
+	b.vars = nil
+	return b.finish(err)
+}
+
+// sections reads the blocks in order, dropping each once read, and
+// returns the first error.
+func (b *builder) sections(blocks [][]section) error {
+	for i, blk := range blocks {
+		blocks[i] = nil
+		for j := range blk {
+			s := &blk[j]
+			t, ok := s.first("type")
+			if s.template || !ok {
+				continue
+			}
+			if err := b.section(b.def(s), t.value); err != nil {
+				return err
+			}
 		}
 	}
-	return b.finish()
+	return nil
+}
+
+// countAoRs counts the sections that make an AoR.
+func countAoRs(sections *sectionBlocks) int {
+	n := 0
+	for s := range sections.all {
+		if t, ok := s.first("type"); ok && !s.template && (t.value == "aor" || t.value == "wizard") {
+			n++
+		}
+	}
+	return n
 }
 
 // def is a section as the builder reads it, its options with their
@@ -178,14 +217,16 @@ func (b *builder) def(s *section) *def {
 // ignored.
 func (b *builder) section(s *def, typ string) error {
 	switch typ {
-	case "aor", "endpoint", "auth", "transport", "wizard":
+	case "endpoint", "auth", "transport", "wizard":
 		if err := b.unique(s, typ); err != nil {
 			return err
 		}
 	}
 	switch typ {
 	case "aor":
-		return b.addAoR(readAoR(s.name, s.file, s.line, s.vars))
+		// Kept even when it fails: its name came before its options,
+		// and finish reports a second AoR of one name first.
+		return readAoR(b.newAoR(), s.name, s.file, s.line, s.vars)
 	case "endpoint":
 		b.endpoints = append(b.endpoints, readEndpoint(s.name, s.vars))
 	case "auth":
@@ -200,22 +241,21 @@ func (b *builder) section(s *def, typ string) error {
 	return nil
 }
 
+// newAoR appends a zero AoR and returns it.
+func (b *builder) newAoR() *AoR {
+	b.aors = append(b.aors, AoR{})
+	return &b.aors[len(b.aors)-1]
+}
+
 // unique rejects a second object of one type and name.
 func (b *builder) unique(s *def, typ string) error {
-	key := [2]string{typ, s.name}
+	key := seenKey{typ, s.name}
 	if first, ok := b.seen[key]; ok {
 		return &Error{File: s.file, Line: s.line, Section: s.name,
 			Err: causef(ErrDuplicate, "a second %s named %q (the first is at %s:%d)", typ, s.name, first.file, first.line)}
 	}
-	b.seen[key] = s
+	b.seen[key] = place{s.file, s.line}
 	return nil
-}
-
-func (b *builder) addAoR(a *AoR, err error) error {
-	if err == nil {
-		b.aors = append(b.aors, a)
-	}
-	return err
 }
 
 func (b *builder) addTransport(s *def) error {
@@ -233,107 +273,19 @@ func (b *builder) addGlobal(s *def) error {
 }
 
 // addWizard adds a wizard's objects, which must not clash with others.
+// Its AoR is taken back when the wizard fails before naming it.
 func (b *builder) addWizard(s *def) error {
-	w, err := readWizard(s)
+	w, err := readWizard(s, b.newAoR())
 	if err != nil {
+		b.aors = b.aors[:len(b.aors)-1]
 		return err
 	}
-	for _, typ := range []string{"aor", "endpoint"} {
-		if err := b.unique(s, typ); err != nil {
-			return err
-		}
+	if err := b.unique(s, "endpoint"); err != nil {
+		return err
 	}
-	b.aors = append(b.aors, w.aor)
 	b.endpoints = append(b.endpoints, w.endpoint)
 	if w.auth != nil {
 		b.auths[s.name+"-oauth"] = *w.auth
 	}
 	return nil
-}
-
-// finish gives each AoR its probe options and sorts the result.
-func (b *builder) finish() (*Config, error) {
-	cfg := &Config{MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second}
-	owners := b.endpointsByAoR()
-	for _, a := range b.aors {
-		if err := b.probe(a, owners[a.Name]); err != nil {
-			return nil, err
-		}
-	}
-	// Sorted as pointers, then copied once: an AoR is a few hundred
-	// bytes, and sorting and appending the values was most of the time
-	// of a million-AoR file (issue 7).
-	sorted := slices.Clone(b.aors)
-	slices.SortFunc(sorted, func(x, y *AoR) int { return cmp.Compare(x.Name, y.Name) })
-	cfg.AoRs = make([]AoR, len(sorted))
-	for i, a := range sorted {
-		cfg.AoRs[i] = *a
-	}
-	for _, e := range b.endpoints {
-		cfg.Endpoints = append(cfg.Endpoints, e.Endpoint)
-	}
-	slices.SortFunc(cfg.Endpoints, func(x, y Endpoint) int { return cmp.Compare(x.Name, y.Name) })
-	return cfg, nil
-}
-
-// endpointsByAoR returns, for each AoR name an endpoint lists in aors=, the
-// first such endpoint in file order. Looking it up per AoR by scanning
-// every endpoint made a file of N endpoints and N AoRs take N squared
-// steps: 9 s at 40,000 of each (issue 7).
-func (b *builder) endpointsByAoR() map[string]*endpointDef {
-	owners := make(map[string]*endpointDef, len(b.endpoints))
-	for _, e := range b.endpoints {
-		for _, name := range e.AoRs {
-			if _, ok := owners[name]; !ok {
-				owners[name] = e
-			}
-		}
-	}
-	return owners
-}
-
-// probe fills a.Probe from e, the first endpoint, in file order, whose
-// aors lists a (nil: none). The AoR's own outbound_proxy wins over the
-// endpoint's, as Asterisk sets the contact's proxy after the endpoint's.
-func (b *builder) probe(a *AoR, e *endpointDef) error {
-	if e == nil {
-		return nil
-	}
-	if a.Probe.OutboundProxy == "" {
-		a.Probe.OutboundProxy = e.outboundProxy.value
-	}
-	a.Probe.FromUser, a.Probe.FromDomain = e.fromUser.value, e.fromDomain.value
-	var err error
-	if a.Probe.Transport, err = b.transportOf(e); err != nil {
-		return err
-	}
-	a.Probe.Auth, err = b.authOf(e)
-	return err
-}
-
-// transportOf returns the protocol of e's transport, "" when it names
-// none.
-func (b *builder) transportOf(e *endpointDef) (string, error) {
-	name := e.transport.value
-	if name == "" {
-		return "", nil
-	}
-	proto, ok := b.transports[name]
-	if !ok {
-		return "", optErr(e.Name, e.transport, causef(ErrReference, "no transport section %q", name))
-	}
-	return proto, nil
-}
-
-// authOf returns the credentials of e's first outbound_auth.
-func (b *builder) authOf(e *endpointDef) (qualify.Credentials, error) {
-	names := splitList(e.outboundAuth.value)
-	if len(names) == 0 {
-		return qualify.Credentials{}, nil
-	}
-	c, ok := b.auths[names[0]]
-	if !ok {
-		return c, optErr(e.Name, e.outboundAuth, causef(ErrReference, "no auth section %q", names[0]))
-	}
-	return c, nil
 }

@@ -24,9 +24,10 @@ type endpointDef struct {
 }
 
 // readEndpoint takes the options qualifyd needs (the last value of each
-// wins) and ignores the many others.
+// wins) and ignores the many others. Like every string of a Config, its
+// own are copies, not substrings of the configuration's text (AoR.own).
 func readEndpoint(name string, vars []variable) *endpointDef {
-	e := &endpointDef{Endpoint: Endpoint{Name: name}}
+	e := &endpointDef{Endpoint: Endpoint{Name: strings.Clone(name)}}
 	fields := map[string]*variable{
 		"outbound_auth":  &e.outboundAuth,
 		"outbound_proxy": &e.outboundProxy,
@@ -36,9 +37,10 @@ func readEndpoint(name string, vars []variable) *endpointDef {
 	}
 	for _, v := range vars {
 		if v.name == "aors" {
-			e.AoRs = splitList(v.value)
+			e.AoRs = splitList(strings.Clone(v.value))
 		} else if f, ok := fields[v.name]; ok {
 			*f = v
+			f.value = strings.Clone(v.value)
 		}
 	}
 	return e
@@ -50,11 +52,11 @@ func readAuth(vars []variable) qualify.Credentials {
 	for _, v := range vars {
 		switch v.name {
 		case "username":
-			c.Username = v.value
+			c.Username = strings.Clone(v.value)
 		case "password":
-			c.Password = v.value
+			c.Password = strings.Clone(v.value)
 		case "realm":
-			c.Realm = v.value
+			c.Realm = strings.Clone(v.value)
 		}
 	}
 	return c
@@ -71,7 +73,7 @@ func readTransport(name string, vars []variable) (string, error) {
 		if v.name != "protocol" {
 			continue
 		}
-		proto = strings.ToLower(v.value)
+		proto = strings.Clone(strings.ToLower(v.value))
 		if !contains(protocols, proto) {
 			return "", optErr(name, v, causef(ErrValue, "%q is not a transport protocol (udp, tcp, tls, ws, wss or flow)", v.value))
 		}

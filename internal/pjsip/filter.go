@@ -34,11 +34,11 @@ type filter struct {
 // TEMPLATES=restrict set which sections may match.
 func parseFilter(s string) (filter, error) {
 	var f filter
-	if strings.Trim(s, blanks) == "" {
+	if trimBlanks(s) == "" {
 		return f, nil
 	}
 	for _, part := range strings.Split(s, "&") {
-		part = strings.Trim(part, blanks)
+		part = trimBlanks(part)
 		switch {
 		case strings.EqualFold(part, "TEMPLATES=include"):
 			f.templates = templatesInclude
@@ -48,11 +48,11 @@ func parseFilter(s string) (filter, error) {
 			continue
 		}
 		name, value, _ := strings.Cut(part, "=")
-		if name = strings.Trim(name, blanks); name == "" {
+		if name = trimBlanks(name); name == "" {
 			continue
 		}
 		value, _, _ = strings.Cut(value, "=")
-		re, err := regexp.CompilePOSIX(strings.Trim(value, blanks))
+		re, err := regexp.CompilePOSIX(trimBlanks(value))
 		if err != nil {
 			return f, causef(ErrSyntax, "filter %q: %v", part, err)
 		}

@@ -15,12 +15,14 @@ type index map[string]chain
 
 type chain struct{ first, last *section }
 
-// addSection adds s after the sections read so far.
-func (p *parser) addSection(s *section) {
-	p.sections = append(p.sections, s)
+// addSection adds a copy of s after the sections read so far and
+// returns it.
+func (p *parser) addSection(s section) *section {
+	kept := p.sections.add(s)
 	if p.index != nil {
-		p.index.add(s)
+		p.index.add(kept)
 	}
+	return kept
 }
 
 func (x index) add(s *section) {
@@ -41,7 +43,7 @@ func (x index) add(s *section) {
 func (p *parser) find(name string, f filter) *section {
 	if p.index == nil {
 		p.index = index{}
-		for _, s := range p.sections {
+		for s := range p.sections.all {
 			p.index.add(s)
 		}
 	}

@@ -44,7 +44,7 @@ func eachLine(file, src string, f func(line) error) error {
 		if err != nil {
 			return err
 		}
-		if text = strings.Trim(text, blanks); text != "" {
+		if text = trimBlanks(text); text != "" {
 			if err := f(line{num: num, text: text}); err != nil {
 				return err
 			}

@@ -62,6 +62,37 @@ func (s *section) add(opts *optionBlocks, o option) error {
 	return nil
 }
 
+// sectionBlocks holds the sections in file order, in blocks that never
+// move, so that a *section stays valid and the builder can drop each
+// block once it has read it.
+type sectionBlocks struct {
+	blocks [][]section
+}
+
+const sectionBlockSize = 1024
+
+// add appends a copy of s and returns where it is kept.
+func (b *sectionBlocks) add(s section) *section {
+	n := len(b.blocks)
+	if n == 0 || len(b.blocks[n-1]) == cap(b.blocks[n-1]) {
+		b.blocks, n = append(b.blocks, make([]section, 0, sectionBlockSize)), n+1
+	}
+	blk := append(b.blocks[n-1], s)
+	b.blocks[n-1] = blk
+	return &blk[len(blk)-1]
+}
+
+// all yields every section in file order.
+func (b *sectionBlocks) all(yield func(*section) bool) {
+	for _, blk := range b.blocks {
+		for i := range blk {
+			if !yield(&blk[i]) {
+				return
+			}
+		}
+	}
+}
+
 // optionBlocks hands out the options of sections from shared blocks. A
 // section's options are mostly written one after the other, so they take
 // consecutive places in the current block and grow there; one that grows
@@ -111,11 +142,10 @@ func (p *parser) header(file string, ln line) (*section, error) {
 	fail := func(err error) (*section, error) {
 		return nil, &Error{File: file, Line: ln.num, Section: name, Err: err}
 	}
-	newSec := &section{name: name, file: file, line: int32(ln.num)}
 	if !strings.HasPrefix(rest, "(") {
-		p.addSection(newSec)
-		return newSec, nil
+		return p.addSection(section{name: name, file: file, line: int32(ln.num)}), nil
 	}
+	newSec := &section{name: name, file: file, line: int32(ln.num)}
 	closeAt := strings.IndexByte(rest, ')')
 	if closeAt < 0 {
 		return fail(causef(ErrSyntax, "no closing ')' in %q", ln.text))
@@ -125,7 +155,7 @@ func (p *parser) header(file string, ln line) (*section, error) {
 		return fail(err)
 	}
 	if cur == newSec {
-		p.addSection(newSec)
+		cur = p.addSection(*newSec)
 	}
 	return cur, nil
 }
@@ -214,7 +244,7 @@ func (p *parser) assign(file string, ln line, cur *section) error {
 	if plus && appendValue(cur, name, value) {
 		return nil
 	}
-	o := option{key: name, value: strings.Trim(value, blanks), file: p.fileIndex(), line: int32(ln.num)}
+	o := option{key: name, value: trimBlanks(value), file: p.fileIndex(), line: int32(ln.num)}
 	if err := cur.add(&p.opts, o); err != nil {
 		return fail(err)
 	}
@@ -243,7 +273,7 @@ func splitOption(text string) (name, value string, plus bool, err error) {
 	} else {
 		name, value = text[:eq], strings.TrimPrefix(text[eq+1:], ">")
 	}
-	if name = strings.Trim(name, blanks); name == "" {
+	if name = trimBlanks(name); name == "" {
 		return "", "", false, causef(ErrSyntax, "no option name in %q", orig)
 	}
 	return name, value, plus, nil
@@ -254,7 +284,7 @@ func splitOption(text string) (name, value string, plus bool, err error) {
 func appendValue(cur *section, name, value string) bool {
 	for i := len(cur.opts) - 1; i >= 0; i-- {
 		if cur.opts[i].key == name {
-			cur.opts[i].value = strings.Trim(cur.opts[i].value+value, blanks)
+			cur.opts[i].value = trimBlanks(cur.opts[i].value+value)
 			return true
 		}
 	}
@@ -265,7 +295,7 @@ func appendValue(cur *section, name, value string) bool {
 func (p *parser) directive(file string, ln line, cur *section) error {
 	name, arg := ln.text[1:], ""
 	if i := strings.IndexFunc(name, func(r rune) bool { return r <= ' ' }); i >= 0 {
-		name, arg = name[:i], strings.Trim(name[i+1:], blanks)
+		name, arg = name[:i], trimBlanks(name[i+1:])
 	}
 	fail := func(sentinel error, format string, args ...any) error {
 		msg := fmt.Sprintf(format, args...)

@@ -99,12 +99,40 @@ func parseBool(s string) (bool, error) {
 // dropping empty ones.
 func splitList(s string) []string {
 	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.Trim(item, blanks); item != "" {
-			out = append(out, item)
-		}
+	for item := range listItems(s) {
+		out = append(out, item)
 	}
 	return out
+}
+
+// listItems yields the items of a comma-separated list, stripped, without
+// the empty ones.
+func listItems(s string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for more := true; more; {
+			var item string
+			item, s, more = strings.Cut(s, ",")
+			if item = trimBlanks(item); item != "" && !yield(item) {
+				return
+			}
+		}
+	}
+}
+
+// trimBlanks is strings.Trim(s, blanks) without building the cutset's
+// set on each call: it ran for every line and option.
+func trimBlanks(s string) string {
+	for s != "" && isBlank(s[0]) {
+		s = s[1:]
+	}
+	for s != "" && isBlank(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func isBlank(c byte) bool {
+	return c == ' ' || c >= '\t' && c <= '\r'
 }
 
 // maxHost is pjproject's PJ_MAX_HOSTNAME, the bound Asterisk checks.

@@ -10,19 +10,19 @@ import (
 const defaultContactPattern = "sip:${REMOTE_HOST}"
 
 // wizard is what one type=wizard section creates, as Asterisk's
-// res_pjsip_config_wizard: an AoR and an endpoint named after the section,
-// and with sends_auth an outbound auth named NAME-oauth.
+// res_pjsip_config_wizard: an AoR (read in place) and an endpoint named
+// after the section, and with sends_auth an outbound auth named
+// NAME-oauth.
 type wizard struct {
-	aor      *AoR
 	endpoint *endpointDef
 	auth     *qualify.Credentials
 }
 
-// readWizard expands a wizard section. Its "aor/..." options are AoR
-// options (qualifyd's included, checked as in a type=aor section), its
-// "endpoint/..." and "outbound_auth/..." ones go to those objects, and
-// every other option is accepted and ignored.
-func readWizard(s *def) (*wizard, error) {
+// readWizard expands a wizard section, its AoR into aor. Its "aor/..."
+// options are AoR options (qualifyd's included, checked as in a type=aor
+// section), its "endpoint/..." and "outbound_auth/..." ones go to those
+// objects, and every other option is accepted and ignored.
+func readWizard(s *def, aor *AoR) (*wizard, error) {
 	sendsAuth, err := wizardBool(s, "sends_auth")
 	if err != nil {
 		return nil, err
@@ -31,11 +31,10 @@ func readWizard(s *def) (*wizard, error) {
 	if err != nil {
 		return nil, err
 	}
-	aor, err := readAoR(s.name, s.file, s.line, aorVars)
-	if err != nil {
+	if err := readAoR(aor, s.name, s.file, s.line, aorVars); err != nil {
 		return nil, err
 	}
-	w := &wizard{aor: aor, endpoint: readEndpoint(s.name, wizardEndpointVars(s, sendsAuth))}
+	w := &wizard{endpoint: readEndpoint(s.name, wizardEndpointVars(s, sendsAuth))}
 	if sendsAuth {
 		w.auth, err = wizardAuth(s)
 	}
