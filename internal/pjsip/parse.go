@@ -284,7 +284,7 @@ func splitOption(text string) (name, value string, plus bool, err error) {
 func appendValue(cur *section, name, value string) bool {
 	for i := len(cur.opts) - 1; i >= 0; i-- {
 		if cur.opts[i].key == name {
-			cur.opts[i].value = trimBlanks(cur.opts[i].value+value)
+			cur.opts[i].value = trimBlanks(cur.opts[i].value + value)
 			return true
 		}
 	}
