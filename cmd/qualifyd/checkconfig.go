@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,8 +84,11 @@ func writeJSON(stdout, stderr io.Writer, cfg *pjsip.Config) int {
 	return 0
 }
 
-// writeSummary prints one line for the file and one per AoR.
-func writeSummary(w io.Writer, file string, cfg *pjsip.Config) {
+// writeSummary prints one line for the file and one per AoR, buffered:
+// a million AoRs were a million writes to stdout.
+func writeSummary(stdout io.Writer, file string, cfg *pjsip.Config) {
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
 	qualified, contacts, width := 0, 0, 0
 	for _, a := range cfg.AoRs {
 		contacts += len(a.Contacts)
@@ -95,27 +99,38 @@ func writeSummary(w io.Writer, file string, cfg *pjsip.Config) {
 	}
 	fmt.Fprintf(w, "%s: OK: %d AoRs (%d qualified), %d static contacts, %d endpoints\n",
 		file, len(cfg.AoRs), qualified, contacts, len(cfg.Endpoints))
-	for _, a := range cfg.AoRs {
-		fmt.Fprintf(w, "  %-*s  %s\n", width, a.Name, describe(effective(a)))
+	for i := range cfg.AoRs {
+		a := &cfg.AoRs[i]
+		fmt.Fprintf(w, "  %-*s  ", width, a.Name)
+		describe(w, summaryOf(a))
+		w.WriteByte('\n')
 	}
 }
 
-// describe summarises one AoR's effective settings on one line.
-func describe(e aorJSON) string {
-	s := fmt.Sprintf("contacts=%d", len(e.Contacts))
+// summaryOf is effective without the copy of the contacts, which
+// describe only counts: a million AoRs were a million copies.
+func summaryOf(a *pjsip.AoR) aorJSON {
+	return aorJSON{Name: a.Name, Contacts: a.Contacts, Report: a.Policy.Report(), OutboundProxy: a.Probe.OutboundProxy}
+}
+
+// describe writes one AoR's effective settings on one line, without its
+// newline.
+func describe(w *bufio.Writer, e aorJSON) {
+	fmt.Fprintf(w, "contacts=%d", len(e.Contacts))
 	if e.Frequency == 0 {
-		return s + " qualify=off"
+		w.WriteString(" qualify=off")
+		return
 	}
-	s += fmt.Sprintf(" frequency=%gs timeout=%gs failures=%d retry=%gs down=%gs successes=%d",
+	fmt.Fprintf(w, " frequency=%gs timeout=%gs failures=%d retry=%gs down=%gs successes=%d",
 		e.Frequency, e.Timeout, e.Failures, e.RetryInterval, e.DownInterval, e.Successes)
 	if e.Only2xx {
-		s += " 2xx-only"
+		w.WriteString(" 2xx-only")
 	}
 	if e.LatencyOnly {
-		s += " latency-only"
+		w.WriteString(" latency-only")
 	}
 	if e.OutboundProxy != "" {
-		s += " proxy=" + e.OutboundProxy
+		w.WriteString(" proxy=")
+		w.WriteString(e.OutboundProxy)
 	}
-	return s
 }
