@@ -130,9 +130,17 @@ func (p *parser) run(name, shown, src string) (*Config, error) {
 type builder struct {
 	files []string
 	vars  []variable // the current section's, reused
-	// aors are every AoR in file order, built in place: a million AoRs
-	// are 232 MB, so they are neither copied nor grown by append.
-	aors       []AoR
+	// aors are every AoR, each built in place at its place in name
+	// order: a million AoRs are 232 MB, so they are neither grown by
+	// append nor moved to sort them.
+	aors []AoR
+	// order is the AoRs' names and places in file order, sorted by name;
+	// slot maps a place in file order to the AoR's index in aors.
+	order []nameAt
+	slot  []int32
+	// next is the file-order place of the next AoR; named is how many
+	// AoRs, in file order, have been named, for finish's duplicates.
+	next, named int
 	endpoints  []*endpointDef
 	auths      map[string]qualify.Credentials
 	transports map[string]string
@@ -156,11 +164,12 @@ type place struct {
 func build(sections sectionBlocks, files []string) (*Config, error) {
 	b := &builder{
 		files:      files,
-		aors:       make([]AoR, 0, countAoRs(&sections)),
+		order:      byName(&sections),
 		auths:      map[string]qualify.Credentials{},
 		transports: map[string]string{},
 		seen:       map[seenKey]place{},
 	}
+	b.aors, b.slot = make([]AoR, len(b.order)), slots(b.order)
 	err := b.sections(sections.blocks)
 	b.vars = nil
 	return b.finish(err)
@@ -183,17 +192,6 @@ func (b *builder) sections(blocks [][]section) error {
 		}
 	}
 	return nil
-}
-
-// countAoRs counts the sections that make an AoR.
-func countAoRs(sections *sectionBlocks) int {
-	n := 0
-	for s := range sections.all {
-		if t, ok := s.first("type"); ok && !s.template && (t.value == "aor" || t.value == "wizard") {
-			n++
-		}
-	}
-	return n
 }
 
 // def is a section as the builder reads it, its options with their
@@ -224,9 +222,11 @@ func (b *builder) section(s *def, typ string) error {
 	}
 	switch typ {
 	case "aor":
-		// Kept even when it fails: its name came before its options,
+		// Named even when it fails: its name came before its options,
 		// and finish reports a second AoR of one name first.
-		return readAoR(b.newAoR(), s.name, s.file, s.line, s.vars)
+		a := b.newAoR()
+		b.named++
+		return readAoR(a, s.name, s.file, s.line, s.vars)
 	case "endpoint":
 		b.endpoints = append(b.endpoints, readEndpoint(s.name, s.vars))
 	case "auth":
@@ -241,10 +241,10 @@ func (b *builder) section(s *def, typ string) error {
 	return nil
 }
 
-// newAoR appends a zero AoR and returns it.
+// newAoR returns the place of the next AoR in file order.
 func (b *builder) newAoR() *AoR {
-	b.aors = append(b.aors, AoR{})
-	return &b.aors[len(b.aors)-1]
+	b.next++
+	return &b.aors[b.slot[b.next-1]]
 }
 
 // unique rejects a second object of one type and name.
@@ -273,13 +273,13 @@ func (b *builder) addGlobal(s *def) error {
 }
 
 // addWizard adds a wizard's objects, which must not clash with others.
-// Its AoR is taken back when the wizard fails before naming it.
+// Its AoR is named once the wizard is read.
 func (b *builder) addWizard(s *def) error {
 	w, err := readWizard(s, b.newAoR())
 	if err != nil {
-		b.aors = b.aors[:len(b.aors)-1]
 		return err
 	}
+	b.named++
 	if err := b.unique(s, "endpoint"); err != nil {
 		return err
 	}

@@ -10,23 +10,23 @@ import (
 )
 
 // finish reports a second AoR of one name if one came before err (the
-// first error of the sections, or nil), then gives each AoR its probe
-// options and sorts the AoRs and endpoints by name.
+// first error of the sections, or nil), then gives each AoR, in file
+// order, its probe options, and sorts the endpoints by name.
 func (b *builder) finish(err error) (*Config, error) {
-	order := byName(b.aors)
-	if dup := b.duplicate(order); dup != nil {
+	if dup := b.duplicate(); dup != nil {
 		return nil, dup
 	}
 	if err != nil {
 		return nil, err
 	}
-	owners := b.endpointsByAoR()
-	for i := range b.aors {
-		if err := b.probe(&b.aors[i], owners[b.aors[i].Name]); err != nil {
-			return nil, err
+	if len(b.endpoints) > 0 {
+		owners := b.endpointsByAoR()
+		for _, i := range b.slot {
+			if err := b.probe(&b.aors[i], owners[b.aors[i].Name]); err != nil {
+				return nil, err
+			}
 		}
 	}
-	permute(b.aors, order)
 	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second}
 	for _, e := range b.endpoints {
 		cfg.Endpoints = append(cfg.Endpoints, e.Endpoint)
@@ -41,12 +41,23 @@ type nameAt struct {
 	at   int
 }
 
-// byName returns the AoRs' names and places sorted by name, then place.
-// Sorting these 24-byte keys, not the AoRs, moves no AoR until permute.
-func byName(aors []AoR) []nameAt {
-	order := make([]nameAt, len(aors))
-	for i := range aors {
-		order[i] = nameAt{aors[i].Name, i}
+// byName returns the names and file-order places of the sections that
+// make an AoR (type=aor and type=wizard; an AoR is named after its
+// section), sorted by name, then place. Sorting these 24-byte keys before
+// the AoRs are built lets each be built where it belongs: moving the
+// AoRs of a million-AoR file into order took 0.2 s.
+func byName(sections *sectionBlocks) []nameAt {
+	n := 0
+	for s := range sections.all {
+		if makesAoR(s) {
+			n++
+		}
+	}
+	order := make([]nameAt, 0, n)
+	for s := range sections.all {
+		if makesAoR(s) {
+			order = append(order, nameAt{s.name, len(order)})
+		}
 	}
 	slices.SortFunc(order, func(x, y nameAt) int {
 		return cmp.Or(strings.Compare(x.name, y.name), cmp.Compare(x.at, y.at))
@@ -54,43 +65,39 @@ func byName(aors []AoR) []nameAt {
 	return order
 }
 
+func makesAoR(s *section) bool {
+	t, ok := s.first("type")
+	return ok && !s.template && (t.value == "aor" || t.value == "wizard")
+}
+
+// slots inverts order: for each place in file order, the index in name
+// order.
+func slots(order []nameAt) []int32 {
+	slot := make([]int32, len(order))
+	for i, k := range order {
+		slot[k.at] = int32(i)
+	}
+	return slot
+}
+
 // duplicate returns the error of the first AoR, in file order, whose name
-// an earlier one has, or nil. The AoRs of sections and wizards share one
-// namespace, as Asterisk's sorcery objects of a type.
-func (b *builder) duplicate(order []nameAt) error {
+// an earlier one has, among the AoRs named before the sections' first
+// error; or nil. The AoRs of sections and wizards share one namespace,
+// as Asterisk's sorcery objects of a type.
+func (b *builder) duplicate() error {
 	second, first := -1, -1
-	for i := 1; i < len(order); i++ {
-		if order[i].name == order[i-1].name && (second < 0 || order[i].at < second) {
-			second, first = order[i].at, order[i-1].at
+	for i := 1; i < len(b.order); i++ {
+		x, y := b.order[i-1], b.order[i]
+		if x.name == y.name && y.at < b.named && (second < 0 || y.at < second) {
+			second, first = y.at, x.at
 		}
 	}
 	if second < 0 {
 		return nil
 	}
-	a, f := &b.aors[second], &b.aors[first]
+	a, f := &b.aors[b.slot[second]], &b.aors[b.slot[first]]
 	return &Error{File: a.File, Line: a.Line, Section: a.Name,
 		Err: causef(ErrDuplicate, "a second aor named %q (the first is at %s:%d)", a.Name, f.File, f.Line)}
-}
-
-// permute puts aors in the order of order, moving each AoR once along
-// the cycles of the permutation; order's places are used up.
-func permute(aors []AoR, order []nameAt) {
-	for i := range order {
-		if order[i].at == i {
-			continue
-		}
-		moved, j := aors[i], i
-		for {
-			k := order[j].at
-			order[j].at = j
-			if k == i {
-				aors[j] = moved
-				break
-			}
-			aors[j] = aors[k]
-			j = k
-		}
-	}
 }
 
 // endpointsByAoR returns, for each AoR name an endpoint lists in aors=, the
