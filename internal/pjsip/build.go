@@ -44,6 +44,7 @@ type parser struct {
 	filters  map[string]filter
 	opts     optionBlocks
 	files    []string // every file read, as shown, in order; option.file indexes it
+	texts    texts
 	stack    []openFile
 }
 
@@ -121,15 +122,17 @@ func (p *parser) run(name, shown, src string) (*Config, error) {
 	if err := p.parseSource(name, shown, src, nil); err != nil {
 		return nil, err
 	}
-	sections, files := p.sections, p.files
+	sections, files, texts := p.sections, p.files, p.texts
 	*p = parser{}
-	return build(sections, files)
+	return build(sections, files, &texts)
 }
 
 // builder turns sections into objects, in file order.
 type builder struct {
 	files []string
-	vars  []variable // the current section's, reused
+	texts *texts
+	cur   def        // the section being read; def reuses it
+	vars  []variable // cur's, reused
 	// aors are every AoR, each built in place at its place in name
 	// order: a million AoRs are 232 MB, so they are neither grown by
 	// append nor moved to sort them.
@@ -141,11 +144,11 @@ type builder struct {
 	// next is the file-order place of the next AoR; named is how many
 	// AoRs, in file order, have been named, for finish's duplicates.
 	next, named int
-	endpoints  []*endpointDef
-	auths      map[string]qualify.Credentials
-	transports map[string]string
+	endpoints   []*endpointDef
+	auths       map[string]qualify.Credentials
+	transports  map[string]string
 	// seen holds the first object of each type and name, but AoRs:
-	// finish finds a second AoR of one name when it sorts them.
+	// duplicate finds a second AoR of one name in the sorted names.
 	seen       map[seenKey]place
 	maxInitial int
 }
@@ -161,10 +164,11 @@ type place struct {
 // build reads every non-template section with a type; sections without
 // one (unused templates, or plain Asterisk sections) are ignored. Each
 // block of sections is dropped once read.
-func build(sections sectionBlocks, files []string) (*Config, error) {
+func build(sections sectionBlocks, files []string, texts *texts) (*Config, error) {
 	b := &builder{
 		files:      files,
-		order:      byName(&sections),
+		texts:      texts,
+		order:      byName(texts, &sections),
 		auths:      map[string]qualify.Credentials{},
 		transports: map[string]string{},
 		seen:       map[seenKey]place{},
@@ -182,11 +186,11 @@ func (b *builder) sections(blocks [][]section) error {
 		blocks[i] = nil
 		for j := range blk {
 			s := &blk[j]
-			t, ok := s.first("type")
+			t, ok := b.texts.first(s, "type")
 			if s.template || !ok {
 				continue
 			}
-			if err := b.section(b.def(s), t.value); err != nil {
+			if err := b.section(b.def(s), t); err != nil {
 				return err
 			}
 		}
@@ -202,13 +206,16 @@ type def struct {
 	vars       []variable
 }
 
-// def expands s's options into b.vars, which the next call reuses.
+// def expands s into b.cur and its options into b.vars, which the next
+// call reuses.
 func (b *builder) def(s *section) *def {
 	b.vars = b.vars[:0]
 	for _, o := range s.opts {
-		b.vars = append(b.vars, variable{name: o.key, key: o.key, value: o.value, file: b.files[o.file], line: int(o.line)})
+		key, value := b.texts.option(o)
+		b.vars = append(b.vars, variable{name: key, key: key, value: value, file: b.files[o.file], line: int(o.line)})
 	}
-	return &def{name: s.name, file: s.file, line: int(s.line), vars: b.vars}
+	b.cur = def{name: s.name, file: s.file, line: int(s.line), vars: b.vars}
+	return &b.cur
 }
 
 // section reads one section by its type; types qualifyd does not use are

@@ -78,8 +78,8 @@ func (p *parser) filter(s string) (filter, error) {
 	return f, err
 }
 
-// matches reports whether s passes the filter.
-func (f filter) matches(s *section) bool {
+// matches reports whether s, whose options are in t, passes the filter.
+func (f filter) matches(t *texts, s *section) bool {
 	switch {
 	case f.templates == templatesExclude && s.template:
 		return false
@@ -87,16 +87,16 @@ func (f filter) matches(s *section) bool {
 		return false
 	}
 	for _, c := range f.conds {
-		if !c.matches(s) {
+		if !c.matches(t, s) {
 			return false
 		}
 	}
 	return true
 }
 
-func (c cond) matches(s *section) bool {
+func (c cond) matches(t *texts, s *section) bool {
 	for _, o := range s.opts {
-		if strings.EqualFold(o.key, c.name) && c.re.MatchString(o.value) {
+		if key, value := t.option(o); strings.EqualFold(key, c.name) && c.re.MatchString(value) {
 			return true
 		}
 	}

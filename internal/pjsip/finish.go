@@ -46,16 +46,16 @@ type nameAt struct {
 // section), sorted by name, then place. Sorting these 24-byte keys before
 // the AoRs are built lets each be built where it belongs: moving the
 // AoRs of a million-AoR file into order took 0.2 s.
-func byName(sections *sectionBlocks) []nameAt {
+func byName(t *texts, sections *sectionBlocks) []nameAt {
 	n := 0
 	for s := range sections.all {
-		if makesAoR(s) {
+		if makesAoR(t, s) {
 			n++
 		}
 	}
 	order := make([]nameAt, 0, n)
 	for s := range sections.all {
-		if makesAoR(s) {
+		if makesAoR(t, s) {
 			order = append(order, nameAt{s.name, len(order)})
 		}
 	}
@@ -65,9 +65,9 @@ func byName(sections *sectionBlocks) []nameAt {
 	return order
 }
 
-func makesAoR(s *section) bool {
-	t, ok := s.first("type")
-	return ok && !s.template && (t.value == "aor" || t.value == "wizard")
+func makesAoR(t *texts, s *section) bool {
+	typ, ok := t.first(s, "type")
+	return ok && !s.template && (typ == "aor" || typ == "wizard")
 }
 
 // slots inverts order: for each place in file order, the index in name

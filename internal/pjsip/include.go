@@ -102,6 +102,7 @@ func (p *parser) parseSource(name, shown, src string, cur *section) error {
 		return err
 	}
 	p.files = append(p.files, shown)
+	p.texts.files = append(p.texts.files, src)
 	p.stack = append(p.stack, openFile{name: name, shown: shown, file: int32(len(p.files) - 1)})
 	defer func() { p.stack = p.stack[:len(p.stack)-1] }()
 	return eachLine(shown, src, func(ln line) error {

@@ -48,7 +48,7 @@ func (p *parser) find(name string, f filter) *section {
 		}
 	}
 	for s := p.index[foldKey(name)].first; s != nil; s = s.next {
-		if f.matches(s) {
+		if f.matches(&p.texts, s) {
 			return s
 		}
 	}

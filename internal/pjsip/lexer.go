@@ -13,6 +13,9 @@ const blanks = " \t\n\v\f\r"
 type line struct {
 	num  int
 	text string
+	// off is where text starts in the file, or -1 when a comment was cut
+	// from its middle, which makes it no substring of the file.
+	off int
 }
 
 // lexer removes comments line by line. Block comments nest and span lines,
@@ -37,15 +40,19 @@ func checkComments(file, src string) error {
 // million-AoR file has five million of them (issue 7).
 func eachLine(file, src string, f func(line) error) error {
 	lx := lexer{file: file}
-	for num := 1; src != ""; num++ {
-		raw, rest, _ := strings.Cut(src, "\n")
-		src = rest
-		text, err := lx.strip(raw, num)
+	for num, pos := 1, 0; pos < len(src); num++ {
+		raw, _, _ := strings.Cut(src[pos:], "\n")
+		text, at, err := lx.strip(raw, num)
 		if err != nil {
 			return err
 		}
-		if text = trimBlanks(text); text != "" {
-			if err := f(line{num: num, text: text}); err != nil {
+		trimmed := trimBlanks(text)
+		if at >= 0 {
+			at += pos + leadingBlanks(text)
+		}
+		pos += len(raw) + 1
+		if trimmed != "" {
+			if err := f(line{num: num, text: trimmed, off: at}); err != nil {
 				return err
 			}
 		}
@@ -60,11 +67,12 @@ func (lx *lexer) err(num int, msg string) error {
 	return &Error{File: lx.file, Line: num, Err: causef(ErrSyntax, "%s", msg)}
 }
 
-// strip returns the parts of s outside comments. It scans from ';' to ';'
+// strip returns the parts of s outside comments, and where they start in
+// s when they are one part (-1 when joined). It scans from ';' to ';'
 // as config.c does: an escaped one is kept (without its backslash), ";--"
 // (not ";---") opens a block, "--;" closes one, and any other ends the
 // line's processing unless inside a block.
-func (lx *lexer) strip(s string, num int) (string, error) {
+func (lx *lexer) strip(s string, num int) (string, int, error) {
 	var keep kept
 	seg, i := 0, 0 // start of the kept segment; where the scan resumes
 	for {
@@ -76,42 +84,42 @@ func (lx *lexer) strip(s string, num int) (string, error) {
 		switch {
 		case p > i && s[p-1] == '\\':
 			if len(lx.opened) == 0 {
-				keep.add(s[seg : p-1])
+				keep.add(s[seg:p-1], seg)
 				seg = p
 			}
 			i = p + 1
 		case strings.HasPrefix(s[p:], ";--") && !strings.HasPrefix(s[p:], ";---"):
-			if err := lx.open(&keep, s[seg:p], num); err != nil {
-				return "", err
+			if err := lx.open(&keep, s[seg:p], seg, num); err != nil {
+				return "", 0, err
 			}
 			i = p + 3
 		case p >= i+2 && s[p-2:p] == "--":
 			if len(lx.opened) == 0 {
-				return "", lx.err(num, "\"--;\" closes no block comment")
+				return "", 0, lx.err(num, "\"--;\" closes no block comment")
 			}
 			lx.opened = lx.opened[:len(lx.opened)-1]
 			i, seg = p+1, p+1
 		case len(lx.opened) == 0:
-			keep.add(s[seg:p])
-			return keep.String(), nil
+			keep.add(s[seg:p], seg)
+			return keep.result()
 		default:
 			i = p + 1
 		}
 	}
 	if len(lx.opened) == 0 {
-		keep.add(s[seg:])
+		keep.add(s[seg:], seg)
 	}
-	return keep.String(), nil
+	return keep.result()
 }
 
-// open starts a block comment, keeping the text before it when it is the
-// outermost one.
-func (lx *lexer) open(keep *kept, before string, num int) error {
+// open starts a block comment, keeping the text before it (at at) when
+// it is the outermost one.
+func (lx *lexer) open(keep *kept, before string, at, num int) error {
 	if len(lx.opened) >= maxNestedComments {
 		return lx.err(num, "block comments nested too deeply")
 	}
 	if len(lx.opened) == 0 {
-		keep.add(before)
+		keep.add(before, at)
 	}
 	lx.opened = append(lx.opened, num)
 	return nil
@@ -121,17 +129,19 @@ func (lx *lexer) open(keep *kept, before string, num int) error {
 // as most are, is that part itself, not a copy.
 type kept struct {
 	one    string
+	at     int // where one starts in the line
 	joined strings.Builder
 	many   bool
 }
 
-func (k *kept) add(part string) {
+// add adds part, which starts at at in the line.
+func (k *kept) add(part string, at int) {
 	switch {
 	case part == "":
 	case k.many:
 		k.joined.WriteString(part)
 	case k.one == "":
-		k.one = part
+		k.one, k.at = part, at
 	default:
 		k.joined.WriteString(k.one)
 		k.joined.WriteString(part)
@@ -139,9 +149,11 @@ func (k *kept) add(part string) {
 	}
 }
 
-func (k *kept) String() string {
+// result returns the line's text and where it starts in the line, -1
+// when it is joined from several parts.
+func (k *kept) result() (string, int, error) {
 	if k.many {
-		return k.joined.String()
+		return k.joined.String(), -1, nil
 	}
-	return k.one
+	return k.one, k.at, nil
 }

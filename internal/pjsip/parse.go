@@ -2,6 +2,7 @@ package pjsip
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -21,12 +22,49 @@ type variable struct {
 }
 
 // option is one option line as a section keeps it until the end of the
-// configuration: 40 bytes where a variable takes 72, as a million-AoR
-// file keeps three million of them (issue 7).
+// configuration: 16 bytes where a variable takes 72, as a million-AoR
+// file keeps three million of them (issue 7). It is where the line's
+// text is in its file, split again into key and value when read
+// (texts.option); or, for a line cut by a comment or a value grown by
+// "+=", its place in texts.extra.
 type option struct {
-	key, value string
-	// file indexes parser.files; line is 1-based.
+	// file indexes parser.files and texts.files; line is 1-based.
 	file, line int32
+	// off and n locate the line's text in the file; n is extra for an
+	// option kept in texts.extra[off].
+	off, n uint32
+}
+
+// extra marks an option kept in texts.extra.
+const extra = math.MaxUint32
+
+// texts are the files read, whose lines the options point into, and the
+// options that are no line of a file.
+type texts struct {
+	files []string
+	extra []keyValue
+}
+
+type keyValue struct{ key, value string }
+
+// option returns o's key and its value, stripped, as assign read them.
+func (t *texts) option(o option) (key, value string) {
+	if o.n == extra {
+		kv := t.extra[o.off]
+		return kv.key, kv.value
+	}
+	key, value, _, _ = splitOption(t.files[o.file][o.off : o.off+o.n])
+	return key, trimBlanks(value)
+}
+
+// newOption returns the option of the line ln of file, key = value.
+func (t *texts) newOption(file int32, ln line, key, value string) option {
+	o := option{file: file, line: int32(ln.num), off: uint32(ln.off), n: uint32(len(ln.text))}
+	if ln.off < 0 || uint64(ln.off)+uint64(len(ln.text)) >= extra {
+		t.extra = append(t.extra, keyValue{key, value})
+		o.off, o.n = uint32(len(t.extra)-1), extra
+	}
+	return o
 }
 
 // section is one [name] of the merged configuration: its own options, then
@@ -42,15 +80,15 @@ type section struct {
 	next *section
 }
 
-// first returns the first option called name, as Asterisk's sorcery uses
-// for type=.
-func (s *section) first(name string) (option, bool) {
+// first returns the value of s's first option called name, as Asterisk's
+// sorcery uses for type=.
+func (t *texts) first(s *section, name string) (string, bool) {
 	for _, o := range s.opts {
-		if o.key == name {
-			return o, true
+		if key, value := t.option(o); key == name {
+			return value, true
 		}
 	}
-	return option{}, false
+	return "", false
 }
 
 // add appends o to the section's options, in the shared blocks of opts.
@@ -241,10 +279,10 @@ func (p *parser) assign(file string, ln line, cur *section) error {
 	if err != nil {
 		return fail(err)
 	}
-	if plus && appendValue(cur, name, value) {
+	if plus && p.appendValue(cur, name, value) {
 		return nil
 	}
-	o := option{key: name, value: trimBlanks(value), file: p.fileIndex(), line: int32(ln.num)}
+	o := p.texts.newOption(p.fileIndex(), ln, name, trimBlanks(value))
 	if err := cur.add(&p.opts, o); err != nil {
 		return fail(err)
 	}
@@ -279,12 +317,14 @@ func splitOption(text string) (name, value string, plus bool, err error) {
 	return name, value, plus, nil
 }
 
-// appendValue adds value to the last option called name, and reports
-// whether there was one.
-func appendValue(cur *section, name, value string) bool {
+// appendValue adds value to the last option called name, which then
+// is no line of a file, and reports whether there was one.
+func (p *parser) appendValue(cur *section, name, value string) bool {
 	for i := len(cur.opts) - 1; i >= 0; i-- {
-		if cur.opts[i].key == name {
-			cur.opts[i].value = trimBlanks(cur.opts[i].value + value)
+		o := &cur.opts[i]
+		if key, old := p.texts.option(*o); key == name {
+			p.texts.extra = append(p.texts.extra, keyValue{key, trimBlanks(old + value)})
+			o.off, o.n = uint32(len(p.texts.extra)-1), extra
 			return true
 		}
 	}

@@ -131,6 +131,15 @@ func trimBlanks(s string) string {
 	return s
 }
 
+// leadingBlanks returns how many blanks s starts with.
+func leadingBlanks(s string) int {
+	n := 0
+	for n < len(s) && isBlank(s[n]) {
+		n++
+	}
+	return n
+}
+
 func isBlank(c byte) bool {
 	return c == ' ' || c >= '\t' && c <= '\r'
 }
