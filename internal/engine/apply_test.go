@@ -347,12 +347,25 @@ func TestApplyConcurrently(t *testing.T) {
 // meanwhile (issue 7). Run it with -benchtime=3x.
 func BenchmarkReload1M(b *testing.B) {
 	e, aors := loaded(b, 1_000_000, referencePolicy())
-	stop, longest := make(chan struct{}), make(chan time.Duration)
-	go func() { // a stand-in for the scheduler: takes the lock every millisecond
+	stop := watchLock(e)
+	for b.Loop() {
+		if err := e.Apply(aors); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(stop().Seconds(), "lock-wait-s")
+}
+
+// watchLock starts a stand-in for the scheduler, which takes e's lock
+// every millisecond. The returned stop ends it and returns the longest it
+// waited for the lock.
+func watchLock(e *Engine) (stop func() time.Duration) {
+	done, longest := make(chan struct{}), make(chan time.Duration)
+	go func() {
 		var most time.Duration
 		for {
 			select {
-			case <-stop:
+			case <-done:
 				longest <- most
 				return
 			case <-time.After(time.Millisecond):
@@ -362,13 +375,10 @@ func BenchmarkReload1M(b *testing.B) {
 			most = max(most, time.Since(t0))
 		}
 	}()
-	for b.Loop() {
-		if err := e.Apply(aors); err != nil {
-			b.Fatal(err)
-		}
+	return func() time.Duration {
+		close(done)
+		return <-longest
 	}
-	close(stop)
-	b.ReportMetric((<-longest).Seconds(), "lock-wait-s")
 }
 
 // loaded returns an engine, not running, that has applied

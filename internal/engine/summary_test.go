@@ -97,3 +97,19 @@ func (e *Engine) count() Summary {
 	}
 	return s
 }
+
+// BenchmarkContacts1M is a full listing of a million contacts, as GET
+// /api/v1/contacts took it, with lock-wait-s, the longest the stand-in
+// scheduler of BenchmarkReload1M waited for the engine's lock meanwhile.
+// Run it with -benchtime=3x.
+func BenchmarkContacts1M(b *testing.B) {
+	e, _ := loaded(b, 1_000_000, qualify.DefaultPolicy())
+	b.ReportAllocs()
+	stop := watchLock(e)
+	for b.Loop() {
+		if cs := e.Contacts(); len(cs) != 1_000_000 {
+			b.Fatalf("%d contacts", len(cs))
+		}
+	}
+	b.ReportMetric(stop().Seconds(), "lock-wait-s")
+}

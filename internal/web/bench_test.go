@@ -1,0 +1,111 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// BenchmarkServeContacts1M serves GET /api/v1/contacts at a million
+// contacts into a writer that discards the body. Besides B/op it reports
+// lock-wait-s, the longest a stand-in for the scheduler, taking the
+// engine's lock every millisecond, waited for it meanwhile (as
+// engine.BenchmarkReload1M), peak-live-MB, how far the live heap (as the
+// latest collection marked it) grew above the loaded engine's, and
+// body-MB, the reply's size. Run it with -benchtime=3x.
+func BenchmarkServeContacts1M(b *testing.B) {
+	e := loaded1M(b)
+	srv, err := New(Config{Engine: e})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := srv.Handler()
+	b.ReportAllocs()
+	stop := watch(e)
+	var w discard
+	for b.Loop() {
+		w = discard{header: http.Header{}}
+		h.ServeHTTP(&w, httptest.NewRequest("GET", "/api/v1/contacts", nil))
+		if w.status != 0 && w.status != http.StatusOK {
+			b.Fatalf("status %d", w.status)
+		}
+	}
+	wait, peak := stop()
+	b.ReportMetric(wait.Seconds(), "lock-wait-s")
+	b.ReportMetric(float64(peak)/1e6, "peak-live-MB")
+	b.ReportMetric(float64(w.n)/1e6, "body-MB")
+}
+
+// loaded1M returns an engine, not running, with a million AoRs of one
+// contact each.
+func loaded1M(b *testing.B) *engine.Engine {
+	e, err := engine.New(engine.Config{Prober: &fakeProber{script: map[string]reply{}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	aors := make([]engine.AoR, 1_000_000)
+	for i := range aors {
+		u := fmt.Sprintf("sip:c%d@127.0.0.1:40000", i)
+		aors[i] = engine.AoR{Name: u[4:], Contacts: []string{u}, Policy: qualify.DefaultPolicy()}
+	}
+	if err := e.Apply(aors); err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+// watch starts a stand-in for the scheduler, which takes e's lock every
+// millisecond, and samples the live heap as it goes. The returned stop
+// ends it and returns the longest wait for the lock and the live heap's
+// largest growth.
+func watch(e *engine.Engine) (stop func() (time.Duration, uint64)) {
+	type result struct {
+		wait time.Duration
+		peak uint64
+	}
+	done, out := make(chan struct{}), make(chan result)
+	heap := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(heap)
+	base := heap[0].Value.Uint64()
+	go func() {
+		var r result
+		for {
+			select {
+			case <-done:
+				out <- r
+				return
+			case <-time.After(time.Millisecond):
+			}
+			t0 := time.Now()
+			_ = e.Summary()
+			r.wait = max(r.wait, time.Since(t0))
+			metrics.Read(heap)
+			r.peak = max(r.peak, heap[0].Value.Uint64()-min(base, heap[0].Value.Uint64()))
+		}
+	}()
+	return func() (time.Duration, uint64) {
+		close(done)
+		r := <-out
+		return r.wait, r.peak
+	}
+}
+
+// discard is a ResponseWriter that counts and drops the body.
+type discard struct {
+	header http.Header
+	status int
+	n      int64
+}
+
+func (d *discard) Header() http.Header  { return d.header }
+func (d *discard) WriteHeader(code int) { d.status = code }
+func (d *discard) Write(p []byte) (int, error) {
+	d.n += int64(len(p))
+	return len(p), nil
+}
