@@ -31,6 +31,16 @@ func (e *Engine) Apply(aors []AoR) error {
 		return err
 	}
 	p := e.plan(aors, total)
+	order := e.sorted(states, &p)
+	prev := e.install(aors, next, states, order, &p, total)
+	clear(prev) // without mu: no reader has it now (see sorted)
+	e.spare = prev[:0]
+	return nil
+}
+
+// install puts the new set in place, as Apply planned it, with the engine
+// locked, and returns the old order.
+func (e *Engine) install(aors []AoR, next map[string]*aorState, states []aorState, order []*aorState, p *reloadPlan, total int) []*aorState {
 	now := e.cfg.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -49,9 +59,10 @@ func (e *Engine) Apply(aors []AoR) error {
 		}
 	}
 	e.place(r.fresh, now)
-	e.aors = next
+	prev := e.order
+	e.aors, e.order = next, order
 	e.sum = r.sum
-	return nil
+	return prev
 }
 
 // newAoRs validates aors and returns their states, without contacts: in
@@ -230,7 +241,7 @@ func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32
 		}
 	}
 	r.sum.AoRs++
-	r.sum.Routable += a.routable
+	r.sum.Routable += int(a.routable)
 	if a.available() {
 		r.sum.AoRsAvailable++
 	}

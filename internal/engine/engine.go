@@ -88,15 +88,22 @@ type Engine struct {
 	probeDone func(uint64, qualify.Result)
 	runCtx    context.Context
 
-	// applyMu serializes Apply. Only Apply changes aors, the slots' URIs
-	// and the slots slice itself, so while it holds applyMu it may read
-	// them without mu (see plan).
+	// applyMu serializes Apply. Only Apply changes aors, order, the AoRs'
+	// ranks, the slots' URIs and the slots slice itself, so while it holds
+	// applyMu it may read them without mu (see plan and sorted).
 	applyMu sync.Mutex
+	// spare is the order before the current one, cleared: no reader has
+	// it, so Apply builds the next order in it without mu instead of
+	// allocating one (see sorted). Guarded by applyMu.
+	spare []*aorState
 
-	mu      sync.Mutex // guards everything below; see the package doc
-	slots   []contact
-	free    []uint32
-	aors    map[string]*aorState
+	mu    sync.Mutex // guards everything below; see the package doc
+	slots []contact
+	free  []uint32
+	aors  map[string]*aorState
+	// order holds the AoRs of aors sorted by name, each at its rank, so
+	// that a listing never sorts with the engine locked.
+	order   []*aorState
 	waiters map[uint32][]chan<- ContactResult
 	subs    []*Subscription
 	seq     uint64  // last event sequence number

@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -51,28 +51,109 @@ type AoRSnapshot struct {
 }
 
 // Contacts returns every contact, ordered by AoR name and then
-// configuration order, all taken at one instant.
+// configuration order. It takes them a page at a time (see ContactsPage):
+// each AoR is taken at one instant, but the table is not.
 func (e *Engine) Contacts() []ContactSnapshot {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]ContactSnapshot, 0, len(e.slots)-len(e.free))
-	for _, name := range e.sortedNames() {
-		for _, id := range e.aors[name].ids {
-			out = append(out, e.snapshot(id))
+	out := make([]ContactSnapshot, 0, e.Summary().contacts())
+	var page []ContactSnapshot
+	for after, more := "", true; more; {
+		page, more = e.ContactsPage(page, after, listPage)
+		out = append(out, page...)
+		if more {
+			after = page[len(page)-1].AoR
 		}
 	}
 	return out
 }
 
-// AoRs returns every AoR ordered by name, all taken at one instant.
+// AoRs returns every AoR ordered by name. It takes them a page at a time
+// (see AoRsPage): each AoR is taken at one instant, but the table is not.
 func (e *Engine) AoRs() []AoRSnapshot {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]AoRSnapshot, 0, len(e.aors))
-	for _, name := range e.sortedNames() {
-		out = append(out, e.aorSnapshot(e.aors[name]))
+	out := make([]AoRSnapshot, 0, e.Summary().AoRs)
+	for after, more := "", true; more; {
+		var page []AoRSnapshot
+		page, more = e.AoRsPage(nil, after, listPage)
+		out = append(out, page...)
+		if more {
+			after = page[len(page)-1].Name
+		}
 	}
 	return out
+}
+
+// ContactsPage returns the contacts of the AoRs named after after (in
+// byte order; "" starts at the first), ordered by AoR name and then
+// configuration order: whole AoRs, at most limit contacts (at least 1),
+// or all of the first AoR's when it alone has more. AoRs without contacts
+// add nothing. more reports AoRs after the page; the next page starts
+// after the AoR of the page's last contact. after need not name an AoR
+// still configured.
+//
+// The page is taken at one instant, holding the engine's lock only for
+// it, so that listing a million contacts page by page never stops the
+// probes for long; a reload between two pages shows in the later one,
+// and no AoR is listed twice. The page is appended to buf[:0]: a caller
+// listing page by page can pass the previous page back and allocate
+// nothing more. buf may be nil.
+func (e *Engine) ContactsPage(buf []ContactSnapshot, after string, limit int) (page []ContactSnapshot, more bool) {
+	limit = max(limit, 1)
+	page = slices.Grow(buf[:0], min(limit, listPage))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := e.seek(after)
+	for ; i < len(e.order); i++ {
+		a := e.order[i]
+		if len(page) > 0 && len(page)+len(a.ids) > limit {
+			break
+		}
+		for _, id := range a.ids {
+			page = append(page, e.snapshot(id))
+		}
+	}
+	return page, i < len(e.order)
+}
+
+// AoRsPage returns the AoRs named after after (in byte order; "" starts
+// at the first), ordered by name: as many as hold at most limit contacts
+// (at least 1; an AoR without contacts counts as one), or only the first
+// when it alone has more. more reports AoRs after the page; the next page
+// starts after its last AoR. after need not name an AoR still configured.
+// The page is taken at one instant, as ContactsPage's, and appended to
+// buf[:0], reusing buf's AoRs' Contacts arrays too. buf may be nil.
+func (e *Engine) AoRsPage(buf []AoRSnapshot, after string, limit int) (page []AoRSnapshot, more bool) {
+	limit = max(limit, 1)
+	page = buf[:0]
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i, n := e.seek(after), 0
+	for ; i < len(e.order); i++ {
+		a := e.order[i]
+		size := max(len(a.ids), 1)
+		if len(page) > 0 && n+size > limit {
+			break
+		}
+		page = slices.Grow(page, 1)[:len(page)+1]
+		e.aorSnapshotTo(&page[len(page)-1], a)
+		n += size
+	}
+	return page, i < len(e.order)
+}
+
+// listPage is how many contacts Contacts and AoRs copy per hold of the
+// engine's lock, and the most room ContactsPage allocates before it takes
+// the lock, whatever limit its caller asks for.
+const listPage = 1024
+
+// seek returns the index in order of the first AoR named after after.
+// Called with mu held.
+func (e *Engine) seek(after string) int {
+	i, _ := slices.BinarySearchFunc(e.order, after, func(a *aorState, name string) int {
+		if a.name <= name {
+			return -1
+		}
+		return 1
+	})
+	return i
 }
 
 // AoR returns the named AoR, if it is configured.
@@ -86,22 +167,24 @@ func (e *Engine) AoR(name string) (AoRSnapshot, bool) {
 	return e.aorSnapshot(a), true
 }
 
-func (e *Engine) sortedNames() []string {
-	names := make([]string, 0, len(e.aors))
-	for n := range e.aors {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+func (e *Engine) aorSnapshot(a *aorState) AoRSnapshot {
+	var s AoRSnapshot
+	e.aorSnapshotTo(&s, a)
+	return s
 }
 
-func (e *Engine) aorSnapshot(a *aorState) AoRSnapshot {
-	s := AoRSnapshot{Name: a.name, Available: a.available(), Policy: *a.policy}
-	s.Contacts = make([]ContactSnapshot, len(a.ids))
-	for i, id := range a.ids {
-		s.Contacts[i] = e.snapshot(id)
+// aorSnapshotTo copies a into s, reusing s.Contacts' array when it has
+// room. Called with mu held.
+func (e *Engine) aorSnapshotTo(s *AoRSnapshot, a *aorState) {
+	cs := s.Contacts[:0]
+	if cap(cs) < len(a.ids) {
+		cs = make([]ContactSnapshot, 0, len(a.ids))
 	}
-	return s
+	*s = AoRSnapshot{Name: a.name, Available: a.available(), Policy: *a.policy}
+	for _, id := range a.ids {
+		cs = append(cs, e.snapshot(id))
+	}
+	s.Contacts = cs
 }
 
 // snapshot copies slot id. Called with mu held.
@@ -144,4 +227,13 @@ func (e *Engine) Summary() Summary {
 	s := e.sum
 	s.AoRs = len(e.aors)
 	return s
+}
+
+// contacts returns how many contacts s counts.
+func (s Summary) contacts() int {
+	n := 0
+	for _, k := range s.ByStatus {
+		n += k
+	}
+	return n
 }

@@ -90,7 +90,7 @@ func (e *Engine) count() Summary {
 		if a.available() {
 			s.AoRsAvailable++
 		}
-		s.Routable += a.routable
+		s.Routable += int(a.routable)
 		for _, id := range a.ids {
 			s.ByStatus[e.slots[id].state.Status]++
 		}

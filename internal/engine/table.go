@@ -13,7 +13,8 @@ type aorState struct {
 	policy   *qualify.Policy
 	probe    *qualify.ProbeOptions
 	ids      []uint32 // contact slots, in configuration order
-	routable int      // how many of the contacts are routable
+	routable int32    // how many of the contacts are routable
+	rank     int32    // its index in Engine.order
 }
 
 func (a *aorState) available() bool { return a.routable > 0 }
