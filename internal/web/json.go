@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -143,35 +144,64 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, errorJSON{Error: msg})
 }
 
-// writeContacts streams {"contacts":[...]} one contact at a time, so a
-// large table is never held as one JSON document.
-func writeContacts(w http.ResponseWriter, cs []engine.ContactSnapshot) {
-	writeList(w, "contacts", len(cs), func(i int) any { return newContactJSON(&cs[i]) })
+// list streams {"key":[item,...]} and a newline, item by item, so that a
+// large table is never held as one JSON document. A write error (the
+// client left) stops it; the reply is then cut short.
+type list struct {
+	bw  *bufio.Writer
+	n   int   // items written
+	err error // the first write or encoding error
+	// Each item is encoded by enc into buf, both reused from item to
+	// item: json.Marshal allocated the item's copy as an interface and
+	// its result, for every contact (see BenchmarkServeContacts1M).
+	buf bytes.Buffer
+	enc *json.Encoder
 }
 
-// writeAoRs streams {"aors":[...]} one AoR at a time.
-func writeAoRs(w http.ResponseWriter, as []engine.AoRSnapshot) {
-	writeList(w, "aors", len(as), func(i int) any { return newAoRJSON(&as[i]) })
-}
-
-// writeList streams {"key":[item(0),...,item(n-1)]} followed by a newline.
-func writeList(w http.ResponseWriter, key string, n int, item func(int) any) {
+// startList answers 200 and opens {"key":[ on w.
+func startList(w http.ResponseWriter, key string) *list {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	bw := bufio.NewWriterSize(w, 32<<10)
-	bw.WriteString(`{"` + key + `":[`)
-	for i := range n {
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		b, err := json.Marshal(item(i))
-		if err != nil {
-			return // cannot happen with these types; the reply is cut short
-		}
-		bw.Write(b)
+	l := &list{bw: bufio.NewWriterSize(w, 32<<10)}
+	l.enc = json.NewEncoder(&l.buf)
+	_, l.err = l.bw.WriteString(`{"` + key + `":[`)
+	return l
+}
+
+// ok reports whether the list is still being written.
+func (l *list) ok() bool { return l.err == nil }
+
+// add writes *v, in JSON as json.Marshal has it, as the next item. v is
+// a pointer so that passing it allocates nothing.
+func (l *list) add(v any) {
+	if l.err != nil {
+		return
 	}
-	bw.WriteString("]}\n")
-	_ = bw.Flush()
+	l.buf.Reset()
+	if l.err = l.enc.Encode(v); l.err != nil {
+		return // cannot happen with these types
+	}
+	if l.n > 0 {
+		l.bw.WriteByte(',')
+	}
+	l.n++
+	_, l.err = l.bw.Write(bytes.TrimSuffix(l.buf.Bytes(), []byte{'\n'})) // Encode's newline
+}
+
+// end closes the list, adding "next":next after it unless next is "", and
+// flushes the reply.
+func (l *list) end(next string) {
+	if l.err != nil {
+		return
+	}
+	l.bw.WriteByte(']')
+	if next != "" {
+		b, _ := json.Marshal(next)
+		l.bw.WriteString(`,"next":`)
+		l.bw.Write(b)
+	}
+	l.bw.WriteString("}\n")
+	_ = l.bw.Flush()
 }
 
 // quote quotes s for an error message.

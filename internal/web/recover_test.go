@@ -11,7 +11,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/engine"
 )
 
-// panicEngine is a real engine whose Contacts panics.
+// panicEngine is a real engine whose ContactsPage panics.
 type panicEngine struct{ Engine }
 
 func newPanicEngine(t *testing.T) panicEngine {
@@ -23,7 +23,9 @@ func newPanicEngine(t *testing.T) panicEngine {
 	return panicEngine{e}
 }
 
-func (panicEngine) Contacts() []engine.ContactSnapshot { panic("boom") }
+func (panicEngine) ContactsPage([]engine.ContactSnapshot, string, int) ([]engine.ContactSnapshot, bool) {
+	panic("boom")
+}
 
 func TestPanicAnswers500(t *testing.T) {
 	var logs bytes.Buffer

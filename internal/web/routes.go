@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/qualifyd/qualifyd/internal/engine"
-	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // routes registers every route on s.mux. The paths and JSON shapes are the
@@ -37,27 +36,63 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }
 
-// contacts serves GET /api/v1/contacts[?aor=NAME][&status=LABEL].
+// contacts serves GET /api/v1/contacts[?aor=NAME][&status=LABEL]
+// [&after=NAME][&limit=N], page by page (see listing).
 func (s *Server) contacts(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r)
+	q, err := parseListing(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeContacts(w, f.apply(s.contactsOf(f.aor)))
+	l := startList(w, "contacts")
+	var item contactJSON
+	next := pages(q, s.contactPages(q.aor), func(c *engine.ContactSnapshot) string { return c.AoR },
+		func(page []engine.ContactSnapshot) bool {
+			for i := range page {
+				if q.keep(&page[i]) {
+					item = newContactJSON(&page[i])
+					l.add(&item)
+				}
+			}
+			return l.ok()
+		})
+	l.end(next)
 }
 
-// contactsOf returns every contact, or only aor's when aor is set.
-func (s *Server) contactsOf(aor string) []engine.ContactSnapshot {
+// contactPages returns the pager of every contact, or only aor's when aor
+// is set: one page, empty unless aor is configured and named after after.
+func (s *Server) contactPages(aor string) pager[engine.ContactSnapshot] {
 	if aor == "" {
-		return s.cfg.Engine.Contacts()
+		return s.cfg.Engine.ContactsPage
 	}
-	a, _ := s.cfg.Engine.AoR(aor)
-	return a.Contacts
+	return func(_ []engine.ContactSnapshot, after string, _ int) ([]engine.ContactSnapshot, bool) {
+		a, ok := s.cfg.Engine.AoR(aor)
+		if !ok || a.Name <= after {
+			return nil, false
+		}
+		return a.Contacts, false
+	}
 }
 
-func (s *Server) aors(w http.ResponseWriter, _ *http.Request) {
-	writeAoRs(w, s.cfg.Engine.AoRs())
+// aors serves GET /api/v1/aors[?after=NAME][&limit=N], page by page (see
+// listing).
+func (s *Server) aors(w http.ResponseWriter, r *http.Request) {
+	q, err := parseListing(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	l := startList(w, "aors")
+	var item aorJSON
+	next := pages(q, s.cfg.Engine.AoRsPage, func(a *engine.AoRSnapshot) string { return a.Name },
+		func(page []engine.AoRSnapshot) bool {
+			for i := range page {
+				item = newAoRJSON(&page[i])
+				l.add(&item)
+			}
+			return l.ok()
+		})
+	l.end(next)
 }
 
 func (s *Server) aor(w http.ResponseWriter, r *http.Request) {
@@ -112,38 +147,4 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, okJSON{OK: true})
-}
-
-// filter selects contacts by AoR and status.
-type filter struct {
-	aor       string
-	status    qualify.Status
-	hasStatus bool
-}
-
-func parseFilter(r *http.Request) (filter, error) {
-	q := r.URL.Query()
-	f := filter{aor: q.Get("aor")}
-	if v := q.Get("status"); v != "" {
-		st, ok := qualify.ParseStatus(v)
-		if !ok {
-			return f, errors.New("bad status " + quote(v) + ": want NonQualified, Reachable or Unreachable")
-		}
-		f.status, f.hasStatus = st, true
-	}
-	return f, nil
-}
-
-// apply filters cs in place by status.
-func (f filter) apply(cs []engine.ContactSnapshot) []engine.ContactSnapshot {
-	if !f.hasStatus {
-		return cs
-	}
-	out := cs[:0]
-	for _, c := range cs {
-		if c.Status == f.status {
-			out = append(out, c)
-		}
-	}
-	return out
 }

@@ -134,6 +134,18 @@ func TestBadRequests(t *testing.T) {
 		{"GET", "/api/v1/events?last_event_id=-1", nil, 400,
 			`{"error":"bad Last-Event-ID \"-1\": want a decimal event id"}`, ""},
 		{"GET", "/metrics", nil, 404, `{"error":"metrics are not enabled"}`, ""},
+		{"GET", "/api/v1/contacts?limit=0", nil, 400,
+			`{"error":"bad limit \"0\": want a number of contacts from 1 to 10000"}`, ""},
+		{"GET", "/api/v1/aors?limit=10001", nil, 400,
+			`{"error":"bad limit \"10001\": want a number of contacts from 1 to 10000"}`, ""},
+		{"GET", "/api/v1/contacts?limit=ten", nil, 400,
+			`{"error":"bad limit \"ten\": want a number of contacts from 1 to 10000"}`, ""},
+		{"GET", "/api/v1/contacts?limit=", nil, 400,
+			`{"error":"bad limit \"\": want a number of contacts from 1 to 10000"}`, ""},
+		{"GET", "/api/v1/aors?limit=5&limit=6", nil, 400, `{"error":"parameter limit given more than once"}`, ""},
+		{"GET", "/api/v1/contacts?after=a&after=b", nil, 400, `{"error":"parameter after given more than once"}`, ""},
+		{"GET", "/api/v1/aors?after=%ff", nil, 400,
+			`{"error":"bad after \"\\xff\": want an AoR name, as a listing's next gives it"}`, ""},
 	}
 	synctest.Test(t, func(t *testing.T) {
 		v := scenarioEnv(t, Config{})

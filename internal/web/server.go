@@ -13,7 +13,8 @@ import (
 
 // Engine is what the server needs from *engine.Engine.
 type Engine interface {
-	Contacts() []engine.ContactSnapshot
+	ContactsPage(buf []engine.ContactSnapshot, after string, limit int) ([]engine.ContactSnapshot, bool)
+	AoRsPage(buf []engine.AoRSnapshot, after string, limit int) ([]engine.AoRSnapshot, bool)
 	AoRs() []engine.AoRSnapshot
 	AoR(name string) (engine.AoRSnapshot, bool)
 	Qualify(ctx context.Context, aor string) ([]engine.ContactResult, error)
