@@ -109,3 +109,25 @@ func (d *discard) Write(p []byte) (int, error) {
 	d.n += int64(len(p))
 	return len(p), nil
 }
+
+// BenchmarkPage1M serves the status page, GET /, at a million contacts,
+// with the metrics of BenchmarkServeContacts1M.
+func BenchmarkPage1M(b *testing.B) {
+	e := loaded1M(b)
+	srv, err := New(Config{Engine: e})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := srv.Handler()
+	b.ReportAllocs()
+	stop := watch(e)
+	var w discard
+	for b.Loop() {
+		w = discard{header: http.Header{}}
+		h.ServeHTTP(&w, httptest.NewRequest("GET", "/", nil))
+	}
+	wait, peak := stop()
+	b.ReportMetric(wait.Seconds(), "lock-wait-s")
+	b.ReportMetric(float64(peak)/1e6, "peak-live-MB")
+	b.ReportMetric(float64(w.n)/1e6, "body-MB")
+}

@@ -22,7 +22,7 @@ type pageData struct {
 	Now                    string
 	AoRCount, ContactCount int
 	AoRs                   []pageAoR
-	Omitted                int // contacts beyond PageLimit
+	Omitted                int // contacts not shown
 }
 
 type pageAoR struct {
@@ -37,29 +37,39 @@ type pageContact struct {
 	LatencyOnly                         bool
 }
 
-// page serves GET /: one table per AoR, at most PageLimit contacts.
+// page serves GET /: one table per AoR, for the first AoRs up to
+// PageLimit contacts, and the totals.
 func (s *Server) page(w http.ResponseWriter, _ *http.Request) {
-	d := s.pageModel(s.cfg.Engine.AoRs(), time.Now())
+	d := s.pageModel(time.Now())
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_ = pageTemplate.Execute(w, d) // a failed write means the client left
 }
 
-func (s *Server) pageModel(as []engine.AoRSnapshot, now time.Time) pageData {
-	d := pageData{Version: s.cfg.Version, Now: now.UTC().Format(time.DateTime), AoRCount: len(as)}
-	room := s.cfg.PageLimit
+// pageModel takes one page of AoRs, whole ones up to PageLimit contacts
+// (all of the first one's contacts shown only up to PageLimit), and the
+// totals from the engine's kept counts: the page loads on every event, and
+// a snapshot of the whole table held the engine's lock for a second at a
+// million contacts. The totals and the page are taken at two instants.
+func (s *Server) pageModel(now time.Time) pageData {
+	sum := s.cfg.Engine.Summary()
+	d := pageData{Version: s.cfg.Version, Now: now.UTC().Format(time.DateTime), AoRCount: sum.AoRs}
+	for _, n := range sum.ByStatus {
+		d.ContactCount += n
+	}
+	as, _ := s.cfg.Engine.AoRsPage(nil, "", s.cfg.PageLimit)
+	shown := 0
 	for _, a := range as {
-		d.ContactCount += len(a.Contacts)
-		shown := a.Contacts[:min(room, len(a.Contacts))]
-		room -= len(shown)
-		d.Omitted += len(a.Contacts) - len(shown)
-		pa := pageAoR{Name: a.Name, Available: a.Available, Contacts: make([]pageContact, len(shown))}
-		for i := range shown {
-			pa.Contacts[i] = newPageContact(&shown[i], now)
+		cs := a.Contacts[:min(s.cfg.PageLimit-shown, len(a.Contacts))]
+		shown += len(cs)
+		pa := pageAoR{Name: a.Name, Available: a.Available, Contacts: make([]pageContact, len(cs))}
+		for i := range cs {
+			pa.Contacts[i] = newPageContact(&cs[i], now)
 		}
 		d.AoRs = append(d.AoRs, pa)
 	}
+	d.Omitted = max(d.ContactCount-shown, 0)
 	return d
 }
 

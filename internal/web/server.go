@@ -15,8 +15,8 @@ import (
 type Engine interface {
 	ContactsPage(buf []engine.ContactSnapshot, after string, limit int) ([]engine.ContactSnapshot, bool)
 	AoRsPage(buf []engine.AoRSnapshot, after string, limit int) ([]engine.AoRSnapshot, bool)
-	AoRs() []engine.AoRSnapshot
 	AoR(name string) (engine.AoRSnapshot, bool)
+	Summary() engine.Summary
 	Qualify(ctx context.Context, aor string) ([]engine.ContactResult, error)
 	Subscribe(buffer int) *engine.Subscription
 }
