@@ -62,7 +62,7 @@ func demo(ctx context.Context, dur time.Duration, addr string, w io.Writer) erro
 	}
 	defer prober.Close()
 	var eng *engine.Engine
-	reg, m, err := newMetrics(func() (*engine.Engine, *sipprobe.Prober) { return eng, prober }, 0)
+	reg, m, err := newMetrics(func() (*engine.Engine, *sipprobe.Prober) { return eng, prober }, nil, 0)
 	if err != nil {
 		return err
 	}

@@ -46,20 +46,48 @@ func (w *endpointWatch) configure(eps []pjsip.Endpoint, avail func(aor string) b
 // aorChanged re-evaluates the endpoints listing aor and calls emit for each
 // whose availability changed.
 func (w *endpointWatch) aorChanged(aor string, at time.Time, avail func(string) bool, emit func(time.Time, string, bool)) {
-	type change struct {
-		ep  string
-		now bool
-	}
-	var changed []change
 	w.mu.Lock()
-	for _, ep := range w.byAoR[aor] {
+	changed := w.recheck(w.byAoR[aor], avail)
+	w.mu.Unlock()
+	emitChanges(at, changed, emit)
+}
+
+// resync re-evaluates every endpoint and calls emit for each whose
+// availability changed: the daemon's log missed some AoR availability
+// events, and with them, perhaps, an endpoint's change.
+func (w *endpointWatch) resync(at time.Time, avail func(string) bool, emit func(time.Time, string, bool)) {
+	w.mu.Lock()
+	eps := make([]string, 0, len(w.aorsOf))
+	for ep := range w.aorsOf {
+		eps = append(eps, ep)
+	}
+	changed := w.recheck(eps, avail)
+	w.mu.Unlock()
+	emitChanges(at, changed, emit)
+}
+
+// endpointChange is an endpoint's new availability.
+type endpointChange struct {
+	ep  string
+	now bool
+}
+
+// recheck re-evaluates eps and returns those whose availability changed.
+// Called with mu held.
+func (w *endpointWatch) recheck(eps []string, avail func(string) bool) []endpointChange {
+	var changed []endpointChange
+	for _, ep := range eps {
 		now := w.anyAvailable(ep, avail)
 		if now != w.available[ep] {
 			w.available[ep] = now
-			changed = append(changed, change{ep, now})
+			changed = append(changed, endpointChange{ep, now})
 		}
 	}
-	w.mu.Unlock()
+	return changed
+}
+
+// emitChanges calls emit for each change, in endpoint name order.
+func emitChanges(at time.Time, changed []endpointChange, emit func(time.Time, string, bool)) {
 	sort.Slice(changed, func(i, j int) bool { return changed[i].ep < changed[j].ep })
 	for _, c := range changed {
 		emit(at, c.ep, c.now)

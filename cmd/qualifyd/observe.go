@@ -21,7 +21,7 @@ import (
 // newMetrics builds a registry with Go and process collectors plus
 // qualifyd's series, which read the engine and prober through get once
 // they exist; perAoR > 0 enables per-AoR series for that many AoRs.
-func newMetrics(get func() (*engine.Engine, *sipprobe.Prober), perAoR int) (*prometheus.Registry, *metrics.Metrics, error) {
+func newMetrics(get func() (*engine.Engine, *sipprobe.Prober), dropped func() uint64, perAoR int) (*prometheus.Registry, *metrics.Metrics, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg, metrics.Options{
@@ -31,6 +31,8 @@ func newMetrics(get func() (*engine.Engine, *sipprobe.Prober), perAoR int) (*pro
 		SIP:         func() metrics.SIPStats { _, p := get(); return sipStats(p.Stats()) },
 		InFlight:    func() int { e, _ := get(); return e.Counters().InFlight },
 		Version:     version(),
+
+		EventsDropped: dropped,
 	})
 	return reg, m, err
 }

@@ -37,6 +37,10 @@ type Options struct {
 	InFlight func() int
 	// Version, if set, is exported as qualifyd_build_info{version}.
 	Version string
+	// EventsDropped, if set, is exported as qualifyd_events_dropped_total:
+	// engine events that did not reach ObserveEvent (and the log) because
+	// their consumer fell behind (engine.Subscription.Dropped).
+	EventsDropped func() uint64
 }
 
 // Metrics holds the registered series. Its methods are safe for concurrent
@@ -84,6 +88,12 @@ func (m *Metrics) build(opts Options) []prometheus.Collector {
 	cs = append(cs, &scrapeCollector{opts: opts})
 	if opts.Version != "" {
 		cs = append(cs, buildInfo(opts.Version))
+	}
+	if opts.EventsDropped != nil {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "qualifyd_events_dropped_total",
+			Help: "Engine events the log and the event counters missed because they fell behind.",
+		}, func() float64 { return float64(opts.EventsDropped()) }))
 	}
 	if opts.PerAoR {
 		m.aors = newAoRSet(opts.PerAoRLimit)

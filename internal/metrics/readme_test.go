@@ -31,7 +31,7 @@ func TestREADMEDocumentsEverySeries(t *testing.T) {
 	if _, err := New(reg, Options{PerAoR: true, Version: "x",
 		Summary:  func() engine.Summary { return engine.Summary{} },
 		SIP:      func() SIPStats { return SIPStats{Dropped: map[string]uint64{"late": 0}} },
-		InFlight: func() int { return 0 }}); err != nil {
+		InFlight: func() int { return 0 }, EventsDropped: func() uint64 { return 0 }}); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()
