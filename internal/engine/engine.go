@@ -34,17 +34,10 @@ type AsyncProber interface {
 	ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, done func(tag uint64, r qualify.Result))
 }
 
-// AoR is one AoR to qualify, as the configuration defines it.
-type AoR struct {
-	// Name is unique among the AoRs applied together.
-	Name string
-	// Contacts are the static contact URIs, unique within the AoR.
-	Contacts []string
-	// Policy holds the AoR's qualify options.
-	Policy qualify.Policy
-	// Probe shapes the OPTIONS request.
-	Probe qualify.ProbeOptions
-}
+// AoR is one AoR to qualify, as the configuration defines it. It is
+// qualify.AoR, which a configuration reader's own AoR type can embed, so
+// that a caller applies its AoRs without copying them (see ApplyFunc).
+type AoR = qualify.AoR
 
 // Config configures an Engine. Only Prober is required.
 type Config struct {

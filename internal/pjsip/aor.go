@@ -10,20 +10,19 @@ import (
 )
 
 // AoR is one address of record (a type=aor section, or the AoR a wizard
-// creates) with its static contacts and effective options.
+// creates) with its static contacts and effective options, as the engine
+// applies it (qualify.AoR, embedded so that the daemon hands the engine
+// these AoRs instead of a copy), and where it was defined:
+//   - Name is the section's name.
+//   - Contacts are the static contact URIs (contact=), in order, without
+//     duplicates. Empty for an AoR whose contacts register dynamically.
+//   - Policy holds the qualify_* options; unset ones have Asterisk's
+//     defaults (qualify.DefaultPolicy).
+//   - Probe shapes the OPTIONS: the AoR's outbound_proxy (else the
+//     endpoint's), and the transport protocol, From and credentials of the
+//     first endpoint, in file order, that lists this AoR in aors=.
 type AoR struct {
-	// Name is the section's name.
-	Name string
-	// Contacts are the static contact URIs (contact=), in order, without
-	// duplicates. Empty for an AoR whose contacts register dynamically.
-	Contacts []string
-	// Policy holds the qualify_* options; unset ones have Asterisk's
-	// defaults (qualify.DefaultPolicy).
-	Policy qualify.Policy
-	// Probe shapes the OPTIONS: the AoR's outbound_proxy (else the
-	// endpoint's), and the transport protocol, From and credentials of the
-	// first endpoint, in file order, that lists this AoR in aors=.
-	Probe qualify.ProbeOptions
+	qualify.AoR
 	// File and Line locate the section's header (the wizard's for a wizard
 	// AoR).
 	File string
@@ -143,7 +142,7 @@ func checkUint(_ *AoR, v string) error {
 
 // readAoR builds an AoR in a from a section's options, in order.
 func readAoR(a *AoR, name, file string, line int, vars []variable) error {
-	*a = AoR{Name: name, Policy: qualify.DefaultPolicy(), File: file, Line: line}
+	*a = AoR{AoR: qualify.AoR{Name: name, Policy: qualify.DefaultPolicy()}, File: file, Line: line}
 	for _, v := range vars {
 		apply, ok := aorOptions[v.name]
 		if !ok {
