@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
+	"weak"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
@@ -421,4 +423,44 @@ func TestReloadAllocatesPerSetNotPerContact(t *testing.T) {
 	if allocs > 100 {
 		t.Errorf("a reload of 2,000 contacts allocated %v objects, want at most 100", allocs)
 	}
+}
+
+// TestApplyFuncKeepsNoDefinition checks ApplyFunc's promise that it reads
+// the AoRs during the call only: once applied, the caller's definitions
+// and their contact lists can be collected. The daemon applies the
+// configuration's own AoRs, a million of them, and drops them after.
+func TestApplyFuncKeepsNoDefinition(t *testing.T) {
+	e, err := New(Config{Prober: &fakeProber{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, contacts := applyDefinitions(t, e, 100)
+	runtime.GC()
+	if defs.Value() != nil || contacts.Value() != nil {
+		t.Errorf("after ApplyFunc the engine still references the definitions (%v) or a contact list (%v)",
+			defs.Value() != nil, contacts.Value() != nil)
+	}
+	if s := e.Summary(); s.AoRs != 100 || s.ByStatus[qualify.NonQualified] != 100 {
+		t.Errorf("summary %+v, want 100 AoRs of one NonQualified contact", s)
+	}
+}
+
+// applyDefinitions applies n AoRs embedded in definitions of the caller's
+// own type, as the daemon's configuration has them, and returns weak
+// pointers to the definitions and to the first AoR's contact list.
+func applyDefinitions(t *testing.T, e *Engine, n int) (weak.Pointer[definition], weak.Pointer[string]) {
+	defs := make([]definition, n)
+	for i, a := range numberedAoRs(n, referencePolicy()) {
+		defs[i] = definition{AoR: a, Line: i + 1}
+	}
+	if err := e.ApplyFunc(n, func(i int) *AoR { return &defs[i].AoR }); err != nil {
+		t.Fatal(err)
+	}
+	return weak.Make(&defs[0]), weak.Make(&defs[0].Contacts[0])
+}
+
+// definition is a caller's AoR definition, which embeds the engine's.
+type definition struct {
+	AoR
+	Line int
 }
