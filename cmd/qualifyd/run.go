@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -191,9 +192,14 @@ func engineCoalesce(d time.Duration) time.Duration {
 }
 
 // apply hands cfg to the engine and the endpoint watch, then returns the
-// parse and reload garbage to the OS: at a million contacts a load peaks
-// near 1 KiB per contact while the running table needs about 400 B.
+// parse and reload garbage to the OS: at a million contacts a reload
+// peaks near 1.1 KiB per contact while the running table needs about
+// 400 B. It collects the reader's garbage (about 200 MB at a million AoRs)
+// before the engine allocates, so that the engine reuses that memory
+// instead of growing the heap next to it: a start's peak was a quarter
+// lower for a 60 ms collection (issue 7).
 func (d *daemon) apply(cfg *pjsip.Config) error {
+	runtime.GC()
 	if err := d.eng.ApplyFunc(len(cfg.AoRs), engineAoR(cfg)); err != nil {
 		return err
 	}
