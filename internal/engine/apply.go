@@ -95,23 +95,45 @@ func newAoRs(aors defs, total int) (map[string]*aorState, []aorState, error) {
 	next := make(map[string]*aorState, aors.n)
 	states := make([]aorState, aors.n)
 	ids := make([]uint32, 0, total) // every AoR's slot list, end to end
+	names, off := nameArena(aors), 0
 	for i := range aors.n {
 		def := aors.at(i)
 		if def.Name == "" {
 			return nil, nil, fmt.Errorf("%w: AoR #%d has no name", ErrConfig, i+1)
 		}
-		if _, dup := next[def.Name]; dup {
-			return nil, nil, fmt.Errorf("%w: AoR %q defined twice", ErrConfig, def.Name)
+		name := names[off : off+len(def.Name)]
+		off += len(name)
+		if _, dup := next[name]; dup {
+			return nil, nil, fmt.Errorf("%w: AoR %q defined twice", ErrConfig, name)
 		}
 		if err := validateAoR(def); err != nil {
 			return nil, nil, err
 		}
 		n := len(def.Contacts)
-		states[i] = aorState{name: def.Name, policy: intern(in.policies, def.Policy), probe: intern(in.probes, def.Probe), ids: ids[:0:n]}
+		states[i] = aorState{name: name, policy: intern(in.policies, def.Policy), probe: intern(in.probes, def.Probe), ids: ids[:0:n]}
 		ids = ids[n:n]
-		next[def.Name] = &states[i]
+		next[name] = &states[i]
 	}
 	return next, states, nil
+}
+
+// nameArena returns the names of aors end to end in one new string, of
+// which the engine keeps substrings, never its caller's strings: those
+// are often parts of larger ones that would stay alive with them (a
+// pjsip AoR's name shares one string with its contacts, which the engine
+// copies: about 48 B per AoR kept for nothing, issue 7). One allocation
+// per set; the set replaced lets go of its own.
+func nameArena(aors defs) string {
+	n := 0
+	for i := range aors.n {
+		n += len(aors.at(i).Name)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i := range aors.n {
+		b.WriteString(aors.at(i).Name)
+	}
+	return b.String()
 }
 
 // reserve sizes the table and the schedule for the total contacts of a new

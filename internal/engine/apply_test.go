@@ -6,9 +6,11 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 	"weak"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -442,6 +444,29 @@ func TestApplyFuncKeepsNoDefinition(t *testing.T) {
 	}
 	if s := e.Summary(); s.AoRs != 100 || s.ByStatus[qualify.NonQualified] != 100 {
 		t.Errorf("summary %+v, want 100 AoRs of one NonQualified contact", s)
+	}
+}
+
+// TestApplyKeepsNoCallerName: an AoR's name that is part of a larger
+// string of the caller (as pjsip's are) does not keep that string alive.
+func TestApplyKeepsNoCallerName(t *testing.T) {
+	e, err := New(Config{Prober: &fakeProber{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 1<<16) + "trunk"
+	text := weak.Make(unsafe.StringData(big))
+	aor := AoR{Name: big[1<<16:], Contacts: []string{"sip:trunk@192.0.2.1"}, Policy: referencePolicy()}
+	if err := e.Apply([]AoR{aor}); err != nil {
+		t.Fatal(err)
+	}
+	aor, big = AoR{}, ""
+	runtime.GC()
+	if text.Value() != nil {
+		t.Error("the engine keeps the string its AoR's name was cut from")
+	}
+	if _, ok := e.AoR("trunk"); !ok {
+		t.Error("AoR trunk not found by name")
 	}
 }
 
