@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,7 +29,9 @@ import (
 // `qualifyd run` process: everything an operator's machine pays, the
 // reading of pjsip.conf, the log, the metrics and the HTTP front
 // included, which `scale` (the engine and prober in this process) leaves
-// out.
+// out. GOGC is the environment's ("": the daemon's own default, 50);
+// lateness is the upper bound of the histogram bucket holding the
+// quantile.
 type daemonReport struct {
 	Contacts        int     `json:"contacts"`
 	FrequencyS      float64 `json:"frequency_s"`
@@ -182,10 +183,12 @@ func writeConfig(path string, pop *population, o daemonOpts) (int64, error) {
 
 // daemonChild is a running `qualifyd run`.
 type daemonChild struct {
-	cmd   *exec.Cmd
-	base  string // http://127.0.0.1:PORT
-	lines *lineCounter
-	start time.Time
+	cmd    *exec.Cmd
+	base   string // http://127.0.0.1:PORT
+	lines  *lineCounter
+	start  time.Time
+	exited chan struct{} // closed when the process has exited
+	err    error          // its exit status, once exited
 }
 
 // startDaemon runs bin on conf with the HTTP front on a free loopback
@@ -203,6 +206,8 @@ func startDaemon(ctx context.Context, bin, conf string) (*daemonChild, error) {
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", bin, err)
 	}
+	d.exited = make(chan struct{})
+	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
 	return d, nil
 }
 
@@ -211,7 +216,7 @@ func (d *daemonChild) pid() int { return d.cmd.Process.Pid }
 // stop ends the daemon as systemd would, with SIGTERM.
 func (d *daemonChild) stop() {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	_ = d.cmd.Wait()
+	<-d.exited
 }
 
 // waitReady polls /healthz until it answers (the daemon serves HTTP only
@@ -225,8 +230,12 @@ func (d *daemonChild) waitReady(ctx context.Context) (float64, error) {
 				return time.Since(d.start).Seconds(), nil
 			}
 		}
-		if d.cmd.ProcessState != nil || !sleepCtx(ctx, 50*time.Millisecond) {
-			return 0, errors.New("qualifyd did not start")
+		select {
+		case <-d.exited:
+			return 0, fmt.Errorf("qualifyd exited before answering /healthz: %v", d.err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
