@@ -188,7 +188,7 @@ type daemonChild struct {
 	lines  *lineCounter
 	start  time.Time
 	exited chan struct{} // closed when the process has exited
-	err    error          // its exit status, once exited
+	err    error         // its exit status, once exited
 }
 
 // startDaemon runs bin on conf with the HTTP front on a free loopback
