@@ -68,16 +68,30 @@ func effective(a pjsip.AoR) aorJSON {
 	}
 }
 
+// writeJSON prints {"aors": [...]} indented by two spaces, as one
+// json.Encoder would, but an AoR at a time through a buffer: encoding the
+// whole document at once held it in memory, 2.08 GB at a million AoRs
+// (issue 7).
 func writeJSON(stdout, stderr io.Writer, cfg *pjsip.Config) int {
-	out := struct {
-		AoRs []aorJSON `json:"aors"`
-	}{AoRs: []aorJSON{}}
-	for _, a := range cfg.AoRs {
-		out.AoRs = append(out.AoRs, effective(a))
+	w := bufio.NewWriter(stdout)
+	w.WriteString("{\n  \"aors\": [")
+	for i, a := range cfg.AoRs {
+		b, err := json.MarshalIndent(effective(a), "    ", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
+			return 1
+		}
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		w.WriteString("\n    ")
+		w.Write(b)
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
+	if len(cfg.AoRs) > 0 {
+		w.WriteString("\n  ")
+	}
+	w.WriteString("]\n}\n")
+	if err := w.Flush(); err != nil {
 		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
 		return 1
 	}

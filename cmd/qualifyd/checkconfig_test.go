@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // writeConfig writes files into a fresh directory and returns its path.
@@ -192,5 +196,33 @@ func TestCheckConfigErrors(t *testing.T) {
 func TestCheckConfigHelp(t *testing.T) {
 	if code, _, stderr := checkConfig("-h"); code != 0 || stderr == "" {
 		t.Fatalf("exit %d, stderr %q; want 0 and the usage", code, stderr)
+	}
+}
+
+// TestCheckConfigJSONMatchesEncoder: the JSON written an AoR at a time is
+// byte for byte what one json.Encoder writes for the whole document,
+// escapes and empty lists included.
+func TestCheckConfigJSONMatchesEncoder(t *testing.T) {
+	odd := pjsip.AoR{AoR: qualify.AoR{Name: "a<&>\u2028", Contacts: []string{"sip:x@[::1]:5060;q=\"1\""}, Policy: qualify.DefaultPolicy()}}
+	plain := pjsip.AoR{AoR: qualify.AoR{Name: "b", Policy: qualify.DefaultPolicy()}}
+	for _, aors := range [][]pjsip.AoR{nil, {odd}, {odd, plain}} {
+		var got, want, stderr bytes.Buffer
+		if code := writeJSON(&got, &stderr, &pjsip.Config{AoRs: aors}); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		whole := struct {
+			AoRs []aorJSON `json:"aors"`
+		}{AoRs: []aorJSON{}}
+		for _, a := range aors {
+			whole.AoRs = append(whole.AoRs, effective(a))
+		}
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(whole); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%d AoRs:\n%s\nwant:\n%s", len(aors), got.String(), want.String())
+		}
 	}
 }
