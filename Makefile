@@ -38,10 +38,12 @@ unit:
 lab: build
 	QUALIFYD_LAB=1 QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -timeout 5m -run TestLossyShort ./cmd/qualifyd-lab/
 
-# smoke is the scale smoke test (100,000 contacts over loopback, about
-# 10 s, correctness only), too heavy for the race detector.
-smoke:
-	$(GO) test -count=1 -run '^TestScaleSmoke$$' ./cmd/qualifyd-bench
+# smoke is the scale smoke tests, too heavy for the race detector, and
+# correctness only: the engine and prober with 100,000 contacts over
+# loopback (about 10 s), and the daemon, bin/qualifyd, on a pjsip.conf of
+# 100,000 contacts, with a reload (about 15 s).
+smoke: build
+	QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -run '^(TestScaleSmoke|TestDaemonSmoke)$$' ./cmd/qualifyd-bench
 
 # test is the README's test command: dependencies, vet, every test.
 test: deps vet unit lab smoke

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -333,12 +334,35 @@ func bucketQuantileMs(a, b *dto.Histogram, q float64) float64 {
 	return math.Inf(1)
 }
 
-// lineCounter counts the lines written to it and discards them.
+// lineCounter counts the lines written to it and discards them; a test
+// can wait for a count.
 type lineCounter struct {
-	n atomic.Int64
+	n      atomic.Int64
+	mu     sync.Mutex
+	target int64
+	reach  chan struct{} // closed when n reaches target
 }
 
 func (c *lineCounter) Write(b []byte) (int, error) {
-	c.n.Add(int64(bytes.Count(b, []byte{'\n'})))
+	n := c.n.Add(int64(bytes.Count(b, []byte{'\n'})))
+	c.mu.Lock()
+	if c.reach != nil && n >= c.target {
+		close(c.reach)
+		c.reach = nil
+	}
+	c.mu.Unlock()
 	return len(b), nil
+}
+
+// await returns a channel closed once n lines have been written.
+func (c *lineCounter) await(n int64) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{})
+	if c.n.Load() >= n {
+		close(ch)
+		return ch
+	}
+	c.target, c.reach = n, ch
+	return ch
 }
