@@ -266,15 +266,9 @@ type daemonSample struct {
 
 func (d *daemonChild) sample() (daemonSample, error) {
 	s := daemonSample{at: time.Now(), cpu: time.Duration(procTicks(d.pid())) * time.Second / 100}
-	res, err := http.Get(d.base + "/metrics")
+	fams, err := d.metrics()
 	if err != nil {
 		return s, err
-	}
-	defer res.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(res.Body)
-	if err != nil {
-		return s, fmt.Errorf("/metrics: %w", err)
 	}
 	for _, m := range fams["qualifyd_probes_total"].GetMetric() {
 		s.probes += m.GetCounter().GetValue()
@@ -291,6 +285,21 @@ func (d *daemonChild) sample() (daemonSample, error) {
 		s.heap = ms[0].GetGauge().GetValue()
 	}
 	return s, nil
+}
+
+// metrics scrapes the daemon's /metrics.
+func (d *daemonChild) metrics() (map[string]*dto.MetricFamily, error) {
+	res, err := http.Get(d.base + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("/metrics: %w", err)
+	}
+	return fams, nil
 }
 
 // window measures the daemon over dur into rep.

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 	"weak"
 
+	"github.com/qualifyd/qualifyd/internal/enginetest"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -360,55 +361,24 @@ func BenchmarkReload1M(b *testing.B) {
 	b.ReportMetric(stop().Seconds(), "lock-wait-s")
 }
 
-// watchLock starts a stand-in for the scheduler, which takes e's lock
-// every millisecond. The returned stop ends it and returns the longest it
-// waited for the lock.
+// watchLock is enginetest.WatchLock over e's Summary.
 func watchLock(e *Engine) (stop func() time.Duration) {
-	done, longest := make(chan struct{}), make(chan time.Duration)
-	go func() {
-		var most time.Duration
-		for {
-			select {
-			case <-done:
-				longest <- most
-				return
-			case <-time.After(time.Millisecond):
-			}
-			t0 := time.Now()
-			_ = e.Summary()
-			most = max(most, time.Since(t0))
-		}
-	}()
-	return func() time.Duration {
-		close(done)
-		return <-longest
-	}
+	return enginetest.WatchLock(func() { _ = e.Summary() }, nil)
 }
 
 // loaded returns an engine, not running, that has applied
-// numberedAoRs(n, p), and those AoRs.
+// enginetest.NumberedAoRs(n, p), and those AoRs.
 func loaded(tb testing.TB, n int, p qualify.Policy) (*Engine, []AoR) {
 	tb.Helper()
 	e, err := New(Config{Prober: &fakeProber{}})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	aors := numberedAoRs(n, p)
+	aors := enginetest.NumberedAoRs(n, p)
 	if err := e.Apply(aors); err != nil {
 		tb.Fatal(err)
 	}
 	return e, aors
-}
-
-// numberedAoRs returns n AoRs of one contact each, sip:cI@127.0.0.1:40000
-// named after it, with policy p.
-func numberedAoRs(n int, p qualify.Policy) []AoR {
-	aors := make([]AoR, n)
-	for i := range aors {
-		u := fmt.Sprintf("sip:c%d@127.0.0.1:40000", i)
-		aors[i] = AoR{Name: u[4:], Contacts: []string{u}, Policy: p}
-	}
-	return aors
 }
 
 // TestReloadAllocatesPerSetNotPerContact checks that a reload keeping every
@@ -475,7 +445,7 @@ func TestApplyKeepsNoCallerName(t *testing.T) {
 // pointers to the definitions and to the first AoR's contact list.
 func applyDefinitions(t *testing.T, e *Engine, n int) (weak.Pointer[definition], weak.Pointer[string]) {
 	defs := make([]definition, n)
-	for i, a := range numberedAoRs(n, referencePolicy()) {
+	for i, a := range enginetest.NumberedAoRs(n, referencePolicy()) {
 		defs[i] = definition{AoR: a, Line: i + 1}
 	}
 	if err := e.ApplyFunc(n, func(i int) *AoR { return &defs[i].AoR }); err != nil {

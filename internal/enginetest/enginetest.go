@@ -7,6 +7,7 @@ package enginetest
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -40,4 +41,46 @@ func Answer(ctx context.Context, t qualify.Target, r Reply) qualify.Result {
 		return qualify.Result{Sent: sent, Reason: qualify.ReasonTimeout, Detail: "no response"}
 	}
 	return qualify.Result{Sent: sent, Code: cmp.Or(r.Code, 200), RTT: r.After}
+}
+
+// NumberedAoRs returns n AoRs of one contact each, sip:cI@127.0.0.1:40000
+// named after it, with policy p: the million-contact tables of the
+// engine's and the API's benchmarks.
+func NumberedAoRs(n int, p qualify.Policy) []qualify.AoR {
+	aors := make([]qualify.AoR, n)
+	for i := range aors {
+		u := fmt.Sprintf("sip:c%d@127.0.0.1:40000", i)
+		aors[i] = qualify.AoR{Name: u[4:], Contacts: []string{u}, Policy: p}
+	}
+	return aors
+}
+
+// WatchLock starts a stand-in for the engine's scheduler, which calls
+// lock (a call that takes the engine's lock, such as Summary) every
+// millisecond, then each, if not nil. The returned stop ends it and
+// returns the longest lock took: how long a listing or a reload kept the
+// probes from starting.
+func WatchLock(lock, each func()) (stop func() time.Duration) {
+	done, longest := make(chan struct{}), make(chan time.Duration)
+	go func() {
+		var most time.Duration
+		for {
+			select {
+			case <-done:
+				longest <- most
+				return
+			case <-time.After(time.Millisecond):
+			}
+			t0 := time.Now()
+			lock()
+			most = max(most, time.Since(t0))
+			if each != nil {
+				each()
+			}
+		}
+	}()
+	return func() time.Duration {
+		close(done)
+		return <-longest
+	}
 }

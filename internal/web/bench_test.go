@@ -1,14 +1,15 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime/metrics"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/enginetest"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -53,50 +54,28 @@ func loaded1M(b *testing.B) *engine.Engine {
 	if err != nil {
 		b.Fatal(err)
 	}
-	aors := make([]engine.AoR, 1_000_000)
-	for i := range aors {
-		u := fmt.Sprintf("sip:c%d@127.0.0.1:40000", i)
-		aors[i] = engine.AoR{Name: u[4:], Contacts: []string{u}, Policy: qualify.DefaultPolicy()}
-	}
+	aors := enginetest.NumberedAoRs(1_000_000, qualify.DefaultPolicy())
 	if err := e.Apply(aors); err != nil {
 		b.Fatal(err)
 	}
 	return e
 }
 
-// watch starts a stand-in for the scheduler, which takes e's lock every
-// millisecond, and samples the live heap as it goes. The returned stop
-// ends it and returns the longest wait for the lock and the live heap's
-// largest growth.
+// watch starts enginetest.WatchLock over e's Summary, sampling the live
+// heap after each lock. The returned stop ends it and returns the longest
+// wait for the lock and the live heap's largest growth.
 func watch(e *engine.Engine) (stop func() (time.Duration, uint64)) {
-	type result struct {
-		wait time.Duration
-		peak uint64
-	}
-	done, out := make(chan struct{}), make(chan result)
 	heap := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(heap)
 	base := heap[0].Value.Uint64()
-	go func() {
-		var r result
-		for {
-			select {
-			case <-done:
-				out <- r
-				return
-			case <-time.After(time.Millisecond):
-			}
-			t0 := time.Now()
-			_ = e.Summary()
-			r.wait = max(r.wait, time.Since(t0))
-			metrics.Read(heap)
-			r.peak = max(r.peak, heap[0].Value.Uint64()-min(base, heap[0].Value.Uint64()))
-		}
-	}()
+	var peak atomic.Uint64
+	wait := enginetest.WatchLock(func() { _ = e.Summary() }, func() {
+		metrics.Read(heap)
+		peak.Store(max(peak.Load(), heap[0].Value.Uint64()-min(base, heap[0].Value.Uint64())))
+	})
 	return func() (time.Duration, uint64) {
-		close(done)
-		r := <-out
-		return r.wait, r.peak
+		w := wait()
+		return w, peak.Load()
 	}
 }
 
