@@ -42,7 +42,12 @@ func (p *Prober) ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, d
 		go func() { done(tag, p.Probe(ctx, t)) }()
 		return
 	}
-	tx := p.async.Get().(*transaction)
+	tx := p.acquire(false)
+	if tx == nil {
+		p.stats.transportErrors.Add(1)
+		done(tag, qualify.Result{Reason: qualify.ReasonTransport, Detail: errTooMany.Error(), Transport: udp.String(), Dest: rt.dest})
+		return
+	}
 	if err := p.prepare(ctx, tx, pr, rt, rt.dest); err != nil {
 		p.release(tx)
 		p.stats.transportErrors.Add(1)
@@ -89,8 +94,8 @@ func (p *Prober) finishAsync(tx *transaction) {
 	done(tag, res)
 }
 
-// unref drops one owner of an asynchronous transaction; the last returns
-// it to the pool.
+// unref drops one owner of an asynchronous transaction; the last
+// releases it.
 func (p *Prober) unref(tx *transaction) {
 	if tx.refs.Add(-1) == 0 {
 		p.release(tx)
@@ -140,12 +145,12 @@ func (tb *table) unwatch(tx *transaction) {
 // cancel ends every outstanding asynchronous probe of ctx, which is done.
 func (tb *table) cancel(ctx context.Context) {
 	tb.mu.Lock()
-	for _, tx := range tb.byKey {
+	tb.each(func(tx *transaction) {
 		if tx.w != nil && tx.w.ctx == ctx {
 			tx.st.reason, tx.st.detail = qualify.ReasonTimeout, detailCanceled
 			tb.complete(tx)
 		}
-	}
+	})
 	delete(tb.watches, ctx)
 	tb.mu.Unlock()
 	tb.drain()

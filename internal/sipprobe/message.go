@@ -1,6 +1,7 @@
 package sipprobe
 
 import (
+	"math/bits"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,12 +18,17 @@ const branchPrefix = "z9hG4bKqd"
 // to build a retransmission, so the shared part is one pointer (issue 7:
 // eight strings per probe were 128 of a transaction's 448 bytes).
 type request struct {
-	ruri    string // Request-URI: the contact
-	hdr     *headers
-	key     uint64 // branch
-	callID  uint64
-	fromTag uint64
-	cseq    uint32
+	ruri   string // Request-URI: the contact
+	hdr    *headers
+	key    uint64 // branch
+	callID uint64 // random; the From tag is derived from it
+	cseq   uint32
+}
+
+// fromTag is the From tag of the request, a bijection of its Call-ID so
+// that a probe keeps one random number for both (issue 7).
+func (r *request) fromTag() uint64 {
+	return bits.RotateLeft64(r.callID*0x9e3779b97f4a7c15, 29)
 }
 
 // headers are the parts of a request that do not vary between the probes
@@ -60,7 +66,7 @@ func appendRequest(b []byte, r *request, authName, authValue string) []byte {
 	b = append(b, '@')
 	b = append(b, h.fromHost...)
 	b = append(b, ">;tag="...)
-	b = appendHex(b, r.fromTag)
+	b = appendHex(b, r.fromTag())
 	b = append(b, "\r\nTo: <"...)
 	b = append(b, r.ruri...)
 	b = append(b, '>')

@@ -70,7 +70,7 @@ func TestParseRejects(t *testing.T) {
 func TestRequestRoundTrip(t *testing.T) {
 	h := headers{route: "<sip:proxy.example;lr>", transport: "UDP", sentBy: "192.0.2.1:5070", fromUser: "qualifyd",
 		fromHost: "192.0.2.1:5070", userAgent: "qualifyd"}
-	r := request{ruri: "sip:pbx@192.0.2.7:5060;transport=udp", hdr: &h, key: 0xfeed, callID: 0xbeef, fromTag: 7, cseq: 1}
+	r := request{ruri: "sip:pbx@192.0.2.7:5060;transport=udp", hdr: &h, key: 0xfeed, callID: 0xbeef, cseq: 1}
 	auth := `Digest username="a"`
 	b := appendRequest(nil, &r, "Authorization", auth)
 	msg, err := sip.ParseMessage(b)
@@ -140,13 +140,16 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer p.Close()
-	tx := newBlocking()
-	tx.st.req = request{key: 0x0123456789abcdef, callID: 0xff, cseq: 1}
+	tx := p.acquire(true)
+	tx.st.req = request{callID: 0xff, cseq: 1}
 	tx.st.dest = netip.MustParseAddrPort("127.0.0.1:9")
 	tx.st.deadline = p.table.now().add(time.Hour)
 	if !p.table.register(tx, tx.st.deadline, nil) {
 		f.Fatal("register")
 	}
+	// A response to the transaction, but from elsewhere.
+	f.Add([]byte("SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP h;branch=" + branchPrefix + string(appendHex(nil, tx.st.req.key)) +
+		"\r\nCall-ID: 00000000000000ff\r\nCSeq: 1 OPTIONS\r\n\r\n"))
 	spoofed := netip.MustParseAddrPort("127.0.0.1:10")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		before := total(p.Stats())

@@ -12,16 +12,17 @@ import (
 )
 
 // transaction is one outstanding OPTIONS client transaction (RFC 3261
-// section 17.1.2). Transactions are pooled. gen and active belong to
+// section 17.1.2), in a slot of the table's slab. gen and active belong to
 // table.mu; st is written by the probing goroutine while the transaction
 // is not registered, and its outcome fields by whoever completes it under
-// table.mu, before it signals the completion.
+// table.mu, before it signals the completion. Whoever looks a transaction
+// up by its key checks active before reading st.
 //
 // An asynchronous UDP probe (ProbeAsync) is a transaction without ext:
-// 176 bytes, what a probe in flight to a dead contact costs beside its
-// timer event and its pending-table entry (issue 7: a million dead
-// contacts keep 50,000 probes in flight; at 448 bytes each they made dead
-// contacts cost more memory than live ones).
+// 160 bytes, what a probe in flight to a dead contact costs beside its
+// 16-byte timer event (issue 7: a million dead contacts keep 50,000
+// probes in flight; at 448 bytes each they made dead contacts cost more
+// memory than live ones).
 type transaction struct {
 	st  txState
 	ext *txExt // a blocking probe's; nil for an asynchronous one
@@ -34,10 +35,11 @@ type transaction struct {
 	w   *watch
 
 	gen uint32 // bumped at every registration (stale timer events)
+	idx uint32 // its slot in the slab, for good
 	// refs counts the owners of an asynchronous probe, the sending
-	// goroutine and the completion; the last one returns it to the pool.
+	// goroutine and the completion; the last one releases it.
 	refs   atomic.Int32
-	active bool // in table.byKey
+	active bool // registered: its key finds it
 }
 
 // txState is the resettable part of every transaction.
@@ -46,11 +48,22 @@ type txState struct {
 	dest     netip.AddrPort // where the request went
 	sent     instant        // first send of the probe (RTT start)
 	deadline instant
-	recv     instant       // the final response
-	interval time.Duration // next Timer E interval (UDP)
-	code     int16         // of the final response
+	recv     instant // the final response
+	code     int16   // of the final response
 	reason   qualify.Reason
 	detail   detail
+	// doublings is how many times Timer E has doubled from T1 (UDP); at
+	// maxDoublings its interval is T2.
+	doublings uint8
+}
+
+// maxDoublings is where Timer E stops doubling: T1 << 3 == T2.
+const maxDoublings = 3
+
+// interval is the transaction's next Timer E interval: T1 doubled, at
+// most T2 (RFC 3261 section 17.1.2.2).
+func (st *txState) interval() time.Duration {
+	return min(T1<<st.doublings, T2)
 }
 
 // txExt is what only a blocking probe (Probe, and ProbeAsync over a stream
@@ -69,19 +82,20 @@ type txExt struct {
 	wantChallenge bool
 }
 
-// newBlocking returns a transaction for a blocking probe.
-func newBlocking() *transaction {
-	return &transaction{ext: &txExt{done: make(chan struct{}, 1)}}
-}
+// newExt returns the extension of a blocking probe.
+func newExt() *txExt { return &txExt{done: make(chan struct{}, 1)} }
 
 // reset clears the transaction for the next probe, keeping its
-// generation, buffer and done channel.
-func (tx *transaction) reset() {
+// generation and slot, and detaches its extension, cleared but for its
+// buffer and done channel, which it returns.
+func (tx *transaction) reset() *txExt {
+	e := tx.ext
 	tx.st = txState{}
-	tx.cb, tx.tag, tx.w = nil, 0, nil
-	if e := tx.ext; e != nil {
+	tx.cb, tx.tag, tx.w, tx.ext = nil, 0, nil, nil
+	if e != nil {
 		*e = txExt{buf: e.buf[:0], done: e.done}
 	}
+	return e
 }
 
 // conn is the stream the transaction was sent on, or nil for UDP.
@@ -129,21 +143,25 @@ const (
 
 // recentSize is the number of slots of the answered-key set that tells
 // duplicates from late responses (512 KiB).
-const recentSize = 1 << 16
+const (
+	recentBits = 16
+	recentSize = 1 << recentBits
+)
 
-// table is the pending table: outstanding transactions keyed by their
-// branch, and the queue of their next timer events. One mutex guards both;
-// each probe takes it a few times for a few hundred nanoseconds.
+// table is the pending table: outstanding transactions, found by the
+// slot their branch key names, and the queue of their next timer events.
+// One mutex guards both; each probe takes it a few times for a few
+// hundred nanoseconds.
 type table struct {
 	mu     sync.Mutex
 	epoch  time.Time // instant 0
 	counts *counters
-	byKey  map[uint64]*transaction
+	slab   slab
 	events timerQueue
 	wake   chan struct{} // capacity 1: the queue has a new earliest event
 	closed bool
 	// recent remembers answered keys to count duplicates: direct-mapped
-	// by the key's low bits (keys are random), so a newer answer can
+	// by a hash of the key (its low bits are a slot), so a newer answer can
 	// evict an older one and its duplicate then counts as late. A map with
 	// a ring cost about 1 us per answer in deletes (issue 7).
 	recent [recentSize]uint64
@@ -165,15 +183,14 @@ func newTable(c *counters) *table {
 	return &table{
 		epoch:   time.Now(),
 		counts:  c,
-		byKey:   make(map[uint64]*transaction),
 		wake:    make(chan struct{}, 1),
 		watches: make(map[context.Context]*watch),
 	}
 }
 
-// register adds tx under its key with its first timer event; the context
-// of an asynchronous tx is watched. It returns false when the key is
-// taken (the caller draws another) or the table is closed, in which case
+// register draws a fresh branch key for tx, a transaction of the slab,
+// and adds it with its first timer event; the context of an asynchronous
+// tx is watched. It returns false when the table is closed, and
 // tx.st.reason says so.
 func (tb *table) register(tx *transaction, first instant, ctx context.Context) bool {
 	tb.mu.Lock()
@@ -182,24 +199,40 @@ func (tb *table) register(tx *transaction, first instant, ctx context.Context) b
 		tx.st.reason, tx.st.detail = qualify.ReasonTransport, detailClosed
 		return false
 	}
-	if _, taken := tb.byKey[tx.st.req.key]; taken {
-		return false
-	}
+	tx.st.req.key = newKey(tx.idx)
 	tx.gen++
 	tx.active = true
-	tb.byKey[tx.st.req.key] = tx
 	if tx.cb != nil {
 		tb.watch(tx, ctx)
 	}
-	tb.push(timerItem{due: first, tx: tx, gen: tx.gen})
+	tb.push(timerItem{due: first, idx: tx.idx, gen: tx.gen})
 	return true
+}
+
+// lookup returns the registered transaction of key, or nil. tb.mu must be
+// held.
+func (tb *table) lookup(key uint64) *transaction {
+	tx := tb.slab.at(slotOf(key))
+	if tx == nil || !tx.active || tx.st.req.key != key {
+		return nil
+	}
+	return tx
+}
+
+// each calls f with every registered transaction. tb.mu must be held.
+func (tb *table) each(f func(*transaction)) {
+	tb.slab.each(func(tx *transaction) {
+		if tx.active {
+			f(tx)
+		}
+	})
 }
 
 // push adds an event and wakes the timer goroutine if it is the earliest.
 // tb.mu must be held.
 func (tb *table) push(it timerItem) {
 	tb.events.push(it)
-	if top := tb.events.peek(); top.tx == it.tx && top.gen == it.gen {
+	if top := tb.events.peek(); top == it {
 		select {
 		case tb.wake <- struct{}{}:
 		default:
@@ -219,7 +252,6 @@ func (tb *table) complete(tx *transaction) {
 // instead, for the caller to finish once it has released tb.mu. tb.mu
 // must be held and tx active.
 func (tb *table) take(tx *transaction) *transaction {
-	delete(tb.byKey, tx.st.req.key)
 	tx.active = false
 	if tx.cb != nil {
 		tb.unwatch(tx)
@@ -277,10 +309,7 @@ func (tb *table) fail(tx *transaction, reason qualify.Reason, d detail) {
 func (tb *table) abandon(tx *transaction) bool {
 	tb.mu.Lock()
 	active := tx.active
-	if active {
-		delete(tb.byKey, tx.st.req.key)
-		tx.active = false
-	}
+	tx.active = false
 	tb.mu.Unlock()
 	if !active {
 		<-tx.ext.done
@@ -310,10 +339,10 @@ func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now inst
 	}
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
-	tx := tb.byKey[key]
+	tx := tb.lookup(key)
 	switch {
 	case tx == nil:
-		if key != 0 && tb.recent[key%recentSize] == key {
+		if key != 0 && tb.recent[recentSlot(key)] == key {
 			return dropDuplicate, false, nil
 		}
 		return dropLate, false, nil
@@ -324,7 +353,7 @@ func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now inst
 	case m.code < 200:
 		// Provisional: the deadline stays; Timer E continues at T2
 		// (Proceeding state, RFC 3261 section 17.1.2.2).
-		tx.st.interval = T2
+		tx.st.doublings = maxDoublings
 		return dropNone, true, nil
 	}
 	tx.answer(m, now)
@@ -357,29 +386,35 @@ func (tx *transaction) answer(m *message, now instant) {
 
 // remember records an answered key in the recent set.
 func (tb *table) remember(key uint64) {
-	tb.recent[key%recentSize] = key
+	tb.recent[recentSlot(key)] = key
+}
+
+// recentSlot is where key goes in the recent set: the top bits of a
+// Fibonacci hash, since the key's low bits are its slot, reused at once.
+func recentSlot(key uint64) uint64 {
+	return key * 0x9e3779b97f4a7c15 >> (64 - recentBits)
 }
 
 // failConn fails every transaction sent on conn (the connection broke).
 func (tb *table) failConn(conn *streamConn) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
-	for _, tx := range tb.byKey {
+	tb.each(func(tx *transaction) {
 		if tx.conn() == conn {
 			tx.st.reason, tx.st.detail = qualify.ReasonTransport, detailConnClosed
 			tb.complete(tx)
 		}
-	}
+	})
 }
 
 // close fails every outstanding transaction and refuses new ones.
 func (tb *table) close() {
 	tb.mu.Lock()
 	tb.closed = true
-	for _, tx := range tb.byKey {
+	tb.each(func(tx *transaction) {
 		tx.st.reason, tx.st.detail = qualify.ReasonTransport, detailClosed
 		tb.complete(tx)
-	}
+	})
 	for ctx, w := range tb.watches {
 		w.stop()
 		delete(tb.watches, ctx)

@@ -2,6 +2,7 @@ package sipprobe
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"strings"
@@ -95,7 +96,11 @@ func bestResult(rs []qualify.Result) int {
 // probeAddr runs one probe to dest, answering one digest challenge when
 // the target has credentials.
 func (p *Prober) probeAddr(ctx context.Context, pr probe, rt *route, dest netip.AddrPort) qualify.Result {
-	tx := p.pool.Get().(*transaction)
+	tx := p.acquire(true)
+	if tx == nil {
+		p.stats.transportErrors.Add(1)
+		return qualify.Result{Reason: qualify.ReasonTransport, Detail: errTooMany.Error(), Transport: rt.transport.String(), Dest: dest}
+	}
 	defer p.release(tx)
 	if err := p.prepare(ctx, tx, pr, rt, dest); err != nil {
 		p.stats.transportErrors.Add(1)
@@ -113,14 +118,26 @@ func (p *Prober) probeAddr(ctx context.Context, pr probe, rt *route, dest netip.
 	return p.table.result(tx, rt.transport)
 }
 
-// release returns tx to its pool.
-func (p *Prober) release(tx *transaction) {
-	tx.reset()
-	if tx.ext == nil {
-		p.async.Put(tx)
-		return
+// errTooMany fails a probe when maxSlots are in flight.
+var errTooMany = errors.New("too many probes in flight")
+
+// acquire returns a transaction of the table's slab, with the extension
+// of a blocking probe if blocking, or nil if none is free.
+func (p *Prober) acquire(blocking bool) *transaction {
+	tx := p.table.slab.acquire()
+	if tx != nil && blocking {
+		tx.ext = p.exts.Get().(*txExt)
 	}
-	p.pool.Put(tx)
+	return tx
+}
+
+// release resets tx and returns it to the slab, and its extension, if
+// any, to the pool.
+func (p *Prober) release(tx *transaction) {
+	if e := tx.reset(); e != nil {
+		p.exts.Put(e)
+	}
+	p.table.slab.release(tx)
 }
 
 // prepare fills the request of a new probe to dest and, for TCP/TLS,
@@ -128,10 +145,10 @@ func (p *Prober) release(tx *transaction) {
 // needs a blocking transaction (with ext).
 func (p *Prober) prepare(ctx context.Context, tx *transaction, pr probe, rt *route, dest netip.AddrPort) error {
 	st := &tx.st
-	st.dest, st.interval = dest, T1
+	st.dest = dest
 	r := &st.req
 	r.ruri, r.cseq = rt.ruri, 1
-	r.callID, r.fromTag = rand.Uint64(), rand.Uint64()
+	r.callID = rand.Uint64()
 	h := headers{route: rt.proxy, transport: rt.transport.via(), userAgent: p.cfg.UserAgent,
 		fromUser: cmpOrStr(rt.fromUser, p.cfg.FromUser), fromHost: cmpOrStr(rt.fromDomain, p.cfg.FromDomain)}
 	if e := tx.ext; e != nil {
@@ -191,15 +208,7 @@ func (p *Prober) transact(ctx context.Context, tx *transaction) {
 // register draws a fresh branch and adds tx, sent at now, to the pending
 // table (see table.register). It returns false when the table is closed.
 func (p *Prober) register(tx *transaction, now instant, ctx context.Context) bool {
-	for {
-		tx.st.req.key = rand.Uint64()
-		if p.table.register(tx, firstEvent(tx, now), ctx) {
-			return true
-		}
-		if tx.st.reason != qualify.ReasonNone {
-			return false
-		}
-	}
+	return p.table.register(tx, firstEvent(tx, now), ctx)
 }
 
 // send writes a blocking transaction's request to its stream or to UDP.
@@ -235,7 +244,7 @@ func (p *Prober) answerChallenge(ctx context.Context, tx *transaction, pr probe)
 	p.stats.authRetries.Add(1)
 	e.authName, e.authValue = name, value
 	st.req.cseq++
-	st.code, e.challenge, e.wantChallenge, st.interval = 0, "", false, T1
+	st.code, e.challenge, e.wantChallenge, st.doublings = 0, "", false, 0
 	p.transact(ctx, tx)
 }
 

@@ -17,8 +17,7 @@ type Prober struct {
 	streams *streams
 	routes  routes
 	dns     *resolver
-	pool    sync.Pool // *transaction of blocking probes (with ext)
-	async   sync.Pool // *transaction of asynchronous UDP probes (without)
+	exts    sync.Pool // *txExt of blocking probes
 	bufs    sync.Pool // *[]byte: request buffers of asynchronous probes, held only while sending
 	hdrs    headerCache
 	stats   counters
@@ -43,8 +42,7 @@ func New(cfg Config) (*Prober, error) {
 	p := &Prober{cfg: cfg, udp: u, dns: newResolver(cfg.Resolver), stop: make(chan struct{})}
 	p.table = newTable(&p.stats)
 	p.table.finish = p.finishAsync
-	p.pool.New = func() any { return newBlocking() }
-	p.async.New = func() any { return new(transaction) }
+	p.exts.New = func() any { return newExt() }
 	p.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	p.timers = &timers{tb: p.table, counts: &p.stats, send: func(b []byte, d netip.AddrPort) { _ = u.send(b, d) }}
 	p.streams = &streams{slots: make(map[streamKey]*streamSlot), tls: tlsBase(cfg.TLS), serve: p.serveStream}

@@ -13,7 +13,7 @@ import (
 // stale and skipped when it comes due.
 type timerItem struct {
 	due instant
-	tx  *transaction
+	idx uint32 // the transaction's slot
 	gen uint32
 }
 
@@ -248,7 +248,7 @@ func (ts *timers) room() {
 // due time, not the (possibly late) wake-up time, so the Timer E schedule
 // is exact: 500 ms, 1.5 s, 3.5 s, 7.5 s, ... after the first send.
 func (ts *timers) event(it timerItem) {
-	tx := it.tx
+	tx := ts.tb.slab.at(it.idx)
 	switch {
 	case !tx.active || tx.gen != it.gen:
 		return
@@ -259,7 +259,7 @@ func (ts *timers) event(it timerItem) {
 		return
 	case tx.conn() != nil:
 		// Reliable transports never retransmit (RFC 3261 17.1.2.2).
-		ts.tb.events.push(timerItem{due: tx.st.deadline, tx: tx, gen: it.gen})
+		ts.tb.events.push(timerItem{due: tx.st.deadline, idx: it.idx, gen: it.gen})
 		return
 	}
 	st := &tx.st
@@ -268,8 +268,8 @@ func (ts *timers) event(it timerItem) {
 	off := len(ts.arena)
 	ts.arena = tx.appendRequest(ts.arena) // the bytes of the last send
 	ts.resends = append(ts.resends, resend{off: off, n: len(ts.arena) - off, dest: st.dest})
-	st.interval = min(2*st.interval, T2)
-	ts.tb.events.push(timerItem{due: min(it.due.add(st.interval), st.deadline), tx: tx, gen: it.gen})
+	st.doublings = min(st.doublings+1, maxDoublings)
+	ts.tb.events.push(timerItem{due: min(it.due.add(st.interval()), st.deadline), idx: it.idx, gen: it.gen})
 }
 
 // firstEvent is the first timer event of tx sent at sent.
@@ -277,5 +277,5 @@ func firstEvent(tx *transaction, sent instant) instant {
 	if tx.conn() != nil {
 		return tx.st.deadline
 	}
-	return min(sent.add(tx.st.interval), tx.st.deadline)
+	return min(sent.add(tx.st.interval()), tx.st.deadline)
 }

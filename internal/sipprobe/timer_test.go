@@ -43,9 +43,10 @@ func newTimerRig(t *testing.T) *timerRig {
 
 // start registers a UDP (conn == nil) or stream transaction now.
 func (r *timerRig) startTx(timeout time.Duration, conn *streamConn) *transaction {
-	tx := newBlocking()
-	tx.st.req = request{key: uint64(len(r.tb.byKey) + 1), cseq: 1, hdr: &headers{transport: "UDP"}}
-	tx.ext.conn, tx.st.interval = conn, T1
+	tx := r.tb.slab.acquire()
+	tx.ext = newExt()
+	tx.st.req = request{cseq: 1, hdr: &headers{transport: "UDP"}}
+	tx.ext.conn = conn
 	tx.st.sent = r.tb.now()
 	tx.st.deadline = tx.st.sent.add(timeout)
 	r.tb.register(tx, firstEvent(tx, tx.st.sent), nil)
@@ -223,10 +224,10 @@ func TestFireSendsABacklogInBatches(t *testing.T) {
 	start := tb.now()
 	uri := "sip:" + strings.Repeat("x", 400) + "@192.0.2.1" // requests of about 700 bytes
 	n := 2 * maxArena / 500
-	for i := range n {
-		tx := new(transaction)
-		tx.st.req = request{ruri: uri, hdr: &headers{transport: "UDP"}, key: uint64(i + 1), cseq: 1}
-		tx.st.interval, tx.st.sent, tx.st.deadline = T1, start, start.add(time.Hour)
+	for range n {
+		tx := tb.slab.acquire()
+		tx.st.req = request{ruri: uri, hdr: &headers{transport: "UDP"}, cseq: 1}
+		tx.st.sent, tx.st.deadline = start, start.add(time.Hour)
 		tb.register(tx, firstEvent(tx, start), nil)
 	}
 	ts.fire(start.add(T1))
