@@ -54,6 +54,10 @@ type daemonReport struct {
 	ReloadSeconds   float64 `json:"reload_seconds"`
 	ReloadPeakPer   float64 `json:"rss_peak_reload_bytes_per_contact"`
 	LogLines        int64   `json:"log_lines"`
+	// EventsDropped is qualifyd_events_dropped_total at the end of the
+	// window: events the log did not get (each drop is also one warning
+	// line), so log_lines falls short of one per status change by it.
+	EventsDropped float64 `json:"events_dropped"`
 }
 
 // daemonOpts are the flags of `qualifyd-bench daemon`.
@@ -261,6 +265,7 @@ type daemonSample struct {
 	probes   float64
 	failures float64
 	heap     float64
+	dropped  float64
 	lateness *dto.Histogram
 }
 
@@ -283,6 +288,9 @@ func (d *daemonChild) sample() (daemonSample, error) {
 	}
 	if ms := fams["go_memstats_heap_alloc_bytes"].GetMetric(); len(ms) == 1 {
 		s.heap = ms[0].GetGauge().GetValue()
+	}
+	if ms := fams["qualifyd_events_dropped_total"].GetMetric(); len(ms) == 1 {
+		s.dropped = ms[0].GetCounter().GetValue()
 	}
 	return s, nil
 }
@@ -321,6 +329,7 @@ func (d *daemonChild) window(ctx context.Context, dur time.Duration, rep *daemon
 	rep.CPUUsPerProbe = float64(cpu.Microseconds()) / math.Max(probes, 1)
 	rep.CPUCores = cpu.Seconds() / wall.Seconds()
 	rep.HeapPerContact = s1.heap / float64(rep.Contacts)
+	rep.EventsDropped = s1.dropped
 	rep.LatenessP50LeMs = bucketQuantileMs(s0.lateness, s1.lateness, 0.5)
 	rep.LatenessP99LeMs = bucketQuantileMs(s0.lateness, s1.lateness, 0.99)
 	return nil
