@@ -64,7 +64,7 @@ func effective(a pjsip.AoR) aorJSON {
 		Name:          a.Name,
 		Contacts:      append([]string{}, a.Contacts...),
 		Report:        a.Policy.Report(),
-		OutboundProxy: a.Probe.OutboundProxy,
+		OutboundProxy: a.ProbeOptions().OutboundProxy,
 	}
 }
 
@@ -124,7 +124,7 @@ func writeSummary(stdout io.Writer, file string, cfg *pjsip.Config) {
 // summaryOf is effective without the copy of the contacts, which
 // describe only counts: a million AoRs were a million copies.
 func summaryOf(a *pjsip.AoR) aorJSON {
-	return aorJSON{Name: a.Name, Contacts: a.Contacts, Report: a.Policy.Report(), OutboundProxy: a.Probe.OutboundProxy}
+	return aorJSON{Name: a.Name, Contacts: a.Contacts, Report: a.Policy.Report(), OutboundProxy: a.ProbeOptions().OutboundProxy}
 }
 
 // describe writes one AoR's effective settings on one line, without its

@@ -110,7 +110,7 @@ func newAoRs(aors defs, total int) (map[string]*aorState, []aorState, error) {
 			return nil, nil, err
 		}
 		n := len(def.Contacts)
-		states[i] = aorState{name: name, policy: intern(in.policies, def.Policy), probe: intern(in.probes, def.Probe), ids: ids[:0:n]}
+		states[i] = aorState{name: name, policy: intern(in.policies, def.Policy), probe: intern(in.probes, def.ProbeOptions()), ids: ids[:0:n]}
 		ids = ids[n:n]
 		next[name] = &states[i]
 	}

@@ -38,7 +38,7 @@ type aorOption func(a *AoR, value string) error
 var aorOptions = map[string]aorOption{
 	"type":                   func(*AoR, string) error { return nil },
 	"contact":                addContacts,
-	"outbound_proxy":         func(a *AoR, v string) error { a.Probe.OutboundProxy = v; return nil },
+	"outbound_proxy":         setOutboundProxy,
 	"qualify_frequency":      setFrequency,
 	"qualify_timeout":        setTimeout,
 	"qualify_2xx_only":       setBool(func(a *AoR, b bool) { a.Policy.Only2xx = b }),
@@ -159,25 +159,31 @@ func readAoR(a *AoR, name, file string, line int, vars []variable) error {
 	return nil
 }
 
-// own copies the AoR's name, contacts and outbound proxy out of the
-// configuration's text, in one allocation: they are substrings of whole
-// files, which the AoR would otherwise keep alive.
+// own copies the AoR's name and contacts out of the configuration's
+// text, in one allocation: they are substrings of whole files, which the
+// AoR would otherwise keep alive. (Its probe options are copied when
+// finish shares them.)
 func (a *AoR) own() {
-	n := len(a.Name) + len(a.Probe.OutboundProxy)
+	n := len(a.Name)
 	for _, c := range a.Contacts {
 		n += len(c)
 	}
 	var b strings.Builder
 	b.Grow(n)
 	b.WriteString(a.Name)
-	b.WriteString(a.Probe.OutboundProxy)
 	for _, c := range a.Contacts {
 		b.WriteString(c)
 	}
 	all := b.String()
 	a.Name, all = all[:len(a.Name)], all[len(a.Name):]
-	a.Probe.OutboundProxy, all = all[:len(a.Probe.OutboundProxy)], all[len(a.Probe.OutboundProxy):]
 	for i, c := range a.Contacts {
 		a.Contacts[i], all = all[:len(c)], all[len(c):]
 	}
+}
+
+// setOutboundProxy gives the AoR options of its own until finish shares
+// them (see probeSet).
+func setOutboundProxy(a *AoR, v string) error {
+	a.Probe = &qualify.ProbeOptions{OutboundProxy: v}
+	return nil
 }

@@ -19,12 +19,14 @@ func (b *builder) finish(err error) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	var owners map[string]*endpointDef
 	if len(b.endpoints) > 0 {
-		owners := b.endpointsByAoR()
-		for _, i := range b.slot {
-			if err := b.probe(&b.aors[i], owners[b.aors[i].Name]); err != nil {
-				return nil, err
-			}
+		owners = b.endpointsByAoR()
+	}
+	probes := probeSet{}
+	for _, i := range b.slot {
+		if err := b.probe(&b.aors[i], owners[b.aors[i].Name], probes); err != nil {
+			return nil, err
 		}
 	}
 	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second}
@@ -116,23 +118,49 @@ func (b *builder) endpointsByAoR() map[string]*endpointDef {
 	return owners
 }
 
-// probe fills a.Probe from e, the first endpoint, in file order, whose
-// aors lists a (nil: none). The AoR's own outbound_proxy wins over the
+// probe sets a.Probe from the AoR's own outbound_proxy and e, the first
+// endpoint, in file order, whose aors lists a (nil: none), to options
+// shared through probes. The AoR's own outbound_proxy wins over the
 // endpoint's, as Asterisk sets the contact's proxy after the endpoint's.
-func (b *builder) probe(a *AoR, e *endpointDef) error {
-	if e == nil {
+func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) error {
+	o := a.ProbeOptions()
+	if e != nil {
+		if o.OutboundProxy == "" {
+			o.OutboundProxy = e.outboundProxy.value
+		}
+		o.FromUser, o.FromDomain = e.fromUser.value, e.fromDomain.value
+		var err error
+		if o.Transport, err = b.transportOf(e); err != nil {
+			return err
+		}
+		if o.Auth, err = b.authOf(e); err != nil {
+			return err
+		}
+	}
+	a.Probe = probes.get(o)
+	return nil
+}
+
+// probeSet shares probe options between the AoRs of a configuration:
+// nearly all AoRs have the same few, and a million AoRs each with its own
+// copy held 112 MB (issue 7).
+type probeSet map[qualify.ProbeOptions]*qualify.ProbeOptions
+
+// get returns the shared copy of o, or nil for no options. A new copy's
+// strings are cloned: they may be parts of a configuration file.
+func (s probeSet) get(o qualify.ProbeOptions) *qualify.ProbeOptions {
+	if o == (qualify.ProbeOptions{}) {
 		return nil
 	}
-	if a.Probe.OutboundProxy == "" {
-		a.Probe.OutboundProxy = e.outboundProxy.value
+	if p, ok := s[o]; ok {
+		return p
 	}
-	a.Probe.FromUser, a.Probe.FromDomain = e.fromUser.value, e.fromDomain.value
-	var err error
-	if a.Probe.Transport, err = b.transportOf(e); err != nil {
-		return err
-	}
-	a.Probe.Auth, err = b.authOf(e)
-	return err
+	p := &qualify.ProbeOptions{OutboundProxy: strings.Clone(o.OutboundProxy), Transport: strings.Clone(o.Transport),
+		FromUser: strings.Clone(o.FromUser), FromDomain: strings.Clone(o.FromDomain),
+		Auth: qualify.Credentials{Username: strings.Clone(o.Auth.Username), Password: strings.Clone(o.Auth.Password),
+			Realm: strings.Clone(o.Auth.Realm)}}
+	s[*p] = p // not o: the map would keep the file's text
+	return p
 }
 
 // transportOf returns the protocol of e's transport, "" when it names
