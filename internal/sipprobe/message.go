@@ -8,8 +8,8 @@ import (
 )
 
 // branchPrefix starts every Via branch this prober sends: the RFC 3261
-// magic cookie (section 8.1.1.7) and "qd"; 16 hex digits of a random
-// 64-bit transaction key follow.
+// magic cookie (section 8.1.1.7) and "qd"; 16 hex digits of the 64-bit
+// transaction key follow (see newKey).
 const branchPrefix = "z9hG4bKqd"
 
 // request is one OPTIONS request: its Request-URI, the headers it shares

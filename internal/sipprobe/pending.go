@@ -3,6 +3,7 @@ package sipprobe
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -157,9 +158,13 @@ type table struct {
 	epoch  time.Time // instant 0
 	counts *counters
 	slab   slab
-	events timerQueue
-	wake   chan struct{} // capacity 1: the queue has a new earliest event
-	closed bool
+	salt   uint32 // of newKey, drawn per table
+	// inFlight counts the registered transactions, so that each stops
+	// after the last one instead of walking every slot ever made.
+	inFlight int
+	events   timerQueue
+	wake     chan struct{} // capacity 1: the queue has a new earliest event
+	closed   bool
 	// recent remembers answered keys to count duplicates: direct-mapped
 	// by a hash of the key (its low bits are a slot), so a newer answer can
 	// evict an older one and its duplicate then counts as late. A map with
@@ -182,6 +187,7 @@ type table struct {
 func newTable(c *counters) *table {
 	return &table{
 		epoch:   time.Now(),
+		salt:    rand.Uint32(),
 		counts:  c,
 		wake:    make(chan struct{}, 1),
 		watches: make(map[context.Context]*watch),
@@ -199,9 +205,10 @@ func (tb *table) register(tx *transaction, first instant, ctx context.Context) b
 		tx.st.reason, tx.st.detail = qualify.ReasonTransport, detailClosed
 		return false
 	}
-	tx.st.req.key = newKey(tx.idx)
 	tx.gen++
+	tx.st.req.key = newKey(tx.idx, tx.gen, tb.salt)
 	tx.active = true
+	tb.inFlight++
 	if tx.cb != nil {
 		tb.watch(tx, ctx)
 	}
@@ -219,13 +226,16 @@ func (tb *table) lookup(key uint64) *transaction {
 	return tx
 }
 
-// each calls f with every registered transaction. tb.mu must be held.
+// each calls f with every registered transaction, which f may complete.
+// tb.mu must be held.
 func (tb *table) each(f func(*transaction)) {
-	tb.slab.each(func(tx *transaction) {
-		if tx.active {
+	left := tb.inFlight
+	for idx := uint32(0); left > 0 && idx < tb.slab.made.Load(); idx++ {
+		if tx := tb.slab.at(idx); tx.active {
+			left--
 			f(tx)
 		}
-	})
+	}
 }
 
 // push adds an event and wakes the timer goroutine if it is the earliest.
@@ -253,6 +263,7 @@ func (tb *table) complete(tx *transaction) {
 // must be held and tx active.
 func (tb *table) take(tx *transaction) *transaction {
 	tx.active = false
+	tb.inFlight--
 	if tx.cb != nil {
 		tb.unwatch(tx)
 		return tx
@@ -309,7 +320,10 @@ func (tb *table) fail(tx *transaction, reason qualify.Reason, d detail) {
 func (tb *table) abandon(tx *transaction) bool {
 	tb.mu.Lock()
 	active := tx.active
-	tx.active = false
+	if active {
+		tx.active = false
+		tb.inFlight--
+	}
 	tb.mu.Unlock()
 	if !active {
 		<-tx.ext.done

@@ -55,7 +55,7 @@ func TestProbeAnswered(t *testing.T) {
 }
 
 // TestRequestHeaders checks the request against RFC 3261 section 8.1.1 and
-// the issue: fresh branch with the magic cookie and 64 random bits, rport,
+// the issue: fresh branch with the magic cookie and 16 hex digits, rport,
 // Max-Forwards 70, To = contact, From with tag, User-Agent.
 func TestRequestHeaders(t *testing.T) {
 	r := newUDPResponder(t, func(x *exchange) { x.reply(200) })

@@ -1,7 +1,6 @@
 package sipprobe
 
 import (
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 )
@@ -9,10 +8,11 @@ import (
 // Transactions live in a slab: chunks of slotsPerChunk transactions, made
 // as the number in flight first needs them and kept for reuse. A
 // transaction's branch key carries its slot number in its low 32 bits and
-// random bits above, so a response finds its transaction by index, with no
-// map entry and no pool (issue 7: with a million dead contacts, 50,000
-// probes are in flight, and the map of them and the sync.Pool behind it
-// cost 3.6 MB beside the transactions themselves).
+// its registration above (see newKey), so a response finds its
+// transaction by index, with no map entry and no pool (issue 7: with a
+// million dead contacts, 50,000 probes are in flight, and the map of them
+// and the sync.Pool behind it cost 3.6 MB beside the transactions
+// themselves).
 const (
 	chunkBits     = 10
 	slotsPerChunk = 1 << chunkBits // about 150 KiB of transactions
@@ -74,19 +74,17 @@ func (s *slab) at(idx uint32) *transaction {
 	return &s.chunks[idx>>chunkBits].Load()[idx%slotsPerChunk]
 }
 
-// each calls f with every transaction ever made; the caller holds the
-// table's mutex, and f looks only at registered ones.
-func (s *slab) each(f func(*transaction)) {
-	n := s.made.Load()
-	for idx := uint32(0); idx < n; idx++ {
-		f(s.at(idx))
-	}
-}
-
-// newKey draws the branch key of a transaction in slot idx: the slot in
-// the low 32 bits, random bits above (never all zero, so no key is 0).
-func newKey(idx uint32) uint64 {
-	return uint64(rand.Uint32()|1)<<32 | uint64(idx)
+// newKey returns the branch key of the gen-th registration of slot idx:
+// the slot in the low 32 bits, above them gen through a bijection salted
+// per prober. A branch must be unique in time (RFC 3261 section 8.1.1.7):
+// a stateful proxy that sees a branch again within its transaction's
+// lifetime (Timer J, 32 s) answers with the old response, whose Call-ID
+// fails the new probe. The busiest slots are reused thousands of times a
+// second, so random bits would repeat a slot's branch after about 2^16
+// reuses; a slot's keys repeat only after 2^32. Responses are not forged
+// by guessing a key: the Call-ID, 64 random bits, must match too.
+func newKey(idx, gen, salt uint32) uint64 {
+	return uint64(gen*0x9e3779b9^salt)<<32 | uint64(idx)
 }
 
 // slotOf returns the slot a key names.

@@ -93,3 +93,70 @@ func TestSlabHoldsThePeakInFlight(t *testing.T) {
 		t.Errorf("%d transactions made for %d probes, at most %d in flight", made, 3*n, n)
 	}
 }
+
+// TestBranchesOfASlotDoNotRepeat: the busiest slot is registered again
+// and again, and each registration has a branch of its own (with 31
+// random bits, 200,000 of them repeated about nine).
+func TestBranchesOfASlotDoNotRepeat(t *testing.T) {
+	tb := newTable(&counters{})
+	const n = 200_000
+	seen := make(map[uint64]bool, n)
+	for range n {
+		tx := tb.slab.acquire()
+		tx.ext = newExt()
+		tx.st.deadline = tb.now().add(time.Hour)
+		if !tb.register(tx, tx.st.deadline, nil) {
+			t.Fatal("register")
+		}
+		if seen[tx.st.req.key] {
+			t.Fatalf("branch key %x again after %d registrations", tx.st.req.key, len(seen))
+		}
+		seen[tx.st.req.key] = true
+		tb.fail(tx, qualify.ReasonTimeout, detailNone)
+		<-tx.ext.done
+		tx.reset()
+		tb.slab.release(tx)
+		tb.events = timerQueue{}
+	}
+	if made := tb.slab.made.Load(); made != 1 {
+		t.Errorf("%d slots made, want the one reused", made)
+	}
+}
+
+// TestInFlightCountsTheRegistered: each stops after inFlight registered
+// transactions, so the count must follow registration, completion and
+// abandonment exactly (one too few would hide a probe from a cancelled
+// context or a broken connection).
+func TestInFlightCountsTheRegistered(t *testing.T) {
+	tb := newTable(&counters{})
+	start := func() *transaction {
+		tx := tb.slab.acquire()
+		tx.ext = newExt()
+		tx.st.deadline = tb.now().add(time.Hour)
+		tb.register(tx, tx.st.deadline, nil)
+		return tx
+	}
+	txs := make([]*transaction, 2*slotsPerChunk)
+	for i := range txs {
+		txs[i] = start()
+	}
+	for i, tx := range txs[:len(txs)-1] {
+		switch i % 3 {
+		case 0: // completed
+			tb.fail(tx, qualify.ReasonTimeout, detailNone)
+			<-tx.ext.done
+		case 1: // abandoned by its prober
+			tb.abandon(tx)
+		case 2: // completed, then abandoned: the signal is consumed
+			tb.fail(tx, qualify.ReasonTimeout, detailNone)
+			tb.abandon(tx)
+		}
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	var seen []*transaction
+	tb.each(func(tx *transaction) { seen = append(seen, tx) })
+	if tb.inFlight != 1 || len(seen) != 1 || seen[0] != txs[len(txs)-1] {
+		t.Errorf("in flight %d, each saw %d; want only the last transaction", tb.inFlight, len(seen))
+	}
+}
