@@ -131,7 +131,7 @@ func syntheticAoRs(n, perAoR int, freq time.Duration) []engine.AoR {
 	perAoR = max(perAoR, 1)
 	aors := make([]engine.AoR, 0, n/perAoR+1)
 	for i := 0; i < n; i += perAoR {
-		a := engine.AoR{Name: "aor" + strconv.Itoa(i), Policy: p}
+		a := engine.AoR{Name: "aor" + strconv.Itoa(i), Policy: &p}
 		for j := i; j < min(n, i+perAoR); j++ {
 			a.Contacts = append(a.Contacts, "sip:c"+strconv.Itoa(j)+"@127.0.0.1:5060")
 		}

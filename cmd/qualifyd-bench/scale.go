@@ -156,7 +156,7 @@ func (p *population) aors(policy qualify.Policy) []engine.AoR {
 	out := make([]engine.AoR, p.n)
 	for i := range out {
 		u := p.uri(i)
-		out[i] = engine.AoR{Name: u[4:], Contacts: []string{u}, Policy: policy}
+		out[i] = engine.AoR{Name: u[4:], Contacts: []string{u}, Policy: &policy}
 	}
 	return out
 }

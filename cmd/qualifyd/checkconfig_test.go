@@ -203,8 +203,8 @@ func TestCheckConfigHelp(t *testing.T) {
 // byte for byte what one json.Encoder writes for the whole document,
 // escapes and empty lists included.
 func TestCheckConfigJSONMatchesEncoder(t *testing.T) {
-	odd := pjsip.AoR{AoR: qualify.AoR{Name: "a<&>\u2028", Contacts: []string{"sip:x@[::1]:5060;q=\"1\""}, Policy: qualify.DefaultPolicy()}}
-	plain := pjsip.AoR{AoR: qualify.AoR{Name: "b", Policy: qualify.DefaultPolicy()}}
+	odd := pjsip.AoR{AoR: qualify.AoR{Name: "a<&>\u2028", Contacts: []string{"sip:x@[::1]:5060;q=\"1\""}, Policy: new(qualify.DefaultPolicy())}}
+	plain := pjsip.AoR{AoR: qualify.AoR{Name: "b", Policy: new(qualify.DefaultPolicy())}}
 	for _, aors := range [][]pjsip.AoR{nil, {odd}, {odd, plain}} {
 		var got, want, stderr bytes.Buffer
 		if code := writeJSON(&got, &stderr, &pjsip.Config{AoRs: aors}); code != 0 {

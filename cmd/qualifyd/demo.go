@@ -25,8 +25,8 @@ func demoPolicies(uri func(user string) string) []engine.AoR {
 	legacy := qualify.Policy{Frequency: 5 * time.Second, Timeout: time.Second}
 	tuned := qualify.Policy{Frequency: 5 * time.Second, Timeout: time.Second, Failures: 3, RetryInterval: time.Second}
 	return []engine.AoR{
-		{Name: "asterisk", Contacts: []string{uri("legacy")}, Policy: legacy},
-		{Name: "qualifyd", Contacts: []string{uri("tuned")}, Policy: tuned},
+		{Name: "asterisk", Contacts: []string{uri("legacy")}, Policy: &legacy},
+		{Name: "qualifyd", Contacts: []string{uri("tuned")}, Policy: &tuned},
 	}
 }
 

@@ -105,8 +105,8 @@ func TestLostEventsAreReported(t *testing.T) {
 	if d.eng, err = engine.New(engine.Config{Prober: stubProber{}}); err != nil {
 		t.Fatal(err)
 	}
-	aors := []engine.AoR{{Name: "a", Contacts: []string{"sip:a@192.0.2.1"}, Policy: qualify.DefaultPolicy()},
-		{Name: "b", Contacts: []string{"sip:b@192.0.2.2"}, Policy: qualify.DefaultPolicy()}}
+	aors := []engine.AoR{{Name: "a", Contacts: []string{"sip:a@192.0.2.1"}, Policy: new(qualify.DefaultPolicy())},
+		{Name: "b", Contacts: []string{"sip:b@192.0.2.2"}, Policy: new(qualify.DefaultPolicy())}}
 	if err := d.eng.Apply(aors); err != nil {
 		t.Fatal(err)
 	}

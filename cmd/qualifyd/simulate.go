@@ -160,7 +160,7 @@ func loadAoRs(file string, stderr io.Writer) ([]simulate.AoR, error) {
 			fmt.Fprintf(stderr, "qualifyd simulate: AoR %q: qualify is off, skipped\n", a.Name)
 			continue
 		}
-		out = append(out, simulate.AoR{Name: a.Name, Policy: a.Policy})
+		out = append(out, simulate.AoR{Name: a.Name, Policy: *a.Policy})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no AoR with qualify_frequency > 0", file)

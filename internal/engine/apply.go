@@ -110,7 +110,7 @@ func newAoRs(aors defs, total int) (map[string]*aorState, []aorState, error) {
 			return nil, nil, err
 		}
 		n := len(def.Contacts)
-		states[i] = aorState{name: name, policy: intern(in.policies, def.Policy), probe: intern(in.probes, def.ProbeOptions()), ids: ids[:0:n]}
+		states[i] = aorState{name: name, policy: intern(in.policies, def.PolicyValue()), probe: intern(in.probes, def.ProbeOptions()), ids: ids[:0:n]}
 		ids = ids[n:n]
 		next[name] = &states[i]
 	}
@@ -448,7 +448,8 @@ func (e *Engine) drop(id uint32, reason error) {
 }
 
 func validateAoR(a *AoR) error {
-	if err := a.Policy.Validate(); err != nil {
+	p := a.PolicyValue()
+	if err := p.Validate(); err != nil {
 		return fmt.Errorf("%w: AoR %q: %w", ErrConfig, a.Name, err)
 	}
 	for _, u := range a.Contacts {

@@ -21,10 +21,10 @@ func TestReloadKeepsUnchangedContacts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(time.Hour))
 		p := referencePolicy()
-		h.apply(AoR{Name: "a", Contacts: []string{"sip:x@h", "sip:y@h"}, Policy: p})
+		h.apply(AoR{Name: "a", Contacts: []string{"sip:x@h", "sip:y@h"}, Policy: &p})
 		h.until(40 * time.Second)
 		before := h.e.Contacts()[0]
-		h.apply(AoR{Name: "a", Contacts: []string{"sip:x@h", "sip:z@h"}, Policy: p})
+		h.apply(AoR{Name: "a", Contacts: []string{"sip:x@h", "sip:z@h"}, Policy: &p})
 		h.until(41 * time.Second)
 		after := h.e.Contacts()
 		if len(after) != 2 || after[0].URI != "sip:x@h" || after[1].URI != "sip:z@h" {
@@ -54,10 +54,10 @@ func TestReloadResetsChangedContacts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(time.Hour))
 		p := referencePolicy()
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: p})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
 		h.until(40 * time.Second)
 		p.Failures = 5
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: p})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
 		changes := h.eventsOf(StatusChanged)
 		reset := changes[len(changes)-1]
 		if reset.From != qualify.Reachable || reset.To != qualify.NonQualified || reset.FailureThreshold != 5 {
@@ -68,7 +68,7 @@ func TestReloadResetsChangedContacts(t *testing.T) {
 			t.Fatalf("changed contact probed at %v, want a new first probe at 40", got)
 		}
 		// A changed probe option is a change too.
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: p, Probe: &qualify.ProbeOptions{Transport: "tcp"}})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p, Probe: &qualify.ProbeOptions{Transport: "tcp"}})
 		if c := h.e.Contacts()[0]; c.Status != qualify.NonQualified {
 			t.Fatalf("contact with new probe options kept status %v", c.Status)
 		}
@@ -78,7 +78,7 @@ func TestReloadResetsChangedContacts(t *testing.T) {
 func TestReloadRemovesContactInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: referencePolicy()})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: new(referencePolicy())})
 		h.until(time.Second)
 		waiter := make(chan []ContactResult)
 		go func() {
@@ -86,7 +86,7 @@ func TestReloadRemovesContactInFlight(t *testing.T) {
 			waiter <- res
 		}()
 		synctest.Wait()
-		h.apply(AoR{Name: "b", Contacts: []string{"sip:b@h"}, Policy: referencePolicy()})
+		h.apply(AoR{Name: "b", Contacts: []string{"sip:b@h"}, Policy: new(referencePolicy())})
 		if res := <-waiter; len(res) != 1 || !errors.Is(res[0].Err, ErrRemoved) {
 			t.Fatalf("waiter of a removed contact got %+v", res)
 		}
@@ -106,7 +106,7 @@ func TestReloadRemovesContactInFlight(t *testing.T) {
 		if free != 1 || slots != 2 {
 			t.Fatalf("after the removed probe returned: %d free of %d slots, want 1 of 2", free, slots)
 		}
-		h.apply(AoR{Name: "b", Contacts: []string{"sip:b@h", "sip:c@h"}, Policy: referencePolicy()})
+		h.apply(AoR{Name: "b", Contacts: []string{"sip:b@h", "sip:c@h"}, Policy: new(referencePolicy())})
 		h.until(11 * time.Second)
 		if got := h.prober.sentTo("sip:c@h"); !slices.Equal(got, durations(10)) {
 			t.Fatalf("contact in the reused slot probed at %v, want 10", got)
@@ -117,7 +117,7 @@ func TestReloadRemovesContactInFlight(t *testing.T) {
 func TestInvalidReloadKeepsRunningSet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(time.Hour))
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: referencePolicy()})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: new(referencePolicy())})
 		h.until(time.Second)
 		before := h.e.AoRs()
 		if err := h.e.Apply([]AoR{{Name: "a"}, {Name: "a"}}); err == nil {
@@ -135,8 +135,8 @@ func TestSummary(t *testing.T) {
 			return reply{Silent: uri == "sip:dead@h", After: time.Millisecond}
 		})
 		p := qualify.Policy{Frequency: 10 * time.Second, Timeout: time.Second}
-		h.apply(AoR{Name: "a", Contacts: []string{"sip:ok@h", "sip:dead@h"}, Policy: p},
-			AoR{Name: "b", Contacts: []string{"sip:dead@h"}, Policy: p},
+		h.apply(AoR{Name: "a", Contacts: []string{"sip:ok@h", "sip:dead@h"}, Policy: &p},
+			AoR{Name: "b", Contacts: []string{"sip:dead@h"}, Policy: &p},
 			AoR{Name: "off", Contacts: []string{"sip:off@h"}})
 		h.until(2 * time.Second)
 		want := Summary{ByStatus: [4]int{1, 1, 2, 0}, Routable: 2, AoRs: 3, AoRsAvailable: 2}
@@ -159,7 +159,7 @@ func TestReloadLargeAndSmallAoRs(t *testing.T) {
 			for i := range uris {
 				uris[i] = "sip:c" + string(rune('a'+i)) + "@h"
 			}
-			h.apply(AoR{Name: "a", Contacts: uris, Policy: p})
+			h.apply(AoR{Name: "a", Contacts: uris, Policy: &p})
 			h.until(40 * time.Second)
 			before := map[string]ContactSnapshot{}
 			for _, c := range h.e.Contacts() {
@@ -168,7 +168,7 @@ func TestReloadLargeAndSmallAoRs(t *testing.T) {
 			// Drop the first and the third, add one, keep the rest in a new order.
 			next := append([]string{"sip:new@h"}, uris[3:]...)
 			next = append(next, uris[1])
-			h.apply(AoR{Name: "a", Contacts: next, Policy: p})
+			h.apply(AoR{Name: "a", Contacts: next, Policy: &p})
 			for _, c := range h.e.Contacts() {
 				if old, ok := before[c.URI]; ok && !reflect.DeepEqual(c, old) {
 					t.Fatalf("n=%d: kept contact %s changed:\n%+v\n%+v", n, c.URI, old, c)
@@ -183,7 +183,7 @@ func TestReloadLargeAndSmallAoRs(t *testing.T) {
 				t.Fatalf("n=%d: %d contacts, want %d", n, len(h.e.Contacts()), len(next))
 			}
 			dup := append(slices.Clone(next), next[len(next)-1])
-			if err := h.e.Apply([]AoR{{Name: "a", Contacts: dup, Policy: p}}); !errors.Is(err, ErrConfig) {
+			if err := h.e.Apply([]AoR{{Name: "a", Contacts: dup, Policy: &p}}); !errors.Is(err, ErrConfig) {
 				t.Fatalf("n=%d: duplicate URI accepted: %v", n, err)
 			}
 		})
@@ -200,7 +200,7 @@ func TestApplySizesTheTableOnce(t *testing.T) {
 	}
 	aors := make([]AoR, 1000)
 	for i := range aors {
-		aors[i] = AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:%d@h", i), fmt.Sprintf("sip:%d@g", i)}, Policy: referencePolicy()}
+		aors[i] = AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:%d@h", i), fmt.Sprintf("sip:%d@g", i)}, Policy: new(referencePolicy())}
 	}
 	if err := e.Apply(aors); err != nil {
 		t.Fatal(err)
@@ -234,10 +234,10 @@ func TestApplyPlacesNewContactsInProbeOrder(t *testing.T) {
 	off := p
 	off.Frequency = 0
 	aors := []AoR{
-		{Name: "a", Contacts: []string{"sip:1@h", "sip:2@h"}, Policy: p},
-		{Name: "b", Contacts: []string{"sip:3@h"}, Policy: p},
-		{Name: "never", Contacts: []string{"sip:0@h"}, Policy: off},
-		{Name: "c", Contacts: []string{"sip:4@h", "sip:5@h"}, Policy: p},
+		{Name: "a", Contacts: []string{"sip:1@h", "sip:2@h"}, Policy: &p},
+		{Name: "b", Contacts: []string{"sip:3@h"}, Policy: &p},
+		{Name: "never", Contacts: []string{"sip:0@h"}, Policy: &off},
+		{Name: "c", Contacts: []string{"sip:4@h", "sip:5@h"}, Policy: &p},
 	}
 	if err := e.Apply(aors); err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestApplyPlacesTiesInConfigurationOrder(t *testing.T) {
 	}
 	aors := make([]AoR, 1000)
 	for i := range aors {
-		aors[i] = AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:%d@h", i)}, Policy: referencePolicy()}
+		aors[i] = AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:%d@h", i)}, Policy: new(referencePolicy())}
 	}
 	if err := e.Apply(aors); err != nil {
 		t.Fatal(err)
@@ -323,7 +323,7 @@ func TestApplyConcurrently(t *testing.T) {
 	sets := [2][]AoR{}
 	for k := range sets {
 		for i := range 50 + 10*k {
-			sets[k] = append(sets[k], AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:%d@h", i+k*25)}, Policy: referencePolicy()})
+			sets[k] = append(sets[k], AoR{Name: fmt.Sprint("a", i), Contacts: []string{fmt.Sprintf("sip:%d@h", i+k*25)}, Policy: new(referencePolicy())})
 		}
 	}
 	done := make(chan error)
@@ -426,7 +426,7 @@ func TestApplyKeepsNoCallerName(t *testing.T) {
 	}
 	big := strings.Repeat("x", 1<<16) + "trunk"
 	text := weak.Make(unsafe.StringData(big))
-	aor := AoR{Name: big[1<<16:], Contacts: []string{"sip:trunk@192.0.2.1"}, Policy: referencePolicy()}
+	aor := AoR{Name: big[1<<16:], Contacts: []string{"sip:trunk@192.0.2.1"}, Policy: new(referencePolicy())}
 	if err := e.Apply([]AoR{aor}); err != nil {
 		t.Fatal(err)
 	}

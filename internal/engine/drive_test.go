@@ -67,7 +67,7 @@ func TestDriverReferenceTimeline(t *testing.T) {
 	// and 60 s, silent from 89 s; Unreachable at 103 s, then probed every
 	// 2 s after each timeout.
 	h := newDriven(t)
-	if err := h.e.Apply([]AoR{{Name: "pbx07", Contacts: []string{trunk}, Policy: referencePolicy()}}); err != nil {
+	if err := h.e.Apply([]AoR{{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())}}); err != nil {
 		t.Fatal(err)
 	}
 	silent := func(at time.Duration) bool { return at >= 89*time.Second }
@@ -97,7 +97,7 @@ func TestDriverRemovedWhileRunning(t *testing.T) {
 	// A contact removed by a reload while its driven probe runs is
 	// released when the probe completes; its result is not applied.
 	h := newDriven(t)
-	aor := AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: referencePolicy()}
+	aor := AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())}
 	if err := h.e.Apply([]AoR{aor}); err != nil {
 		t.Fatal(err)
 	}

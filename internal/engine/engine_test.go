@@ -58,7 +58,7 @@ func checkEdges(t *testing.T, h *harness, want []edge) {
 func TestReferenceTimelineGoesDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(89*time.Second))
-		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: referencePolicy()})
+		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())})
 		h.until(116 * time.Second)
 		if got, want := h.prober.sentTo(trunk), durations(0, 30, 60, 90, 95, 100, 105, 110, 115); !slices.Equal(got, want) {
 			t.Fatalf("probes sent at %v, want %v", got, want)
@@ -87,7 +87,7 @@ func TestReferenceTimelineRetryAnswered(t *testing.T) {
 			}
 			return reply{After: 20 * time.Millisecond}
 		})
-		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: referencePolicy()})
+		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())})
 		h.until(126 * time.Second)
 		if got, want := h.prober.sentTo(trunk), durations(0, 30, 60, 90, 95, 125); !slices.Equal(got, want) {
 			t.Fatalf("probes sent at %v, want %v", got, want)
@@ -112,7 +112,7 @@ func TestAsteriskDefaultsFlap(t *testing.T) {
 		})
 		p := qualify.DefaultPolicy()
 		p.Frequency = 30 * time.Second
-		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: p})
+		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: &p})
 		h.until(91 * time.Second)
 		if got, want := h.prober.sentTo(trunk), durations(0, 30, 60, 90); !slices.Equal(got, want) {
 			t.Fatalf("probes sent at %v, want %v", got, want)
@@ -135,7 +135,7 @@ func TestRecoveryThresholdAndDownInterval(t *testing.T) {
 		})
 		p := qualify.Policy{Frequency: 60 * time.Second, Timeout: time.Second, Failures: 2,
 			RetryInterval: time.Second, DownInterval: 5 * time.Second, Successes: 3}
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: p})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
 		h.until(30 * time.Second)
 		// 0 fail(1/2) at 1, retry 2 fail at 3 -> Unreachable, down every 5 s
 		// after the end: 8, 14, 20 (answered), recovering every 1 s: 21.01,
@@ -162,7 +162,7 @@ func TestLatencyOnlyStaysRoutable(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(10*time.Second))
 		p := referencePolicy()
 		p.LatencyOnly = true
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: p})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
 		h.until(50 * time.Second)
 		changes := h.eventsOf(StatusChanged)
 		if len(changes) != 2 || changes[1].To != qualify.Unreachable || !changes[1].Routable || !changes[1].LatencyOnly {
@@ -184,8 +184,8 @@ func TestOnly2xx(t *testing.T) {
 		})
 		p := qualify.Policy{Frequency: 10 * time.Second, Timeout: time.Second, Only2xx: true}
 		q := qualify.Policy{Frequency: 10 * time.Second, Timeout: time.Second}
-		h.apply(AoR{Name: "strict", Contacts: []string{"sip:a@x"}, Policy: p},
-			AoR{Name: "lenient", Contacts: []string{"sip:b@x"}, Policy: q})
+		h.apply(AoR{Name: "strict", Contacts: []string{"sip:a@x"}, Policy: &p},
+			AoR{Name: "lenient", Contacts: []string{"sip:b@x"}, Policy: &q})
 		h.until(time.Second)
 		for _, c := range h.e.Contacts() {
 			want := map[string]qualify.Status{"strict": qualify.Unreachable, "lenient": qualify.Reachable}[c.AoR]
@@ -203,8 +203,8 @@ func TestManualQualify(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(time.Hour))
 		off := qualify.DefaultPolicy()
-		h.apply(AoR{Name: "on", Contacts: []string{"sip:on@x"}, Policy: referencePolicy()},
-			AoR{Name: "off", Contacts: []string{"sip:off@x"}, Policy: off})
+		h.apply(AoR{Name: "on", Contacts: []string{"sip:on@x"}, Policy: new(referencePolicy())},
+			AoR{Name: "off", Contacts: []string{"sip:off@x"}, Policy: &off})
 		h.until(10 * time.Second)
 		res, err := h.e.Qualify(t.Context(), "on")
 		if err != nil || len(res) != 1 || !res[0].OK || res[0].Result.RTT != 10*time.Millisecond {
@@ -232,7 +232,7 @@ func TestManualQualify(t *testing.T) {
 func TestManualQualifyJoinsProbeInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: referencePolicy()})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: new(referencePolicy())})
 		h.until(time.Second) // the first probe is in flight until 3 s
 		res, err := h.e.Qualify(t.Context(), "a")
 		if err != nil || len(res) != 1 || res[0].Reason != qualify.ReasonTimeout {
@@ -253,7 +253,7 @@ func TestFirstProbeDelay(t *testing.T) {
 		h := newHarness(t, cfg, answersUntil(time.Hour))
 		p := qualify.Policy{Frequency: 60 * time.Second, Timeout: time.Second}
 		q := qualify.Policy{Frequency: 4 * time.Second, Timeout: time.Second}
-		h.apply(AoR{Name: "a", Contacts: []string{"sip:a@x"}, Policy: p}, AoR{Name: "b", Contacts: []string{"sip:b@x"}, Policy: q})
+		h.apply(AoR{Name: "a", Contacts: []string{"sip:a@x"}, Policy: &p}, AoR{Name: "b", Contacts: []string{"sip:b@x"}, Policy: &q})
 		h.until(5 * time.Second)
 		if got := h.prober.sentTo("sip:a@x"); !slices.Equal(got, durations(5)) {
 			t.Fatalf("a: first probe at %v, want 5s (half of max_initial_qualify_time)", got)
@@ -271,7 +271,7 @@ func TestSlowSubscriberNeverBlocksProbing(t *testing.T) {
 		})
 		slow := h.e.Subscribe(1) // never read
 		p := qualify.Policy{Frequency: time.Second, Timeout: 500 * time.Millisecond}
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: p})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
 		h.until(secs(99.5))
 		if got := len(h.prober.sentTo(trunk)); got != 100 {
 			t.Fatalf("%d probes in 100 s, want 100", got)
@@ -298,7 +298,7 @@ func TestSlowSubscriberNeverBlocksProbing(t *testing.T) {
 func TestShutdownDropsLateResults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: referencePolicy()})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: new(referencePolicy())})
 		h.until(time.Second)
 		h.stop()
 		if got := time.Since(h.t0); got != time.Second {
@@ -323,7 +323,7 @@ func TestApplyRejectsInvalidSets(t *testing.T) {
 		{[]AoR{{Name: "a"}, {Name: "a"}}, `invalid AoR set: AoR "a" defined twice`},
 		{[]AoR{{Name: "a", Contacts: []string{"sip:x", "sip:x"}}}, `invalid AoR set: AoR "a": contact "sip:x" listed twice`},
 		{[]AoR{{Name: "a", Contacts: []string{""}}}, `invalid AoR set: AoR "a": empty contact URI`},
-		{[]AoR{{Name: "a", Policy: qualify.Policy{Failures: -1}}}, `invalid AoR set: AoR "a": invalid qualify policy: qualify_failures must be at least 1, got -1`},
+		{[]AoR{{Name: "a", Policy: &qualify.Policy{Failures: -1}}}, `invalid AoR set: AoR "a": invalid qualify policy: qualify_failures must be at least 1, got -1`},
 	} {
 		if err := e.Apply(tc.aors); err == nil || err.Error() != tc.want || !errors.Is(err, ErrConfig) {
 			t.Errorf("Apply(%+v) = %v, want %q", tc.aors, err, tc.want)

@@ -13,13 +13,13 @@ func pagedSet() []AoR {
 	var aors []AoR
 	for i := range 30 {
 		k := i * 7 % 30
-		a := AoR{Name: fmt.Sprintf("n%02d", k), Policy: referencePolicy()}
+		a := AoR{Name: fmt.Sprintf("n%02d", k), Policy: new(referencePolicy())}
 		for j := range k % 4 {
 			a.Contacts = append(a.Contacts, fmt.Sprintf("sip:%d-%d@h", k, j))
 		}
 		aors = append(aors, a)
 		if i == 12 {
-			aors = append(aors, AoR{Name: "big", Policy: referencePolicy(), Contacts: uris("big", 9)})
+			aors = append(aors, AoR{Name: "big", Policy: new(referencePolicy()), Contacts: uris("big", 9)})
 		}
 	}
 	return aors

@@ -39,7 +39,7 @@ func TestSummaryFollowsTheTable(t *testing.T) {
 				if gen == 2 && i == 1 {
 					pol.Failures = 5 // a changed policy renews the AoR's contacts
 				}
-				a := AoR{Name: fmt.Sprintf("a%d", i), Policy: pol,
+				a := AoR{Name: fmt.Sprintf("a%d", i), Policy: &pol,
 					Contacts: []string{fmt.Sprintf("sip:f%d@h", i), fmt.Sprintf("sip:d%d@h", i)}}
 				if gen >= 1 && i%2 == 0 {
 					a.Contacts = append(a.Contacts, fmt.Sprintf("sip:l%d-%d@h", i, gen)) // added, then replaced

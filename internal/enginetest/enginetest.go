@@ -50,7 +50,7 @@ func NumberedAoRs(n int, p qualify.Policy) []qualify.AoR {
 	aors := make([]qualify.AoR, n)
 	for i := range aors {
 		u := fmt.Sprintf("sip:c%d@127.0.0.1:40000", i)
-		aors[i] = qualify.AoR{Name: u[4:], Contacts: []string{u}, Policy: p}
+		aors[i] = qualify.AoR{Name: u[4:], Contacts: []string{u}, Policy: &p}
 	}
 	return aors
 }

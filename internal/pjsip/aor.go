@@ -140,9 +140,42 @@ func checkUint(_ *AoR, v string) error {
 	return err
 }
 
-// readAoR builds an AoR in a from a section's options, in order.
-func readAoR(a *AoR, name, file string, line int, vars []variable) error {
-	*a = AoR{AoR: qualify.AoR{Name: name, Policy: qualify.DefaultPolicy()}, File: file, Line: line}
+// readAoR builds an AoR in a from a section's options, in order, with its
+// policy shared through pols.
+func readAoR(a *AoR, name, file string, line int, vars []variable, pols *policySet) error {
+	pols.draft = qualify.DefaultPolicy()
+	*a = AoR{AoR: qualify.AoR{Name: name, Policy: &pols.draft}, File: file, Line: line}
+	err := readOptions(a, name, file, line, vars)
+	a.Policy = pols.get(pols.draft)
+	return err
+}
+
+// policySet shares policies between the AoRs of a configuration: nearly
+// all AoRs have the same few, and a million AoRs each with its own copy
+// held 56 MB (issue 7). An AoR's options are applied to draft, which the
+// set then shares.
+type policySet struct {
+	m     map[qualify.Policy]*qualify.Policy
+	draft qualify.Policy
+}
+
+// get returns the shared copy of p.
+func (s *policySet) get(p qualify.Policy) *qualify.Policy {
+	if q, ok := s.m[p]; ok {
+		return q
+	}
+	if s.m == nil {
+		s.m = make(map[qualify.Policy]*qualify.Policy)
+	}
+	q := new(qualify.Policy)
+	*q = p
+	s.m[p] = q
+	return q
+}
+
+// readOptions applies a section's options to a, whose Policy is the
+// draft, and checks the result.
+func readOptions(a *AoR, name, file string, line int, vars []variable) error {
 	for _, v := range vars {
 		apply, ok := aorOptions[v.name]
 		if !ok {

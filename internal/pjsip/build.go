@@ -151,6 +151,7 @@ type builder struct {
 	// duplicate finds a second AoR of one name in the sorted names.
 	seen       map[seenKey]place
 	maxInitial int
+	policies   policySet
 }
 
 type seenKey struct{ typ, name string }
@@ -233,7 +234,7 @@ func (b *builder) section(s *def, typ string) error {
 		// and finish reports a second AoR of one name first.
 		a := b.newAoR()
 		b.named++
-		return readAoR(a, s.name, s.file, s.line, s.vars)
+		return readAoR(a, s.name, s.file, s.line, s.vars, &b.policies)
 	case "endpoint":
 		b.endpoints = append(b.endpoints, readEndpoint(s.name, s.vars))
 	case "auth":
@@ -282,7 +283,7 @@ func (b *builder) addGlobal(s *def) error {
 // addWizard adds a wizard's objects, which must not clash with others.
 // Its AoR is named once the wizard is read.
 func (b *builder) addWizard(s *def) error {
-	w, err := readWizard(s, b.newAoR())
+	w, err := readWizard(s, b.newAoR(), &b.policies)
 	if err != nil {
 		return err
 	}

@@ -6,13 +6,15 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAoRsShareProbeOptions: AoRs probed the same way point to one copy of
-// their options; an AoR without any has none.
+// their options, and AoRs with the same policy to one copy of it; an AoR
+// without options has none.
 func TestAoRsShareProbeOptions(t *testing.T) {
 	src := "[t](!)\ntype=aor\noutbound_proxy=sip:proxy.example\n" +
-		"[a](t)\n[b](t)\n[c]\ntype=aor\n[d]\ntype=aor\n" +
+		"[a](t)\n[b](t)\n[c]\ntype=aor\nqualify_frequency=30\n[d]\ntype=aor\nqualify_frequency=30\n" +
 		"[e1]\ntype=endpoint\naors=c\nfrom_user=pbx\n[e2]\ntype=endpoint\naors=d\nfrom_user=pbx\n"
 	cfg, err := Parse("pjsip.conf", []byte(src), Options{})
 	if err != nil {
@@ -28,6 +30,11 @@ func TestAoRsShareProbeOptions(t *testing.T) {
 	}
 	if c.Probe == nil || c.Probe != d.Probe || c.Probe.FromUser != "pbx" {
 		t.Errorf("c and d: %p %p %+v, want one shared copy with their endpoints' From user", c.Probe, d.Probe, c.Probe)
+	}
+	if a.Policy != b.Policy || c.Policy != d.Policy || a.Policy == c.Policy ||
+		a.Policy.Frequency != 0 || c.Policy.Frequency != 30*time.Second {
+		t.Errorf("policies %p %p %p %p (%v, %v): want a and b sharing the default, c and d sharing F = 30 s",
+			a.Policy, b.Policy, c.Policy, d.Policy, a.Policy.Frequency, c.Policy.Frequency)
 	}
 	cfg, err = Parse("pjsip.conf", []byte("[x]\ntype=aor\n"), Options{})
 	if err != nil || cfg.AoRs[0].Probe != nil {

@@ -22,7 +22,7 @@ type wizard struct {
 // options are AoR options (qualifyd's included, checked as in a type=aor
 // section), its "endpoint/..." and "outbound_auth/..." ones go to those
 // objects, and every other option is accepted and ignored.
-func readWizard(s *def, aor *AoR) (*wizard, error) {
+func readWizard(s *def, aor *AoR, pols *policySet) (*wizard, error) {
 	sendsAuth, err := wizardBool(s, "sends_auth")
 	if err != nil {
 		return nil, err
@@ -31,7 +31,7 @@ func readWizard(s *def, aor *AoR) (*wizard, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := readAoR(aor, s.name, s.file, s.line, aorVars); err != nil {
+	if err := readAoR(aor, s.name, s.file, s.line, aorVars, pols); err != nil {
 		return nil, err
 	}
 	w := &wizard{endpoint: readEndpoint(s.name, wizardEndpointVars(s, sendsAuth))}

@@ -54,7 +54,7 @@ func newSim(a AoR, p *peer, rng *rand.Rand) (*sim, error) {
 	}
 	s.e, s.d, s.sub = e, e.Driver(), e.Subscribe(64)
 	s.w.threshold = max(a.Policy.FailureThreshold(), 1)
-	err = e.Apply([]engine.AoR{{Name: a.Name, Contacts: []string{contactURI}, Policy: a.Policy}})
+	err = e.Apply([]engine.AoR{{Name: a.Name, Contacts: []string{contactURI}, Policy: &a.Policy}})
 	return s, err
 }
 

@@ -169,13 +169,13 @@ const (
 // unavailable); backup latency-only and silent; phone with qualify off.
 func scenario() []engine.AoR {
 	return []engine.AoR{
-		{Name: "pbx07", Contacts: []string{pbx07URI}, Policy: qualify.Policy{
+		{Name: "pbx07", Contacts: []string{pbx07URI}, Policy: &qualify.Policy{
 			Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second}},
-		{Name: "carrier", Contacts: []string{gw2URI, gw3URI}, Policy: qualify.Policy{
+		{Name: "carrier", Contacts: []string{gw2URI, gw3URI}, Policy: &qualify.Policy{
 			Frequency: 60 * time.Second, Timeout: 2 * time.Second, Only2xx: true, Successes: 2, DownInterval: 10 * time.Second}},
-		{Name: "backup", Contacts: []string{bakURI}, Policy: qualify.Policy{
+		{Name: "backup", Contacts: []string{bakURI}, Policy: &qualify.Policy{
 			Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 2, RetryInterval: 2 * time.Second, LatencyOnly: true}},
-		{Name: "phone", Contacts: []string{phoneURI}, Policy: qualify.DefaultPolicy()},
+		{Name: "phone", Contacts: []string{phoneURI}, Policy: new(qualify.DefaultPolicy())},
 	}
 }
 

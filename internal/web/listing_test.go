@@ -25,10 +25,10 @@ import (
 func largeEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
 	v := scenarioEnv(t, cfg)
-	aors := append(scenario(), engine.AoR{Name: "huge", Contacts: numbered("huge", streamPage+476), Policy: qualify.DefaultPolicy()})
+	aors := append(scenario(), engine.AoR{Name: "huge", Contacts: numbered("huge", streamPage+476), Policy: new(qualify.DefaultPolicy())})
 	for i := range 600 {
 		k := i * 37 % 600
-		aors = append(aors, engine.AoR{Name: fmt.Sprintf("s%03d", k), Contacts: numbered(fmt.Sprint(k), k%4), Policy: qualify.DefaultPolicy()})
+		aors = append(aors, engine.AoR{Name: fmt.Sprintf("s%03d", k), Contacts: numbered(fmt.Sprint(k), k%4), Policy: new(qualify.DefaultPolicy())})
 	}
 	if err := v.e.Apply(aors); err != nil {
 		t.Fatal(err)

@@ -14,9 +14,9 @@ import (
 // contacts, or the first AoR's first PageLimit contacts, with the totals.
 func TestPageShowsOnePage(t *testing.T) {
 	aors := []engine.AoR{
-		{Name: "d", Contacts: numbered("d", 1), Policy: qualify.DefaultPolicy()},
-		{Name: "big", Contacts: numbered("big", 3), Policy: qualify.DefaultPolicy()},
-		{Name: "c", Contacts: numbered("c", 1), Policy: qualify.DefaultPolicy()},
+		{Name: "d", Contacts: numbered("d", 1), Policy: new(qualify.DefaultPolicy())},
+		{Name: "big", Contacts: numbered("big", 3), Policy: new(qualify.DefaultPolicy())},
+		{Name: "c", Contacts: numbered("c", 1), Policy: new(qualify.DefaultPolicy())},
 	}
 	tests := []struct {
 		limit        int

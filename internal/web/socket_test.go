@@ -48,7 +48,7 @@ func TestStreamOverSocket(t *testing.T) {
 		t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	policy := qualify.Policy{Frequency: 60 * time.Second, Timeout: time.Second}
-	if err := e.Apply([]engine.AoR{{Name: "pbx07", Contacts: []string{pbx07URI}, Policy: policy}}); err != nil {
+	if err := e.Apply([]engine.AoR{{Name: "pbx07", Contacts: []string{pbx07URI}, Policy: &policy}}); err != nil {
 		t.Fatal(err)
 	}
 	frame := readFrame(t, bufio.NewReader(resp.Body))

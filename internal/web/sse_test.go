@@ -222,7 +222,7 @@ func TestSlowClientDoesNotBlock(t *testing.T) {
 
 // flapping is one AoR whose contact fails every 2 s.
 func flapping() []engine.AoR {
-	return []engine.AoR{{Name: "flap", Contacts: []string{gw2URI}, Policy: qualify.Policy{
+	return []engine.AoR{{Name: "flap", Contacts: []string{gw2URI}, Policy: &qualify.Policy{
 		Frequency: 10 * time.Second, Timeout: time.Second, Failures: 100, RetryInterval: time.Second}}}
 }
 
