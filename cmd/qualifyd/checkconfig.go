@@ -60,10 +60,11 @@ type aorJSON struct {
 // effective resolves an AoR's settings as the engine applies them (see
 // qualify.Policy.Effective).
 func effective(a pjsip.AoR) aorJSON {
+	p := a.PolicyValue()
 	return aorJSON{
 		Name:          a.Name,
 		Contacts:      append([]string{}, a.Contacts...),
-		Report:        a.Policy.Report(),
+		Report:        p.Report(),
 		OutboundProxy: a.ProbeOptions().OutboundProxy,
 	}
 }
@@ -107,7 +108,7 @@ func writeSummary(stdout io.Writer, file string, cfg *pjsip.Config) {
 	for _, a := range cfg.AoRs {
 		contacts += len(a.Contacts)
 		width = max(width, len(a.Name))
-		if a.Policy.Enabled() && len(a.Contacts) > 0 {
+		if p := a.PolicyValue(); p.Enabled() && len(a.Contacts) > 0 {
 			qualified++
 		}
 	}
@@ -124,7 +125,8 @@ func writeSummary(stdout io.Writer, file string, cfg *pjsip.Config) {
 // summaryOf is effective without the copy of the contacts, which
 // describe only counts: a million AoRs were a million copies.
 func summaryOf(a *pjsip.AoR) aorJSON {
-	return aorJSON{Name: a.Name, Contacts: a.Contacts, Report: a.Policy.Report(), OutboundProxy: a.ProbeOptions().OutboundProxy}
+	p := a.PolicyValue()
+	return aorJSON{Name: a.Name, Contacts: a.Contacts, Report: p.Report(), OutboundProxy: a.ProbeOptions().OutboundProxy}
 }
 
 // describe writes one AoR's effective settings on one line, without its

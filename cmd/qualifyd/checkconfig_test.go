@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
@@ -224,5 +225,22 @@ func TestCheckConfigJSONMatchesEncoder(t *testing.T) {
 		if got.String() != want.String() {
 			t.Errorf("%d AoRs:\n%s\nwant:\n%s", len(aors), got.String(), want.String())
 		}
+	}
+}
+
+// TestCheckConfigNilPolicy: an AoR whose Policy is nil, as qualify.AoR
+// allows (the zero Policy, qualify off), is reported like one, not a
+// crash; the reader never makes one, other callers may.
+func TestCheckConfigNilPolicy(t *testing.T) {
+	cfg := &pjsip.Config{AoRs: []pjsip.AoR{{AoR: qualify.AoR{Name: "a", Contacts: []string{"sip:a@192.0.2.1"}}}}}
+	var out, errb bytes.Buffer
+	writeSummary(&out, "x.conf", cfg)
+	if !strings.Contains(out.String(), "1 AoRs (0 qualified)") {
+		t.Errorf("summary: %q", out.String())
+	}
+	out.Reset()
+	writeJSON(&out, &errb, cfg)
+	if !strings.Contains(out.String(), `"name": "a"`) {
+		t.Errorf("--json: %q %q", out.String(), errb.String())
 	}
 }

@@ -156,11 +156,12 @@ func loadAoRs(file string, stderr io.Writer) ([]simulate.AoR, error) {
 	}
 	var out []simulate.AoR
 	for _, a := range cfg.AoRs {
-		if !a.Policy.Enabled() {
+		p := a.PolicyValue()
+		if !p.Enabled() {
 			fmt.Fprintf(stderr, "qualifyd simulate: AoR %q: qualify is off, skipped\n", a.Name)
 			continue
 		}
-		out = append(out, simulate.AoR{Name: a.Name, Policy: *a.Policy})
+		out = append(out, simulate.AoR{Name: a.Name, Policy: p})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no AoR with qualify_frequency > 0", file)

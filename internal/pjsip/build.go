@@ -134,7 +134,7 @@ type builder struct {
 	cur   def        // the section being read; def reuses it
 	vars  []variable // cur's, reused
 	// aors are every AoR, each built in place at its place in name
-	// order: a million AoRs are 232 MB, so they are neither grown by
+	// order: a million AoRs are 80 MB, so they are neither grown by
 	// append nor moved to sort them.
 	aors []AoR
 	// order is the AoRs' names and places in file order, sorted by name;
