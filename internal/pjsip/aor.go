@@ -161,16 +161,10 @@ type policySet struct {
 
 // get returns the shared copy of p.
 func (s *policySet) get(p qualify.Policy) *qualify.Policy {
-	if q, ok := s.m[p]; ok {
-		return q
-	}
 	if s.m == nil {
 		s.m = make(map[qualify.Policy]*qualify.Policy)
 	}
-	q := new(qualify.Policy)
-	*q = p
-	s.m[p] = q
-	return q
+	return share(s.m, p, nil)
 }
 
 // readOptions applies a section's options to a, whose Policy is the

@@ -152,14 +152,27 @@ func (s probeSet) get(o qualify.ProbeOptions) *qualify.ProbeOptions {
 	if o == (qualify.ProbeOptions{}) {
 		return nil
 	}
-	if p, ok := s[o]; ok {
+	return share(s, o, func(o qualify.ProbeOptions) qualify.ProbeOptions {
+		return qualify.ProbeOptions{OutboundProxy: strings.Clone(o.OutboundProxy), Transport: strings.Clone(o.Transport),
+			FromUser: strings.Clone(o.FromUser), FromDomain: strings.Clone(o.FromDomain),
+			Auth: qualify.Credentials{Username: strings.Clone(o.Auth.Username), Password: strings.Clone(o.Auth.Password),
+				Realm: strings.Clone(o.Auth.Realm)}}
+	})
+}
+
+// share returns m's copy of v, adding own(v) (v itself when own is nil)
+// when m has none. The new copy is also the key, so that the map keeps
+// nothing of v's that own replaced.
+func share[T comparable](m map[T]*T, v T, own func(T) T) *T {
+	if p, ok := m[v]; ok {
 		return p
 	}
-	p := &qualify.ProbeOptions{OutboundProxy: strings.Clone(o.OutboundProxy), Transport: strings.Clone(o.Transport),
-		FromUser: strings.Clone(o.FromUser), FromDomain: strings.Clone(o.FromDomain),
-		Auth: qualify.Credentials{Username: strings.Clone(o.Auth.Username), Password: strings.Clone(o.Auth.Password),
-			Realm: strings.Clone(o.Auth.Realm)}}
-	s[*p] = p // not o: the map would keep the file's text
+	if own != nil {
+		v = own(v)
+	}
+	p := new(T)
+	*p = v
+	m[v] = p
 	return p
 }
 

@@ -15,7 +15,7 @@ import (
 // themselves).
 const (
 	chunkBits     = 10
-	slotsPerChunk = 1 << chunkBits // about 150 KiB of transactions
+	slotsPerChunk = 1 << chunkBits // 160 KiB of 160-byte transactions
 	maxChunks     = 1 << 14        // 16M transactions in flight at most
 	maxSlots      = maxChunks * slotsPerChunk
 )
