@@ -12,14 +12,20 @@ import (
 // asyncProbes makes newHarness's prober an AsyncProber.
 var asyncProbes bool
 
-// TestMain runs every engine test twice: with a Prober that blocks for each
-// probe (one goroutine per probe in flight), then with an AsyncProber (the
-// scheduler's loop starts probes, results finish them).
+// TestMain runs every engine test three times: with a Prober that blocks
+// for each probe (one goroutine per probe in flight), with an AsyncProber
+// (the scheduler's loop starts probes, results finish them), and with a
+// DatagramProber (the engine times the probes, answers finish them).
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
 		fmt.Fprintln(os.Stderr, "engine: the same tests with an asynchronous prober")
 		asyncProbes = true
+		code = m.Run()
+	}
+	if code == 0 {
+		fmt.Fprintln(os.Stderr, "engine: the same tests with a datagram prober (the engine times the probes)")
+		asyncProbes, datagramProbes = false, true
 		code = m.Run()
 	}
 	os.Exit(code)

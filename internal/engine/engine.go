@@ -76,6 +76,10 @@ type Engine struct {
 	cfg   Config
 	sched *schedule.Scheduler
 	async AsyncProber // cfg.Prober, when it can probe without blocking
+	// dgram is cfg.Prober, when it lets the engine time its UDP probes;
+	// salt is drawn per engine for their keys (see datagramKey).
+	dgram DatagramProber
+	salt  uint64
 	// probeDone is asyncDone, bound once; runCtx is Run's context, set
 	// before the first probe starts.
 	probeDone func(uint64, qualify.Result)
@@ -100,9 +104,13 @@ type Engine struct {
 	waiters map[uint32][]chan<- ContactResult
 	subs    []*Subscription
 	seq     uint64  // last event sequence number
+	stopped bool    // Run returned: answers to datagram probes are late
 	sum     Summary // kept up to date by Apply, record and shiftRoutable; AoRs unused
 
 	probes [5]atomic.Uint64 // applied probes by verdict reason
+	// datagrams counts the datagram probes in flight, which hold no job
+	// of the scheduler between their events; written with mu held.
+	datagrams atomic.Int64
 }
 
 // DefaultCoalesce is Config.Coalesce's default: at 16,667 probes/s, about
@@ -140,6 +148,10 @@ func New(cfg Config) (*Engine, error) {
 	if ap, ok := cfg.Prober.(AsyncProber); ok {
 		e.async, e.probeDone = ap, e.asyncDone
 		e.sched = schedule.NewAsync(sc, e.startProbe)
+		if dp, ok := ap.(DatagramProber); ok {
+			e.dgram, e.salt = dp, newSalt()
+			dp.AnswerDatagrams(e.answer)
+		}
 	} else {
 		e.sched = schedule.New(sc, e.runProbe)
 	}
@@ -148,10 +160,12 @@ func New(cfg Config) (*Engine, error) {
 
 // Run qualifies until ctx is cancelled, then waits for the probes in flight
 // (which see the cancellation) to return. Results that arrive after the
-// cancellation are not applied.
+// cancellation are not applied: datagram probes in flight end with the
+// waiters of a manual qualify answered with ctx's error.
 func (e *Engine) Run(ctx context.Context) {
 	e.runCtx = ctx
 	e.sched.Run(ctx)
+	e.stopDatagrams(ctx.Err())
 }
 
 // Counters are totals since the engine started.
@@ -171,6 +185,6 @@ func (e *Engine) Counters() Counters {
 		c.Probes[i] = e.probes[i].Load()
 	}
 	st := e.sched.Stats()
-	c.InFlight, c.Waiting = st.InFlight, st.Waiting
+	c.InFlight, c.Waiting = st.InFlight+int(e.datagrams.Load()), st.Waiting
 	return c
 }

@@ -58,6 +58,8 @@ type harness struct {
 	t0     time.Time
 	e      *Engine
 	prober *fakeProber
+	// datagrams is the prober when the tests run with datagramProbes.
+	datagrams *datagramFake
 	sub    *Subscription
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -73,7 +75,11 @@ func newHarness(t *testing.T, cfg Config, script func(uri string, at time.Durati
 	h := &harness{t: t, t0: time.Now(), done: make(chan struct{})}
 	h.prober = &fakeProber{t0: h.t0, script: script}
 	cfg.Prober = h.prober
-	if asyncProbes {
+	switch {
+	case datagramProbes:
+		h.datagrams = newDatagramFake(h.prober)
+		cfg.Prober = h.datagrams
+	case asyncProbes:
 		cfg.Prober = asyncFake{h.prober}
 	}
 	if cfg.Rand == nil {

@@ -21,6 +21,10 @@ func (e *Engine) runProbe(ctx context.Context, id uint32, due time.Time) time.Ti
 // starts the probe and returns; probeDone finishes the job. The probe's
 // tag is its slot, so no closure is allocated per probe.
 func (e *Engine) startProbe(ctx context.Context, id uint32, due time.Time) {
+	if e.dgram != nil {
+		e.datagramJob(ctx, id, due)
+		return
+	}
 	target, ok := e.begin(id, e.started(due))
 	if !ok {
 		e.sched.Finish(id, time.Time{})
@@ -40,9 +44,7 @@ func (e *Engine) asyncDone(tag uint64, res qualify.Result) {
 // reports its lateness.
 func (e *Engine) started(due time.Time) time.Time {
 	start := e.cfg.Now()
-	if e.cfg.Lateness != nil {
-		e.cfg.Lateness(start.Sub(due))
-	}
+	e.late(start, due)
 	return start
 }
 
@@ -69,7 +71,7 @@ func (e *Engine) begin(id uint32, start time.Time) (qualify.Target, bool) {
 	}
 	c.running = true
 	c.next = start.UnixNano()
-	return qualify.Target{AoR: c.name, URI: c.uri, Timeout: c.policy.ProbeTimeout(), Options: c.opts}, true
+	return e.target(c), true
 }
 
 // released frees a slot whose contact was removed while its probe was
@@ -100,19 +102,34 @@ func (e *Engine) finish(id uint32, end time.Time, res qualify.Result) time.Time 
 		e.mu.Unlock()
 		return time.Time{}
 	}
-	name := c.name
+	next, name, step := e.apply(id, end, res)
+	e.mu.Unlock()
+	e.observe(name, res, step)
+	return next
+}
+
+// apply applies res, ended at end, to slot id: it records the step,
+// publishes the edges and answers the waiters of a manual qualify. It
+// returns the next due time, and the AoR name and step for observe.
+// Called with mu held.
+func (e *Engine) apply(id uint32, end time.Time, res qualify.Result) (time.Time, string, qualify.Step) {
+	c := &e.slots[id]
 	if res.Sent.IsZero() { // nothing was sent: the probe's start stands for it
 		res.Sent = fromUnixNano(c.next)
 	}
 	step := c.policy.Observe(c.state, end, res)
 	e.record(id, step, end, res)
 	e.notify(id, step, res)
-	e.mu.Unlock()
+	return step.Next, c.name, step
+}
+
+// observe counts an applied probe and reports it to Config.Observe.
+// Called without mu.
+func (e *Engine) observe(name string, res qualify.Result, step qualify.Step) {
 	e.probes[step.Reason].Add(1)
 	if e.cfg.Observe != nil {
 		e.cfg.Observe(name, res, step.OK, step.Reason)
 	}
-	return step.Next
 }
 
 // record stores step in slot id and publishes what changed. Called with mu

@@ -35,6 +35,10 @@ type contact struct {
 	state   qualify.State
 	zombie  bool // removed while its probe runs; freed when the probe returns
 	running bool // a probe is in flight
+	// datagram: the probe in flight is timed by the engine (see
+	// DatagramProber); proceeding: it had a provisional answer. They fit
+	// the slot's padding.
+	datagram, proceeding bool
 	last    lastResult
 	next    int64 // when the next probe is due
 }
@@ -71,6 +75,7 @@ func (c *contact) join(a *aorState) {
 
 // release frees slot id. Called with mu held.
 func (e *Engine) release(id uint32) {
+	e.endDatagram(&e.slots[id])
 	e.slots[id] = contact{}
 	e.free = append(e.free, id)
 }
