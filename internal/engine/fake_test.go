@@ -60,9 +60,9 @@ type harness struct {
 	prober *fakeProber
 	// datagrams is the prober when the tests run with datagramProbes.
 	datagrams *datagramFake
-	sub    *Subscription
-	cancel context.CancelFunc
-	done   chan struct{}
+	sub       *Subscription
+	cancel    context.CancelFunc
+	done      chan struct{}
 
 	mu     sync.Mutex
 	events []Event

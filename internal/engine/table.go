@@ -39,8 +39,9 @@ type contact struct {
 	// DatagramProber); proceeding: it had a provisional answer. They fit
 	// the slot's padding.
 	datagram, proceeding bool
-	last    lastResult
-	next    int64 // when the next probe is due
+
+	last lastResult
+	next int64 // when the next probe is due
 }
 
 // lastResult is the latest applied probe result of a contact.
