@@ -60,8 +60,9 @@ func newSalt() uint64 { return rand.Uint64() }
 func (e *Engine) datagramJob(ctx context.Context, id uint32, due time.Time) {
 	e.mu.Lock()
 	c := &e.slots[id]
+	kind := c.job(due.UnixNano())
 	switch {
-	case c.zombie:
+	case kind == jobGone:
 		e.mu.Unlock()
 		e.sched.Finish(id, time.Time{})
 		return
@@ -71,18 +72,13 @@ func (e *Engine) datagramJob(ctx context.Context, id uint32, due time.Time) {
 		e.mu.Unlock()
 		e.sched.Finish(id, time.Time{})
 		return
-	case c.running && c.datagram:
+	case kind == jobStep:
 		t, start, proceeding := e.target(c), c.next, c.proceeding
 		e.mu.Unlock()
 		elapsed := max(due.Sub(fromUnixNano(start)), 1) // 0 is the first transmission
 		e.sched.Finish(id, e.step(id, t, start, due, elapsed, proceeding))
 		return
-	case c.running:
-		panic("engine: a probe job of a slot whose probe is in flight") // the scheduler runs one job per slot
-	case c.next == 0 || due.UnixNano() < c.next:
-		// The entry of a probe answered before its next event, moved by
-		// the answer's Set after the loop took it: the contact's next
-		// probe stands.
+	case kind == jobMoved:
 		next := c.next
 		e.mu.Unlock()
 		e.sched.Finish(id, fromUnixNano(next))
@@ -102,6 +98,36 @@ func (e *Engine) datagramJob(ctx context.Context, id uint32, due time.Time) {
 	e.mu.Unlock()
 	e.late(start, due)
 	e.sched.Finish(id, e.step(id, t, start.UnixNano(), start, 0, false))
+}
+
+// jobKind is what a job of a DatagramProber's engine does with a slot.
+type jobKind uint8
+
+const (
+	jobStart jobKind = iota // start a probe
+	jobGone                 // nothing: the contact was removed
+	jobStep                 // an event of the datagram probe in flight
+	// jobMoved: nothing but move the entry to the contact's next probe.
+	// The probe was answered after the loop took the entry at one of its
+	// events, and before the job looked: the answer's Set then waits for
+	// the job to finish.
+	jobMoved
+)
+
+// job says what the job of c's entry, due at due (Unix nanoseconds),
+// does. Called with mu held.
+func (c *contact) job(due int64) jobKind {
+	switch {
+	case c.zombie:
+		return jobGone
+	case c.running && c.datagram:
+		return jobStep
+	case c.running:
+		panic("engine: a job of a slot whose probe is in flight") // the scheduler runs one job per slot
+	case c.next == 0 || due < c.next:
+		return jobMoved
+	}
+	return jobStart
 }
 
 // late reports how late a probe due at due started.

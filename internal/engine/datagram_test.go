@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -202,4 +203,63 @@ func TestDatagramOtherProbesGoAsync(t *testing.T) {
 			t.Fatalf("counters: %+v, want the ProbeAsync probe applied", c)
 		}
 	})
+}
+
+// TestDatagramAnswerAtAnEvent: answers that come at the very instant of
+// the probe's next event race the scheduler's loop, which may already
+// have taken the entry when the answer moves it; the job then finds the
+// probe ended and must leave the contact's next probe where it is.
+func TestDatagramAnswerAtAnEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newDatagramHarness(t, Config{}, func(string, time.Duration) reply { return reply{After: fakeT1} })
+		p := referencePolicy()
+		var aors []AoR
+		for i := range 200 {
+			u := fmt.Sprintf("sip:c%d@192.0.2.1", i)
+			aors = append(aors, AoR{Name: u[4:], Contacts: []string{u}, Policy: &p})
+		}
+		h.apply(aors...)
+		h.until(29 * time.Second)
+		retransmitted := 0
+		for _, a := range aors {
+			u := a.Contacts[0]
+			if got := h.prober.sentTo(u); !slices.Equal(got, durations(0)) {
+				t.Fatalf("%s probed at %v before F, want 0 only", u, got)
+			}
+			el, _ := elapsedOf(h.datagrams.stepsOf(u))
+			switch {
+			case slices.Equal(el, durations(0, 0.5)):
+				retransmitted++
+			case !slices.Equal(el, durations(0)):
+				t.Fatalf("%s stepped at %v", u, el)
+			}
+		}
+		if c := h.e.Counters(); c.Probes[qualify.ReasonNone] != 200 || c.InFlight != 0 {
+			t.Fatalf("counters %+v, want 200 successes", c)
+		}
+		t.Logf("%d of 200 answers came after the loop took the entry", retransmitted)
+	})
+}
+
+// TestDatagramJobKinds covers what a job does with each state of its
+// slot, the race of TestDatagramAnswerAtAnEvent included, which a
+// synctest bubble rarely interleaves.
+func TestDatagramJobKinds(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		c    contact
+		due  int64
+		want jobKind
+	}{
+		{"due", contact{next: 100}, 100, jobStart},
+		{"due, run late", contact{next: 100}, 120, jobStart},
+		{"removed", contact{zombie: true, running: true, datagram: true, next: 100}, 150, jobGone},
+		{"an event of the probe", contact{running: true, datagram: true, next: 100}, 600, jobStep},
+		{"answered, next probe later", contact{next: 30_000}, 600, jobMoved},
+		{"answered, qualify off", contact{}, 600, jobMoved},
+	} {
+		if got := c.c.job(c.due); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
 }

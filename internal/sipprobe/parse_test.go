@@ -2,6 +2,7 @@ package sipprobe
 
 import (
 	"bytes"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 	"net/netip"
 	"strings"
 	"testing"
@@ -150,6 +151,17 @@ func FuzzHandle(f *testing.F) {
 	// A response to the transaction, but from elsewhere.
 	f.Add([]byte("SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP h;branch=" + branchPrefix + string(appendHex(nil, tx.st.req.key)) +
 		"\r\nCall-ID: 00000000000000ff\r\nCSeq: 1 OPTIONS\r\n\r\n"))
+	// A response to a datagram probe, which the engine stand-in finds
+	// outstanding but sent elsewhere.
+	const dkey = 0x77<<32 | 3
+	p.AnswerDatagrams(func(key uint64, a qualify.Answer) qualify.Match {
+		if key == dkey {
+			return qualify.MatchWrongSource
+		}
+		return qualify.MatchLate
+	})
+	f.Add([]byte("SIP/2.0 100 Trying\r\nVia: SIP/2.0/UDP h;branch=" + branchPrefix + string(appendHex(nil, dkey|datagramBit)) +
+		"\r\nCall-ID: " + string(appendHex(nil, p.datagramCallID(dkey))) + "\r\nCSeq: 1 OPTIONS\r\n\r\n"))
 	spoofed := netip.MustParseAddrPort("127.0.0.1:10")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		before := total(p.Stats())

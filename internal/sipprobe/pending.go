@@ -1,7 +1,6 @@
 package sipprobe
 
 import (
-	"bytes"
 	"context"
 	"math/rand/v2"
 	"net/netip"
@@ -169,7 +168,7 @@ type table struct {
 	// by a hash of the key (its low bits are a slot), so a newer answer can
 	// evict an older one and its duplicate then counts as late. A map with
 	// a ring cost about 1 us per answer in deletes (issue 7).
-	recent [recentSize]uint64
+	recent [recentSize]atomic.Uint64 // atomic: datagram answers read it without mu
 	// ready holds completed asynchronous transactions until whoever
 	// completed them drains the list outside mu and calls finish on each.
 	// spare is the list drained last, kept for reuse: with a list made
@@ -356,7 +355,7 @@ func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now inst
 	tx := tb.lookup(key)
 	switch {
 	case tx == nil:
-		if key != 0 && tb.recent[recentSlot(key)] == key {
+		if tb.answered(key) {
 			return dropDuplicate, false, nil
 		}
 		return dropLate, false, nil
@@ -378,9 +377,7 @@ func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now inst
 
 // matches compares the Call-ID and CSeq of m with the request's.
 func (tx *transaction) matches(m *message) bool {
-	var id [16]byte
-	return m.cseq == tx.st.req.cseq && string(m.cseqMethod) == "OPTIONS" &&
-		bytes.Equal(m.callID, appendHex(id[:0], tx.st.req.callID))
+	return callMatches(m, tx.st.req.callID, tx.st.req.cseq)
 }
 
 // answer records the final response m.
@@ -400,7 +397,12 @@ func (tx *transaction) answer(m *message, now instant) {
 
 // remember records an answered key in the recent set.
 func (tb *table) remember(key uint64) {
-	tb.recent[recentSlot(key)] = key
+	tb.recent[recentSlot(key)].Store(key)
+}
+
+// answered reports whether key is in the recent set.
+func (tb *table) answered(key uint64) bool {
+	return key != 0 && tb.recent[recentSlot(key)].Load() == key
 }
 
 // recentSlot is where key goes in the recent set: the top bits of a

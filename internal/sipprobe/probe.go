@@ -149,17 +149,15 @@ func (p *Prober) prepare(ctx context.Context, tx *transaction, pr probe, rt *rou
 	r := &st.req
 	r.ruri, r.cseq = rt.ruri, 1
 	r.callID = rand.Uint64()
-	h := headers{route: rt.proxy, transport: rt.transport.via(), userAgent: p.cfg.UserAgent,
-		fromUser: cmpOrStr(rt.fromUser, p.cfg.FromUser), fromHost: cmpOrStr(rt.fromDomain, p.cfg.FromDomain)}
 	if e := tx.ext; e != nil {
 		_, e.wantChallenge = pr.credentials()
 	}
 	if rt.transport == udp {
-		sentBy, err := p.udp.viaSentBy(dest.Addr())
-		h.sentBy, h.fromHost = sentBy, cmpOrStr(h.fromHost, sentBy)
-		r.hdr = p.hdrs.get(&h)
+		var err error
+		r.hdr, err = p.udpHeaders(rt, dest)
 		return err
 	}
+	h := p.baseHeaders(rt)
 	st.deadline = p.table.now().add(pr.timeout)
 	dctx, cancel := context.WithDeadline(ctx, p.table.time(st.deadline))
 	defer cancel()
@@ -170,6 +168,23 @@ func (p *Prober) prepare(ctx context.Context, tx *transaction, pr probe, rt *rou
 	tx.ext.conn, h.sentBy, h.fromHost = conn, conn.sentBy, cmpOrStr(h.fromHost, conn.sentBy)
 	r.hdr = p.hdrs.get(&h)
 	return nil
+}
+
+// baseHeaders returns the headers of a request of rt but the Via
+// sent-by, which depends on the local address.
+func (p *Prober) baseHeaders(rt *route) headers {
+	return headers{route: rt.proxy, transport: rt.transport.via(), userAgent: p.cfg.UserAgent,
+		fromUser: cmpOrStr(rt.fromUser, p.cfg.FromUser), fromHost: cmpOrStr(rt.fromDomain, p.cfg.FromDomain)}
+}
+
+// udpHeaders returns the interned headers of a UDP request of rt to
+// dest; on error, those of the wildcard address (the request is not
+// sent).
+func (p *Prober) udpHeaders(rt *route, dest netip.AddrPort) (*headers, error) {
+	h := p.baseHeaders(rt)
+	sentBy, err := p.udp.viaSentBy(dest.Addr())
+	h.sentBy, h.fromHost = sentBy, cmpOrStr(h.fromHost, sentBy)
+	return p.hdrs.get(&h), err
 }
 
 func cmpOrStr(s, def string) string {

@@ -2,8 +2,12 @@ package sipprobe
 
 import (
 	"crypto/tls"
+	"hash/maphash"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // Prober sends SIP OPTIONS probes. It is safe for concurrent use by any
@@ -21,6 +25,10 @@ type Prober struct {
 	bufs    sync.Pool // *[]byte: request buffers of asynchronous probes, held only while sending
 	hdrs    headerCache
 	stats   counters
+	// answer receives the answers to datagram probes (see
+	// AnswerDatagrams); seed keys their Call-IDs.
+	answer atomic.Pointer[func(uint64, qualify.Answer) qualify.Match]
+	seed   maphash.Seed
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -39,7 +47,7 @@ func New(cfg Config) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prober{cfg: cfg, udp: u, dns: newResolver(cfg.Resolver), stop: make(chan struct{})}
+	p := &Prober{cfg: cfg, udp: u, dns: newResolver(cfg.Resolver), stop: make(chan struct{}), seed: maphash.MakeSeed()}
 	p.table = newTable(&p.stats)
 	p.table.finish = p.finishAsync
 	p.exts.New = func() any { return newExt() }
