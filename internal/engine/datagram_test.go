@@ -32,6 +32,16 @@ func elapsedOf(steps []fakeStep) ([]time.Duration, []bool) {
 	return el, pr
 }
 
+// silentTrunk starts a datagram harness with the trunk silent and
+// returns it at offset at, with the key of the trunk's first probe.
+func silentTrunk(t *testing.T, at time.Duration) (*harness, uint64) {
+	h := newDatagramHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
+	p := referencePolicy()
+	h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
+	h.until(at)
+	return h, h.datagrams.stepsOf(trunk)[0].key
+}
+
 func TestDatagramRetransmitsOnTimerE(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newDatagramHarness(t, Config{}, func(uri string, _ time.Duration) reply {
@@ -97,11 +107,7 @@ func TestDatagramProvisionalSlowsRetransmissions(t *testing.T) {
 
 func TestDatagramAnswerChecks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newDatagramHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
-		p := referencePolicy()
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
-		h.until(100 * time.Millisecond)
-		key := h.datagrams.stepsOf(trunk)[0].key
+		h, key := silentTrunk(t, 100 * time.Millisecond)
 		at := time.Now()
 		other := netip.MustParseAddrPort("192.0.2.99:5060")
 		for _, c := range []struct {
@@ -141,11 +147,7 @@ func TestDatagramAnswerChecks(t *testing.T) {
 
 func TestDatagramRemovedInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newDatagramHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
-		p := referencePolicy()
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
-		h.until(time.Second)
-		key := h.datagrams.stepsOf(trunk)[0].key
+		h, key := silentTrunk(t, time.Second)
 		h.apply()
 		if c := h.e.Counters(); c.InFlight != 0 || c.Waiting != 0 {
 			t.Fatalf("after the removal: %+v", c)
@@ -162,11 +164,7 @@ func TestDatagramRemovedInFlight(t *testing.T) {
 
 func TestDatagramShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newDatagramHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
-		p := referencePolicy()
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
-		h.until(100 * time.Millisecond)
-		key := h.datagrams.stepsOf(trunk)[0].key
+		h, key := silentTrunk(t, 100 * time.Millisecond)
 		errc := make(chan error, 1)
 		go func() {
 			res, err := h.e.Qualify(context.Background(), "a")

@@ -1,7 +1,6 @@
 package sipprobe
 
 import (
-	"bytes"
 	"net"
 	"net/netip"
 	"testing"
@@ -136,24 +135,7 @@ func TestDatagramAnswered(t *testing.T) {
 }
 
 func TestDatagramHostileResponses(t *testing.T) {
-	spoofer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spoofer.Close()
-	r := newUDPResponder(t, func(x *exchange) {
-		good := x.response(200)
-		branch, _ := x.req.Via().Params.Get("branch")
-		x.write(bytes.Replace(good, []byte(branch), []byte(branch[:len(branch)-1]+"x"), 1))
-		x.write(bytes.Replace(good, []byte(branch), []byte("z9hG4bKforeign"), 1))
-		x.write(bytes.Replace(good, []byte(x.req.CallID().Value()), []byte("other-call-id"), 1))
-		x.write(bytes.Replace(good, []byte("1 OPTIONS"), []byte("2 OPTIONS"), 1))
-		_, _ = spoofer.WriteToUDPAddrPort(good, x.src)
-		x.write(good[:len(good)-10])
-		x.write(append(bytes.Clone(good), bytes.Repeat([]byte("x"), 70000-len(good))...)[:9000])
-		x.write([]byte("\x00\xffgarbage"))
-		x.write(good)
-	})
+	r, spoofer := newHostileResponder(t)
 	p := newProber(t, Config{})
 	log := newAnswerLog(p, func(_ uint64, a qualify.Answer) qualify.Match {
 		if a.From != r.addr {

@@ -15,12 +15,35 @@ import (
 // spoofed source, truncated, oversized and garbage. On loopback datagrams
 // are queued in send order, so all are handled before the 200.
 func TestHostileResponses(t *testing.T) {
+	r, _ := newHostileResponder(t)
+	p := newProber(t, Config{})
+	res := p.Probe(t.Context(), target(uriOf(r, ""), 3*time.Second))
+	if res.Code != 200 {
+		t.Fatalf("got %+v, want the genuine 200", res)
+	}
+	want := Stats{Probes: 1, Matched: 1, DroppedLate: 2, DroppedMismatch: 2, DroppedWrongSource: 1,
+		DroppedMalformed: 2, DroppedOversized: 1}
+	if s := p.Stats(); s != want {
+		t.Errorf("stats\n got %+v\nwant %+v", s, want)
+	}
+}
+
+// newHostileResponder starts a UDP responder that answers with
+// hostileReplies, and the socket it spoofs from.
+func newHostileResponder(t *testing.T) (*responder, *net.UDPConn) {
 	spoofer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer spoofer.Close()
-	r := newUDPResponder(t, func(x *exchange) {
+	t.Cleanup(func() { _ = spoofer.Close() })
+	return newUDPResponder(t, hostileReplies(spoofer)), spoofer
+}
+
+// hostileReplies answers a request with two responses of unknown branches,
+// two whose Call-ID or CSeq differ, the right one from spoofer, two
+// malformed, one oversized, and then the right one.
+func hostileReplies(spoofer *net.UDPConn) func(*exchange) {
+	return func(x *exchange) {
 		good := x.response(200)
 		branch, _ := x.req.Via().Params.Get("branch")
 		x.write(bytes.Replace(good, []byte(branch), []byte(branch[:len(branch)-1]+"x"), 1))
@@ -32,16 +55,6 @@ func TestHostileResponses(t *testing.T) {
 		x.write(append(bytes.Clone(good), bytes.Repeat([]byte("x"), 70000-len(good))...)[:9000])
 		x.write([]byte("\x00\xffgarbage"))
 		x.write(good)
-	})
-	p := newProber(t, Config{})
-	res := p.Probe(t.Context(), target(uriOf(r, ""), 3*time.Second))
-	if res.Code != 200 {
-		t.Fatalf("got %+v, want the genuine 200", res)
-	}
-	want := Stats{Probes: 1, Matched: 1, DroppedLate: 2, DroppedMismatch: 2, DroppedWrongSource: 1,
-		DroppedMalformed: 2, DroppedOversized: 1}
-	if s := p.Stats(); s != want {
-		t.Errorf("stats\n got %+v\nwant %+v", s, want)
 	}
 }
 
