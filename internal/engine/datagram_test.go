@@ -107,7 +107,7 @@ func TestDatagramProvisionalSlowsRetransmissions(t *testing.T) {
 
 func TestDatagramAnswerChecks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, key := silentTrunk(t, 100 * time.Millisecond)
+		h, key := silentTrunk(t, 100*time.Millisecond)
 		at := time.Now()
 		other := netip.MustParseAddrPort("192.0.2.99:5060")
 		for _, c := range []struct {
@@ -164,7 +164,7 @@ func TestDatagramRemovedInFlight(t *testing.T) {
 
 func TestDatagramShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, key := silentTrunk(t, 100 * time.Millisecond)
+		h, key := silentTrunk(t, 100*time.Millisecond)
 		errc := make(chan error, 1)
 		go func() {
 			res, err := h.e.Qualify(context.Background(), "a")
