@@ -339,7 +339,7 @@ func (e *Engine) join(a *aorState, id uint32) time.Duration {
 
 // schedule sets the next probe of slot id at due.
 func (e *Engine) schedule(id uint32, due time.Time) {
-	e.slots[id].next = due.UnixNano()
+	e.slots[id].next = e.unix(due)
 	e.sched.Set(id, due)
 }
 

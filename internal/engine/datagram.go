@@ -60,7 +60,7 @@ func newSalt() uint64 { return rand.Uint64() }
 func (e *Engine) datagramJob(ctx context.Context, id uint32, due time.Time) {
 	e.mu.Lock()
 	c := &e.slots[id]
-	kind := c.job(due.UnixNano())
+	kind := c.job(e.unix(due))
 	switch {
 	case kind == jobGone:
 		e.mu.Unlock()
@@ -75,17 +75,17 @@ func (e *Engine) datagramJob(ctx context.Context, id uint32, due time.Time) {
 	case kind == jobStep:
 		t, start, proceeding := e.target(c), c.next, c.proceeding
 		e.mu.Unlock()
-		elapsed := max(due.Sub(fromUnixNano(start)), 1) // 0 is the first transmission
+		elapsed := max(due.Sub(e.at(start)), 1) // 0 is the first transmission
 		e.sched.Finish(id, e.step(id, t, start, due, elapsed, proceeding))
 		return
 	case kind == jobMoved:
 		next := c.next
 		e.mu.Unlock()
-		e.sched.Finish(id, fromUnixNano(next))
+		e.sched.Finish(id, e.at(next))
 		return
 	}
 	start := e.cfg.Now()
-	c.running, c.next = true, start.UnixNano()
+	c.running, c.next = true, e.unix(start)
 	t := e.target(c)
 	if _, ok := e.dgram.Datagram(t); !ok {
 		e.mu.Unlock()
@@ -94,10 +94,11 @@ func (e *Engine) datagramJob(ctx context.Context, id uint32, due time.Time) {
 		return
 	}
 	c.datagram, c.proceeding = true, false
+	c0 := c.next
 	e.datagrams.Add(1)
 	e.mu.Unlock()
 	e.late(start, due)
-	e.sched.Finish(id, e.step(id, t, start.UnixNano(), start, 0, false))
+	e.sched.Finish(id, e.step(id, t, c0, start, 0, false))
 }
 
 // jobKind is what a job of a DatagramProber's engine does with a slot.
@@ -157,9 +158,9 @@ func (e *Engine) step(id uint32, t qualify.Target, start int64, due time.Time, e
 	if c.zombie || !c.running || !c.datagram || e.datagramKey(id, c.next) != key {
 		next := c.next // answered meanwhile, or removed (the scheduler ignores next)
 		e.mu.Unlock()
-		return fromUnixNano(next)
+		return e.at(next)
 	}
-	res.Sent = fromUnixNano(start)
+	res.Sent = e.at(start)
 	return e.applyDatagram(id, res) // unlocks
 }
 
@@ -218,7 +219,7 @@ func (e *Engine) answer(key uint64, a qualify.Answer) qualify.Match {
 		e.mu.Unlock()
 		return qualify.Matched
 	}
-	sent := fromUnixNano(c.next)
+	sent := e.at(c.next)
 	res := qualify.Result{Sent: sent, RTT: max(a.At.Sub(sent), 0), Code: a.Code, Transport: "udp", Dest: dest}
 	e.endDatagram(c)
 	next, name, step := e.apply(id, e.cfg.Now(), res)
@@ -230,8 +231,16 @@ func (e *Engine) answer(key uint64, a qualify.Answer) qualify.Match {
 	return qualify.Matched
 }
 
+// stop makes answers to datagram probes late once Run's context is
+// done, as results of other probes are not applied after it.
+func (e *Engine) stop() {
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
+}
+
 // stopDatagrams ends the datagram probes in flight when Run returns:
-// their waiters get err, and later answers are late.
+// their waiters get err.
 func (e *Engine) stopDatagrams(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

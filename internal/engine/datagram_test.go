@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -260,4 +262,81 @@ func TestDatagramJobKinds(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
+}
+
+func TestDatagramCountersWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := silentTrunk(t, time.Second)
+		// The probe's entry waits for its next event, not for a probe.
+		if c := h.e.Counters(); c.InFlight != 1 || c.Waiting != 0 {
+			t.Errorf("one contact, its probe in flight: InFlight %d, Waiting %d; want 1, 0", c.InFlight, c.Waiting)
+		}
+		h.until(3100 * time.Millisecond)
+		if c := h.e.Counters(); c.InFlight != 0 || c.Waiting != 1 {
+			t.Errorf("after the timeout: InFlight %d, Waiting %d; want 0, 1", c.InFlight, c.Waiting)
+		}
+	})
+}
+
+// cancelProber: datagram probes for IP URIs; ";transport=tcp" goes
+// through ProbeAsync and its result comes only when release is closed,
+// keeping Run (sched.Run's wg.Wait) from returning.
+type cancelProber struct {
+	asyncFake
+	answer  func(uint64, qualify.Answer) qualify.Match
+	release chan struct{}
+	mu      sync.Mutex
+	keys    []uint64
+}
+
+func (p *cancelProber) Datagram(t qualify.Target) (netip.AddrPort, bool) {
+	return fakeDest, !strings.Contains(t.URI, ";transport=tcp")
+}
+func (p *cancelProber) AnswerDatagrams(f func(uint64, qualify.Answer) qualify.Match) { p.answer = f }
+func (p *cancelProber) Step(t qualify.Target, key uint64, elapsed time.Duration, _ bool) (time.Duration, qualify.Result, bool) {
+	if elapsed >= t.Timeout {
+		return 0, qualify.Result{Reason: qualify.ReasonTimeout}, true
+	}
+	if elapsed == 0 {
+		p.mu.Lock()
+		p.keys = append(p.keys, key)
+		p.mu.Unlock()
+	}
+	return min(elapsed+fakeT1, t.Timeout-elapsed), qualify.Result{}, false
+}
+func (p *cancelProber) ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+	go func() { <-p.release; done(tag, qualify.Result{Reason: qualify.ReasonTimeout}) }()
+}
+
+// TestDatagramAnswerAfterCancel: results that arrive after Run's context
+// is cancelled are not applied, also while Run waits for a ProbeAsync
+// probe to return.
+func TestDatagramAnswerAfterCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &cancelProber{asyncFake: asyncFake{&fakeProber{}}, release: make(chan struct{})}
+		e, err := New(Config{Prober: p, Rand: func() float64 { return 0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol := referencePolicy()
+		if err := e.Apply([]AoR{{Name: "a", Contacts: []string{"sip:a@192.0.2.1", "sip:b@192.0.2.2;transport=tcp"}, Policy: &pol}}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { e.Run(ctx); close(done) }()
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		cancel()
+		synctest.Wait() // Run waits for the ProbeAsync probe
+		p.mu.Lock()
+		key := p.keys[0]
+		p.mu.Unlock()
+		got := p.answer(key, qualify.Answer{From: fakeDest, Code: 200, At: time.Now()})
+		close(p.release)
+		<-done
+		if got != qualify.MatchLate || e.Counters().Probes[qualify.ReasonNone] != 0 {
+			t.Errorf("answer after cancel: %v, successes applied %d; want late, 0", got, e.Counters().Probes[qualify.ReasonNone])
+		}
+	})
 }

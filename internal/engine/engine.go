@@ -43,8 +43,10 @@ type AoR = qualify.AoR
 type Config struct {
 	// Prober sends the probes.
 	Prober Prober
-	// MaxInFlight bounds the probes in flight; zero means the scheduler's
-	// default.
+	// MaxInFlight bounds the probes in flight that hold a job of the
+	// scheduler (a Prober's, and an AsyncProber's but for datagram
+	// probes, which cost nothing in flight and are not bounded); zero
+	// means the scheduler's default.
 	MaxInFlight int
 	// MaxInitialQualifyTime bounds the random delay of each contact's first
 	// probe (max_initial_qualify_time); zero means F.
@@ -80,6 +82,10 @@ type Engine struct {
 	// salt is drawn per engine for their keys (see datagramKey).
 	dgram DatagramProber
 	salt  uint64
+	// epoch and epochUnix anchor the slots' times to the monotonic
+	// clock (see unix).
+	epoch     time.Time
+	epochUnix int64
 	// probeDone is asyncDone, bound once; runCtx is Run's context, set
 	// before the first probe starts.
 	probeDone func(uint64, qualify.Result)
@@ -136,7 +142,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	now := cfg.Now()
 	e := &Engine{
+		epoch: now, epochUnix: now.UnixNano(),
 		cfg:     cfg,
 		aors:    map[string]*aorState{},
 		waiters: map[uint32][]chan<- ContactResult{},
@@ -164,6 +172,8 @@ func New(cfg Config) (*Engine, error) {
 // waiters of a manual qualify answered with ctx's error.
 func (e *Engine) Run(ctx context.Context) {
 	e.runCtx = ctx
+	stop := context.AfterFunc(ctx, e.stop)
+	defer stop()
 	e.sched.Run(ctx)
 	e.stopDatagrams(ctx.Err())
 }
@@ -185,6 +195,9 @@ func (e *Engine) Counters() Counters {
 		c.Probes[i] = e.probes[i].Load()
 	}
 	st := e.sched.Stats()
-	c.InFlight, c.Waiting = st.InFlight+int(e.datagrams.Load()), st.Waiting
+	// A datagram probe in flight keeps its entry in the schedule, for its
+	// next event: it is not waiting for its next probe.
+	dg := int(e.datagrams.Load())
+	c.InFlight, c.Waiting = st.InFlight+dg, max(st.Waiting-dg, 0)
 	return c
 }

@@ -70,7 +70,7 @@ func (e *Engine) begin(id uint32, start time.Time) (qualify.Target, bool) {
 		return qualify.Target{}, false
 	}
 	c.running = true
-	c.next = start.UnixNano()
+	c.next = e.unix(start)
 	return e.target(c), true
 }
 
@@ -115,7 +115,7 @@ func (e *Engine) finish(id uint32, end time.Time, res qualify.Result) time.Time 
 func (e *Engine) apply(id uint32, end time.Time, res qualify.Result) (time.Time, string, qualify.Step) {
 	c := &e.slots[id]
 	if res.Sent.IsZero() { // nothing was sent: the probe's start stands for it
-		res.Sent = fromUnixNano(c.next)
+		res.Sent = e.at(c.next)
 	}
 	step := c.policy.Observe(c.state, end, res)
 	e.record(id, step, end, res)
@@ -140,7 +140,7 @@ func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify
 	e.sum.ByStatus[c.state.Status]--
 	e.sum.ByStatus[step.State.Status]++
 	c.state = step.State
-	c.next = unixNano(step.Next)
+	c.next = e.unix(step.Next)
 	c.last = lastResult{at: end.UnixNano(), rtt: c.last.rtt, code: int16(res.Code), reason: step.Reason, ok: step.OK, detail: res.Detail}
 	if step.OK {
 		c.last.rtt = res.RTT

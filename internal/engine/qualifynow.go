@@ -48,7 +48,7 @@ func (e *Engine) Qualify(ctx context.Context, aor string) ([]ContactResult, erro
 		uris[i] = e.slots[id].uri
 		e.waiters[id] = append(e.waiters[id], ch)
 		if !e.slots[id].running {
-			e.slots[id].next = now.UnixNano()
+			e.slots[id].next = e.unix(now)
 			e.sched.Set(id, now)
 		}
 	}

@@ -87,11 +87,22 @@ func (e *Engine) routable(id uint32) bool {
 	return c.policy.Routable(c.state.Status)
 }
 
-func unixNano(t time.Time) int64 {
+// unix returns t as the slots keep it: Unix nanoseconds as of the
+// engine's epoch plus the monotonic time since, so that a wall-clock step
+// does not move probes (the scheduler runs on the monotonic clock).
+func (e *Engine) unix(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
-	return t.UnixNano()
+	return e.epochUnix + int64(t.Sub(e.epoch))
+}
+
+// at is the inverse of unix, with a monotonic reading.
+func (e *Engine) at(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return e.epoch.Add(time.Duration(n - e.epochUnix))
 }
 
 func fromUnixNano(n int64) time.Time {

@@ -37,7 +37,8 @@ func (p *Prober) Datagram(t qualify.Target) (netip.AddrPort, bool) {
 // its start: the first transmission at 0, else a retransmission of the
 // same request (same branch, Call-ID and CSeq). At or past t.Timeout
 // (qualify.SIPTransactionTimeout when <= 0) it sends nothing and ends the
-// probe with reason timeout; a failed send ends it with reason transport.
+// probe with reason timeout; a failed first send ends it with reason
+// transport.
 // Otherwise it returns the wait until the next retransmission (Timer E,
 // see timerE), cut at the timeout. The key's bit 31 must be 0.
 func (p *Prober) Step(t qualify.Target, key uint64, elapsed time.Duration, proceeding bool) (time.Duration, qualify.Result, bool) {
@@ -61,7 +62,9 @@ func (p *Prober) Step(t qualify.Target, key uint64, elapsed time.Duration, proce
 	} else {
 		p.stats.retransmissions.Add(1)
 	}
-	if err := p.sendDatagram(&rt, key); err != nil {
+	// A failed retransmission does not end the probe: the answer to an
+	// earlier send may still come (as the table's timers do).
+	if err := p.sendDatagram(&rt, key); err != nil && elapsed == 0 {
 		p.stats.transportErrors.Add(1)
 		res.Reason, res.Detail = qualify.ReasonTransport, err.Error()
 		return 0, res, true

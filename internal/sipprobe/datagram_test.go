@@ -165,7 +165,13 @@ func TestDatagramSendFails(t *testing.T) {
 	if !done || res.Reason != qualify.ReasonTransport || res.Detail == "" {
 		t.Fatalf("Step = %+v, %v; want a transport failure", res, done)
 	}
-	if s := p.Stats(); s.TransportErrors != 1 {
-		t.Errorf("stats %+v, want 1 transport error", s)
+	// A failed retransmission does not end the probe: the answer to the
+	// first send may still come.
+	wait, res, done := p.Step(target("sip:pbx@[2001:db8::1]:5060", 3*time.Second), 9, T1, false)
+	if done || wait != 2*T1 {
+		t.Fatalf("retransmission Step = %v, %+v, %v; want to wait %v", wait, res, done, 2*T1)
+	}
+	if s := p.Stats(); s.TransportErrors != 1 || s.Retransmissions != 1 {
+		t.Errorf("stats %+v, want 1 transport error, 1 retransmission", s)
 	}
 }
