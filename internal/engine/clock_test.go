@@ -112,16 +112,8 @@ func wallClockStep(t *testing.T, base time.Time, step time.Duration) {
 				mu.Unlock()
 			}
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	pol := qualify.Policy{Frequency: time.Second, Timeout: time.Second, Failures: 1, RetryInterval: time.Second}
-	if err := e.Apply([]AoR{{Name: "a", Contacts: []string{"sip:live@192.0.2.1", "sip:dead@192.0.2.2"}, Policy: &pol}}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { e.Run(ctx); close(done) }()
+	cancel, done := runAoR(t, e, err, pol, "sip:live@192.0.2.1", "sip:dead@192.0.2.2")
 	time.Sleep(300 * time.Millisecond)
 	offset.Store(int64(step)) // the clock steps while the engine runs, before the first probes
 	time.Sleep(2600 * time.Millisecond)
@@ -140,4 +132,21 @@ func wallClockStep(t *testing.T, base time.Time, step time.Duration) {
 	if dead := p.steps["sip:dead@192.0.2.2"]; len(dead) < 3 || !slices.Equal(dead[:3], []time.Duration{0, 500 * time.Millisecond, time.Second}) {
 		t.Errorf("dead contact's first probe stepped at %v, want 0, 500ms, 1s (timeout)", dead)
 	}
+}
+
+// runAoR fails the test on err from New, applies one AoR "a" of contacts
+// under pol to e, and runs e until cancel; done is closed when Run
+// returns.
+func runAoR(t *testing.T, e *Engine, err error, pol qualify.Policy, contacts ...string) (cancel func(), done <-chan struct{}) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Apply([]AoR{{Name: "a", Contacts: contacts, Policy: &pol}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := make(chan struct{})
+	go func() { e.Run(ctx); close(ch) }()
+	return cancel, ch
 }

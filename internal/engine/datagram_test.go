@@ -315,16 +315,7 @@ func TestDatagramAnswerAfterCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &cancelProber{asyncFake: asyncFake{&fakeProber{}}, release: make(chan struct{})}
 		e, err := New(Config{Prober: p, Rand: func() float64 { return 0 }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pol := referencePolicy()
-		if err := e.Apply([]AoR{{Name: "a", Contacts: []string{"sip:a@192.0.2.1", "sip:b@192.0.2.2;transport=tcp"}, Policy: &pol}}); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { e.Run(ctx); close(done) }()
+		cancel, done := runAoR(t, e, err, referencePolicy(), "sip:a@192.0.2.1", "sip:b@192.0.2.2;transport=tcp")
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
 		cancel()
