@@ -31,9 +31,9 @@ func stepWall(t time.Time, d time.Duration) time.Time {
 
 func TestStepWallHelper(t *testing.T) {
 	a := time.Now()
-	b := stepWall(time.Now(), time.Hour)
-	if b.Sub(a) > time.Second || b.UnixNano()-a.UnixNano() < int64(time.Hour) {
-		t.Fatalf("helper: mono diff %v, wall diff %v", b.Sub(a), time.Duration(b.UnixNano()-a.UnixNano()))
+	b := stepWall(a, time.Hour)
+	if b.Sub(a) != 0 || b.UnixNano()-a.UnixNano() != int64(time.Hour) {
+		t.Fatalf("helper: monotonic difference %v, wall difference %v; want 0 and 1h", b.Sub(a), time.Duration(b.UnixNano()-a.UnixNano()))
 	}
 }
 

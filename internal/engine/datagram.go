@@ -161,18 +161,17 @@ func (e *Engine) step(id uint32, t qualify.Target, start int64, due time.Time, e
 		return e.at(next)
 	}
 	res.Sent = e.at(start)
-	return e.applyDatagram(id, res) // unlocks
+	next, name, st := e.applyDatagram(id, res)
+	e.mu.Unlock()
+	e.observe(name, res, st)
+	return next
 }
 
-// applyDatagram ends the datagram probe of slot id with res, releases
-// mu, and returns when the contact's next probe is due. Called with mu
-// held.
-func (e *Engine) applyDatagram(id uint32, res qualify.Result) time.Time {
+// applyDatagram ends the datagram probe of slot id with res and applies
+// it, as apply does. Called with mu held.
+func (e *Engine) applyDatagram(id uint32, res qualify.Result) (time.Time, string, qualify.Step) {
 	e.endDatagram(&e.slots[id])
-	next, name, step := e.apply(id, e.cfg.Now(), res)
-	e.mu.Unlock()
-	e.observe(name, res, step)
-	return next
+	return e.apply(id, e.cfg.Now(), res)
 }
 
 // endDatagram marks the datagram probe of c ended. Called with mu held.
@@ -221,8 +220,7 @@ func (e *Engine) answer(key uint64, a qualify.Answer) qualify.Match {
 	}
 	sent := e.at(c.next)
 	res := qualify.Result{Sent: sent, RTT: max(a.At.Sub(sent), 0), Code: a.Code, Transport: "udp", Dest: dest}
-	e.endDatagram(c)
-	next, name, step := e.apply(id, e.cfg.Now(), res)
+	next, name, step := e.applyDatagram(id, res)
 	if !next.IsZero() {
 		e.sched.Set(id, next) // the entry waits for the probe's next event
 	}

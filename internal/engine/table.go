@@ -20,7 +20,9 @@ type aorState struct {
 func (a *aorState) available() bool { return a.routable > 0 }
 
 // contact is one slot of the table. Times are Unix nanoseconds (0: none) to
-// keep the slot small; a million contacts live in one slice.
+// keep the slot small; a million contacts live in one slice. next, which
+// the schedule and the datagram probes compare with due times, follows
+// the monotonic clock from the engine's start (see Engine.unix).
 //
 // The slot copies what a probe needs of its AoR (name, interned policy and
 // options) so that probing does not touch the AoR: past 100,000 contacts
