@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -49,9 +48,6 @@ func (e *Engine) datagramKey(id uint32, start int64) uint64 {
 	h *= 0xbf58476d1ce4e5b9
 	return h&^(1<<32-1) | uint64(id)
 }
-
-// newSalt returns the salt of datagramKey.
-func newSalt() uint64 { return rand.Uint64() }
 
 // datagramJob is the scheduler's job for slot id with a DatagramProber:
 // it starts a probe, or steps the datagram probe in flight (a

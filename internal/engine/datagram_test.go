@@ -206,9 +206,10 @@ func TestDatagramOtherProbesGoAsync(t *testing.T) {
 }
 
 // TestDatagramAnswerAtAnEvent: answers that come at the very instant of
-// the probe's next event race the scheduler's loop, which may already
-// have taken the entry when the answer moves it; the job then finds the
-// probe ended and must leave the contact's next probe where it is.
+// the probe's next event, before or after the job of that event: either
+// way no result is lost and no probe starts before F. The bubble rarely
+// lets an answer in between the loop taking the entry and the job
+// looking (the jobMoved case); TestDatagramJobKinds covers that one.
 func TestDatagramAnswerAtAnEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newDatagramHarness(t, Config{}, func(string, time.Duration) reply { return reply{After: fakeT1} })

@@ -157,7 +157,7 @@ func New(cfg Config) (*Engine, error) {
 		e.async, e.probeDone = ap, e.asyncDone
 		e.sched = schedule.NewAsync(sc, e.startProbe)
 		if dp, ok := ap.(DatagramProber); ok {
-			e.dgram, e.salt = dp, newSalt()
+			e.dgram, e.salt = dp, rand.Uint64()
 			dp.AnswerDatagrams(e.answer)
 		}
 	} else {
