@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 // or timer goroutine would.
 type asyncFake struct{ *fakeProber }
 
-func (f asyncFake) ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (f asyncFake) Start(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
 	go func() { done(tag, f.Probe(ctx, t)) }()
 }
 

@@ -17,7 +17,7 @@ import (
 // dead contacts, 50,000 probes are in flight, and the prober's
 // transactions and timer events for them made dead contacts cost more
 // memory than live ones). Probes that need more (DNS, TCP or TLS, a
-// digest answer) still go through ProbeAsync.
+// digest answer) still go through Start.
 type DatagramProber interface {
 	AsyncProber
 	// Datagram reports whether a probe of t is a datagram probe, and
@@ -86,7 +86,7 @@ func (e *Engine) datagramJob(ctx context.Context, id uint32, due time.Time) {
 	if _, ok := e.dgram.Datagram(t); !ok {
 		e.mu.Unlock()
 		e.late(start, due)
-		e.async.ProbeAsync(ctx, t, uint64(id), e.probeDone)
+		e.async.Start(ctx, t, uint64(id), e.probeDone)
 		return
 	}
 	c.datagram, c.proceeding = true, false

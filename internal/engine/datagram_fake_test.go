@@ -26,7 +26,7 @@ const (
 // datagramFake plays the fake prober's script through the DatagramProber
 // interface: the engine times each probe, the fake answers it from a
 // timer of its own, as a peer on the network would. A URI with
-// ";transport=tcp" is not a datagram probe and goes through ProbeAsync.
+// ";transport=tcp" is not a datagram probe and goes through Start.
 type datagramFake struct {
 	asyncFake
 	answer func(uint64, qualify.Answer) qualify.Match

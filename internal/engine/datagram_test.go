@@ -200,7 +200,7 @@ func TestDatagramOtherProbesGoAsync(t *testing.T) {
 			t.Fatalf("a probe the prober does not send as a datagram was stepped: %+v", steps)
 		}
 		if c := h.e.Counters(); c.Probes[qualify.ReasonNone] != 1 {
-			t.Fatalf("counters: %+v, want the ProbeAsync probe applied", c)
+			t.Fatalf("counters: %+v, want the Start probe applied", c)
 		}
 	})
 }
@@ -280,7 +280,7 @@ func TestDatagramCountersWaiting(t *testing.T) {
 }
 
 // cancelProber: datagram probes for IP URIs; ";transport=tcp" goes
-// through ProbeAsync and its result comes only when release is closed,
+// through Start and its result comes only when release is closed,
 // keeping Run (sched.Run's wg.Wait) from returning.
 type cancelProber struct {
 	asyncFake
@@ -305,12 +305,12 @@ func (p *cancelProber) Step(t qualify.Target, key uint64, elapsed time.Duration,
 	}
 	return min(elapsed+fakeT1, t.Timeout-elapsed), qualify.Result{}, false
 }
-func (p *cancelProber) ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (p *cancelProber) Start(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
 	go func() { <-p.release; done(tag, qualify.Result{Reason: qualify.ReasonTimeout}) }()
 }
 
 // TestDatagramAnswerAfterCancel: results that arrive after Run's context
-// is cancelled are not applied, also while Run waits for a ProbeAsync
+// is cancelled are not applied, also while Run waits for a Start
 // probe to return.
 func TestDatagramAnswerAfterCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -320,7 +320,7 @@ func TestDatagramAnswerAfterCancel(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
 		cancel()
-		synctest.Wait() // Run waits for the ProbeAsync probe
+		synctest.Wait() // Run waits for the Start probe
 		p.mu.Lock()
 		key := p.keys[0]
 		p.mu.Unlock()

@@ -25,13 +25,13 @@ type Prober interface {
 // prober's own goroutines report the results (issue 7).
 type AsyncProber interface {
 	Prober
-	// ProbeAsync starts one probe of t, as Probe would send it, and
+	// Start starts one probe of t, as Probe would send it, and
 	// returns at once. It calls done exactly once with tag and the
 	// result, from any goroutine, possibly before returning; done does
 	// not block. When ctx is cancelled, done must come promptly. An
 	// engine passes the same done to every probe and tells them apart by
 	// tag, so a probe in flight costs no closure.
-	ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, done func(tag uint64, r qualify.Result))
+	Start(ctx context.Context, t qualify.Target, tag uint64, done func(tag uint64, r qualify.Result))
 }
 
 // AoR is one AoR to qualify, as the configuration defines it. It is

@@ -30,7 +30,7 @@ func (e *Engine) startProbe(ctx context.Context, id uint32, due time.Time) {
 		e.sched.Finish(id, time.Time{})
 		return
 	}
-	e.async.ProbeAsync(ctx, target, uint64(id), e.probeDone)
+	e.async.Start(ctx, target, uint64(id), e.probeDone)
 }
 
 // asyncDone is probeDone's method: it applies the result of the

@@ -7,9 +7,9 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// ProbeAsync starts one probe of t, as Probe sends it, and returns at once;
+// Start starts one probe of t, as Probe sends it, and returns at once;
 // done receives tag and the result exactly once, from the prober's receive
-// or timer goroutine, or before ProbeAsync returns when the probe cannot
+// or timer goroutine, or before Start returns when the probe cannot
 // be sent. done must not block. The caller tells its probes apart by tag,
 // so that one done serves them all and no closure lives per probe.
 //
@@ -23,7 +23,7 @@ import (
 // "canceled". The table watches each distinct cancellable context once,
 // so ctx should be long-lived and shared by many probes; it must be
 // comparable, as the standard library's contexts are.
-func (p *Prober) ProbeAsync(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (p *Prober) Start(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
 	var fast route
 	rt := &fast
 	if !fastRoute(t.URI, t.Options, rt) {

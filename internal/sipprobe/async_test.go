@@ -12,21 +12,21 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// probeAsync runs ProbeAsync and waits for its result, which must come
+// probeAsync runs Start and waits for its result, which must come
 // with the probe's tag.
 func probeAsync(tb testing.TB, ctx context.Context, p *Prober, t qualify.Target) qualify.Result {
 	tb.Helper()
 	const tag = 0xfeedface0042
 	ch := make(chan qualify.Result, 1)
 	tags := make(chan uint64, 1)
-	p.ProbeAsync(ctx, t, tag, func(got uint64, r qualify.Result) { tags <- got; ch <- r })
+	p.Start(ctx, t, tag, func(got uint64, r qualify.Result) { tags <- got; ch <- r })
 	if got := <-tags; got != tag {
 		tb.Errorf("result with tag %#x, want %#x", got, uint64(tag))
 	}
 	return <-ch
 }
 
-func TestProbeAsyncAnswered(t *testing.T) {
+func TestStartAnswered(t *testing.T) {
 	for _, code := range []int{200, 503} {
 		t.Run(fmt.Sprint(code), func(t *testing.T) {
 			r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
@@ -45,9 +45,9 @@ func TestProbeAsyncAnswered(t *testing.T) {
 	}
 }
 
-// TestProbeAsyncRetransmitsAndTimesOut: a silent peer gets the Timer E
+// TestStartRetransmitsAndTimesOut: a silent peer gets the Timer E
 // retransmissions of a blocking probe, then the probe times out.
-func TestProbeAsyncRetransmitsAndTimesOut(t *testing.T) {
+func TestStartRetransmitsAndTimesOut(t *testing.T) {
 	r := newUDPResponder(t, func(*exchange) {})
 	p := newProber(t, Config{})
 	start := time.Now()
@@ -60,13 +60,13 @@ func TestProbeAsyncRetransmitsAndTimesOut(t *testing.T) {
 	}
 }
 
-func TestProbeAsyncCanceled(t *testing.T) {
+func TestStartCanceled(t *testing.T) {
 	r := newUDPResponder(t, func(*exchange) {})
 	p := newProber(t, Config{})
 	ctx, cancel := context.WithCancel(t.Context())
 	ch := make(chan qualify.Result, 2)
 	for range 2 {
-		p.ProbeAsync(ctx, target(uriOf(r, ""), time.Hour), 0, func(_ uint64, r qualify.Result) { ch <- r })
+		p.Start(ctx, target(uriOf(r, ""), time.Hour), 0, func(_ uint64, r qualify.Result) { ch <- r })
 	}
 	cancel()
 	for range 2 {
@@ -79,11 +79,11 @@ func TestProbeAsyncCanceled(t *testing.T) {
 	}
 }
 
-func TestProbeAsyncClosed(t *testing.T) {
+func TestStartClosed(t *testing.T) {
 	r := newUDPResponder(t, func(*exchange) {})
 	p := newProber(t, Config{})
 	ch := make(chan qualify.Result, 1)
-	p.ProbeAsync(t.Context(), target(uriOf(r, ""), time.Hour), 0, func(_ uint64, r qualify.Result) { ch <- r })
+	p.Start(t.Context(), target(uriOf(r, ""), time.Hour), 0, func(_ uint64, r qualify.Result) { ch <- r })
 	_ = p.Close()
 	if res := <-ch; res.Reason != qualify.ReasonTransport {
 		t.Fatalf("probe in flight at Close: %+v", res)
@@ -93,9 +93,9 @@ func TestProbeAsyncClosed(t *testing.T) {
 	}
 }
 
-// TestProbeAsyncFallsBack: targets that need more than one datagram to an
+// TestStartFallsBack: targets that need more than one datagram to an
 // address (here a bad URI and a TCP peer) still get exactly one result.
-func TestProbeAsyncFallsBack(t *testing.T) {
+func TestStartFallsBack(t *testing.T) {
 	p := newProber(t, Config{})
 	if res := probeAsync(t, t.Context(), p, target("mailto:x", time.Second)); res.Reason != qualify.ReasonTransport {
 		t.Fatalf("bad URI: %+v", res)
@@ -106,9 +106,9 @@ func TestProbeAsyncFallsBack(t *testing.T) {
 	}
 }
 
-// TestProbeAsyncNoGoroutinePerProbe keeps 2,000 probes in flight to a
+// TestStartNoGoroutinePerProbe keeps 2,000 probes in flight to a
 // silent peer without a goroutine each, and gets every result once.
-func TestProbeAsyncNoGoroutinePerProbe(t *testing.T) {
+func TestStartNoGoroutinePerProbe(t *testing.T) {
 	r := newUDPResponder(t, func(*exchange) {})
 	p := newProber(t, Config{})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -119,7 +119,7 @@ func TestProbeAsyncNoGoroutinePerProbe(t *testing.T) {
 	var mu sync.Mutex
 	results := make(map[uint64]int)
 	for i := range n {
-		p.ProbeAsync(ctx, target(uriOf(r, ""), time.Hour), uint64(i), func(tag uint64, _ qualify.Result) {
+		p.Start(ctx, target(uriOf(r, ""), time.Hour), uint64(i), func(tag uint64, _ qualify.Result) {
 			mu.Lock()
 			results[tag]++
 			mu.Unlock()
@@ -138,12 +138,12 @@ func TestProbeAsyncNoGoroutinePerProbe(t *testing.T) {
 	}
 }
 
-// TestProbeAsyncInFlightIsCompact: an asynchronous UDP probe in flight is
+// TestStartInFlightIsCompact: an asynchronous UDP probe in flight is
 // a transaction without the blocking path's extension, of at most 160
 // bytes, whose headers it shares with the probes of other contacts: what
 // a dead contact costs while its probe waits (issue 7: 448 bytes and
 // eight strings of its own before).
-func TestProbeAsyncInFlightIsCompact(t *testing.T) {
+func TestStartInFlightIsCompact(t *testing.T) {
 	if size := unsafe.Sizeof(transaction{}); size > 160 {
 		t.Errorf("transaction is %d bytes, want at most 160", size)
 	}
@@ -153,7 +153,7 @@ func TestProbeAsyncInFlightIsCompact(t *testing.T) {
 	done := make(chan struct{}, 2)
 	for _, user := range []string{"alice", "bob"} {
 		uri := "sip:" + user + "@" + r.addr.String()
-		p.ProbeAsync(ctx, target(uri, time.Hour), 0, func(uint64, qualify.Result) { done <- struct{}{} })
+		p.Start(ctx, target(uri, time.Hour), 0, func(uint64, qualify.Result) { done <- struct{}{} })
 	}
 	p.table.mu.Lock()
 	var hdrs []*headers

@@ -299,7 +299,7 @@ func TestInFlight(t *testing.T) {
 }
 
 // BenchmarkInFlightAsyncSilent: the live heap of 100,000 asynchronous
-// probes (ProbeAsync, as the engine starts them) in flight at once to a
+// probes (Start, as the engine starts them) in flight at once to a
 // silent peer, read after a forced collection once all were sent: what a
 // probe in flight costs when a contact is dead (issue 7). Every probe
 // must time out.
@@ -324,7 +324,7 @@ func BenchmarkInFlightAsyncSilent(b *testing.B) {
 			wg.Done()
 		}
 		for i := range inFlightN {
-			p.ProbeAsync(b.Context(), tg, uint64(i), done)
+			p.Start(b.Context(), tg, uint64(i), done)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&sent)

@@ -18,7 +18,7 @@ import (
 // table.mu, before it signals the completion. Whoever looks a transaction
 // up by its key checks active before reading st.
 //
-// An asynchronous UDP probe (ProbeAsync) is a transaction without ext:
+// An asynchronous UDP probe (Start) is a transaction without ext:
 // 160 bytes, what a probe in flight to a dead contact costs beside its
 // 16-byte timer event (issue 7: a million dead contacts keep 50,000
 // probes in flight; at 448 bytes each they made dead contacts cost more
@@ -66,7 +66,7 @@ func (st *txState) interval() time.Duration {
 	return min(T1<<st.doublings, T2)
 }
 
-// txExt is what only a blocking probe (Probe, and ProbeAsync over a stream
+// txExt is what only a blocking probe (Probe, and Start over a stream
 // or with credentials) needs: its buffer, its connection, the signal its
 // goroutine waits on, and the digest exchange.
 type txExt struct {

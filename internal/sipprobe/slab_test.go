@@ -80,7 +80,7 @@ func TestSlabHoldsThePeakInFlight(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Add(n)
 		for i := range n {
-			p.ProbeAsync(context.Background(), target(uriOf(r, ""), 5*time.Second), uint64(i), func(_ uint64, res qualify.Result) {
+			p.Start(context.Background(), target(uriOf(r, ""), 5*time.Second), uint64(i), func(_ uint64, res qualify.Result) {
 				if res.Code != 200 {
 					t.Errorf("round %d: %+v", round, res)
 				}
