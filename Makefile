@@ -2,13 +2,17 @@
 GO       ?= go
 GOFLAGS  ?=
 PKGS     := ./...
+# VERSION is what `qualifyd --version` prints (CHANGELOG.md's latest release,
+# plus the commit when the build has VCS information).
+VERSION  ?= 0.1.0
+LDFLAGS  := -X main.buildVersion=$(VERSION)
 
 .PHONY: all build test deps vet unit smoke lab lossy bench bench-engine bench-scale bench-daemon clean
 
 all: build
 
 build:
-	$(GO) build -o bin/qualifyd ./cmd/qualifyd
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/qualifyd ./cmd/qualifyd
 
 # deps installs what the tests need: Go modules and the real SIP peers
 # (SIPp from Debian's sip-tester, Kamailio) used by the interop tests, and
@@ -48,14 +52,14 @@ smoke: build
 # test is the README's test command: dependencies, vet, every test.
 test: deps vet unit lab smoke
 
-# lossy is issue 6's real-network experiment (about 4 minutes, as root):
+# lossy is the real-network experiment (about 4 minutes, as root):
 # qualifyd (N=1 and N=3) and Kamailio's dispatcher probing SIPp through
 # nftables loss between two network namespaces; prints the README's table.
 lossy: build
 	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
 	bin/qualifyd-lab lossy --qualifyd bin/qualifyd $(LOSSY_FLAGS)
 
-# bench runs the micro and engine benchmarks (numbers go in issue notes).
+# bench runs the micro and engine benchmarks (figures go in docs/performance.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 

@@ -1,5 +1,5 @@
 // Command qualifyd-lab runs qualifyd against real peers on a real, impaired
-// network path and prints what it measured (issue 6). Its one experiment,
+// network path and prints what it measured. Its one experiment,
 // lossy, builds two network namespaces joined by a veth pair, makes
 // nftables drop a share of the SIP packets, answers OPTIONS with SIPp, and
 // probes that peer side by side with qualifyd (Asterisk's policy and a

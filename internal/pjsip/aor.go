@@ -152,7 +152,7 @@ func readAoR(a *AoR, name, file string, line int, vars []variable, pols *policyS
 
 // policySet shares policies between the AoRs of a configuration: nearly
 // all AoRs have the same few, and a million AoRs each with its own copy
-// held 56 MB (issue 7). An AoR's options are applied to draft, which the
+// held 56 MB. An AoR's options are applied to draft, which the
 // set then shares.
 type policySet struct {
 	m     map[qualify.Policy]*qualify.Policy

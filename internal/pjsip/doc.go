@@ -4,8 +4,8 @@
 // qualify.ProbeOptions that shape its OPTIONS.
 //
 // qualifyd's own options (qualify_failures and the others of
-// shared/spec/qualify-semantics.md) live in qualifyd's file, which includes
-// the PBX's files and appends to their sections (issue 4):
+// docs/qualify-semantics.md §2) live in qualifyd's file, which includes
+// the PBX's files and appends to their sections:
 //
 //	#include "/etc/asterisk/pjsip.conf"
 //	[pbx07](+type=aor)

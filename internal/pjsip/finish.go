@@ -105,7 +105,7 @@ func (b *builder) duplicate() error {
 // endpointsByAoR returns, for each AoR name an endpoint lists in aors=, the
 // first such endpoint in file order. Looking it up per AoR by scanning
 // every endpoint made a file of N endpoints and N AoRs take N squared
-// steps: 9 s at 40,000 of each (issue 7).
+// steps: 9 s at 40,000 of each.
 func (b *builder) endpointsByAoR() map[string]*endpointDef {
 	owners := make(map[string]*endpointDef, len(b.endpoints))
 	for _, e := range b.endpoints {
@@ -143,7 +143,7 @@ func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) error {
 
 // probeSet shares probe options between the AoRs of a configuration:
 // nearly all AoRs have the same few, and a million AoRs each with its own
-// copy held 112 MB (issue 7).
+// copy held 112 MB.
 type probeSet map[qualify.ProbeOptions]*qualify.ProbeOptions
 
 // get returns the shared copy of o, or nil for no options. A new copy's

@@ -10,7 +10,7 @@ import (
 // strcasecmp (strings.EqualFold): for each folded name, the first and
 // last sections of that name, chained through section.next in file order.
 // Scanning every section instead made a file of N appends to N sections
-// take N squared steps (issue 7).
+// take N squared steps.
 type index map[string]chain
 
 type chain struct{ first, last *section }

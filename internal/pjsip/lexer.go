@@ -26,8 +26,7 @@ type lexer struct {
 }
 
 // checkComments lexes all of src and returns its first comment error, so
-// that a file's comment errors come before the errors of its lines, as
-// when the reader kept every line of the file (issue 7).
+// that a file's comment errors come before the errors of its lines.
 func checkComments(file, src string) error {
 	return eachLine(file, src, func(line) error { return nil })
 }
@@ -37,7 +36,7 @@ func checkComments(file, src string) error {
 // and "\;" for a literal semicolon, exactly as Asterisk's config.c. A
 // line's text is a substring of src unless a comment was cut from its
 // middle. Lines are handed over one at a time rather than kept: a
-// million-AoR file has five million of them (issue 7).
+// million-AoR file has five million of them.
 func eachLine(file, src string, f func(line) error) error {
 	lx := lexer{file: file}
 	for num, pos := 1, 0; pos < len(src); num++ {

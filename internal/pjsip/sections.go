@@ -24,7 +24,7 @@ type variable struct {
 
 // option is one option line as a section keeps it until the end of the
 // configuration: 16 bytes where a variable takes 72, as a million-AoR
-// file keeps three million of them (issue 7). It is where the line's
+// file keeps three million of them. It is where the line's
 // text is in its file, split again into key and value when read
 // (texts.option); or, for a line cut by a comment or a value grown by
 // "+=", its place in texts.extra.

@@ -1,5 +1,5 @@
 // Package qualify is the per-contact qualify state machine of the contract in
-// shared/spec/qualify-semantics.md: a Policy (the AoR's qualify options), the
+// docs/qualify-semantics.md: a Policy (the AoR's qualify options), the
 // State of one contact (status and consecutive counters), and Observe, which
 // applies one probe Result and says what changed and when the next probe is
 // due.
