@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 )
 
-// routes registers every route on s.mux. The paths and JSON shapes are the
-// contract of issue 5 that qualifyd show/qualify and other tools rely on.
+// routes registers every route on s.mux. The paths and JSON shapes are a
+// contract that qualifyd show/qualify and other tools rely on.
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", s.page)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -19,6 +20,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/contacts", s.contacts)
 	s.mux.HandleFunc("GET /api/v1/aors", s.aors)
 	s.mux.HandleFunc("GET /api/v1/aors/{name}", s.aor)
+	s.mux.HandleFunc("GET /api/v1/endpoints", s.endpoints)
+	s.mux.HandleFunc("GET /api/v1/endpoints/{name}", s.endpoint)
 	s.mux.HandleFunc("GET /api/v1/events", s.events)
 	s.mux.Handle("POST /api/v1/aors/{name}/qualify", s.authorize(http.HandlerFunc(s.qualify)))
 	s.mux.Handle("POST /api/v1/reload", s.authorize(http.HandlerFunc(s.reload)))
@@ -102,6 +105,36 @@ func (s *Server) aor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, newAoRJSON(&a))
+}
+
+// endpoints serves GET /api/v1/endpoints[?after=NAME][&limit=N], page by
+// page (see listing); limit counts endpoints.
+func (s *Server) endpoints(w http.ResponseWriter, r *http.Request) {
+	q, err := parseListing(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	l := startList(w, "endpoints")
+	var item endpointJSON
+	next := pages(q, s.cfg.Endpoints.Page, func(e *endpoint.Snapshot) string { return e.Name },
+		func(page []endpoint.Snapshot) bool {
+			for i := range page {
+				item = newEndpointJSON(&page[i])
+				l.add(&item)
+			}
+			return l.ok()
+		})
+	l.end(next)
+}
+
+func (s *Server) endpoint(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.cfg.Endpoints.Endpoint(r.PathValue("name"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "unknown endpoint "+quote(r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, newEndpointJSON(&e))
 }
 
 // qualify serves POST /api/v1/aors/{name}/qualify: probe the AoR's
