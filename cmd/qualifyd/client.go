@@ -101,6 +101,13 @@ type apiAoR struct {
 	Contacts  []apiContact `json:"contacts"`
 }
 
+// apiEndpoint is one endpoint as the API serves it.
+type apiEndpoint struct {
+	Name      string   `json:"name"`
+	Available bool     `json:"available"`
+	AoRs      []string `json:"aors"`
+}
+
 // apiQualify is the answer of POST /api/v1/aors/{name}/qualify.
 type apiQualify struct {
 	AoR     string `json:"aor"`

@@ -182,16 +182,15 @@ func countAttrs(conf *pjsip.Config) []slog.Attr {
 // SIGHUP reloads. It closes the sockets when it returns; call it once.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.prober.Close()
+	d.log.Notice(slog.LevelInfo, "started", d.startAttrs()...)
 	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { d.eng.Run(runCtx) })
-	wg.Go(func() { d.follow(d.events) })
 	httpErr := make(chan error, 1)
-	attrs := d.startAttrs()
 	if d.http != nil {
 		go func() { httpErr <- d.http.run(runCtx) }()
 	}
-	d.log.Notice(slog.LevelInfo, "started", attrs...)
+	var wg sync.WaitGroup
+	wg.Go(func() { d.eng.Run(runCtx) })
+	wg.Go(func() { d.follow(d.events) })
 	err := d.watch(runCtx, httpErr)
 	cancel()
 	if d.http != nil && err == nil {

@@ -87,4 +87,3 @@ func TestEventLogHoldsABurst(t *testing.T) {
 		}
 	}
 }
-
