@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -17,21 +16,11 @@ import (
 // the failure counters and next probe time appended, and the endpoints'
 // availability with their AoRs.
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	client := clientFlags(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 1 || (pos[0] != "contacts" && pos[0] != "aors" && pos[0] != "endpoints") {
-		fmt.Fprintln(stderr, "usage: qualifyd show contacts|aors|endpoints [--http ADDR]")
-		return 2
-	}
-	c, err := client()
-	if err != nil {
-		fmt.Fprintln(stderr, "qualifyd show:", err)
-		return 2
+	c, pos, code := parseClient("show", "contacts|aors|endpoints [--http ADDR]", args, stderr, func(pos []string) bool {
+		return len(pos) == 1 && (pos[0] == "contacts" || pos[0] == "aors" || pos[0] == "endpoints")
+	})
+	if c == nil {
+		return code
 	}
 	if err := show(ctx, c, pos[0], stdout, time.Now()); err != nil {
 		fmt.Fprintln(stderr, "qualifyd show:", err)
