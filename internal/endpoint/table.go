@@ -55,7 +55,7 @@ type Table struct {
 	byAoR     map[string][]string // AoR -> endpoints listing it, sorted
 	available map[string]bool     // endpoint -> availability
 	online    map[string]bool     // endpoint -> log view
-	reachable map[string]int      // AoR -> Reachable contacts, counted from events
+	reachable map[string]int      // AoR listed by an endpoint -> Reachable contacts, counted from events
 	always    map[string]bool     // AoRs with qualify off and a contact: online for the log
 }
 
@@ -67,28 +67,43 @@ func New(aors AoRs) *Table {
 
 // Configure replaces the endpoint list with eps, read after the engine
 // applied the matching AoRs. Availability is read from the engine; the log
-// view of an endpoint that stays is kept, a new one starts offline. It
+// view of an endpoint that stays is kept, a new one starts offline, and
+// the Reachable contacts of an AoR no endpoint listed before are counted
+// from the engine (events were not counted for it). It
 // returns the availability changes of the endpoints that stay and the log
 // view changes (a new endpoint whose AoR has qualify off goes online, as
 // Asterisk prints at start), each in name order.
 func (t *Table) Configure(eps []pjsip.Endpoint, at time.Time) ([]Change, []LogChange) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	prevAvail, prevOnline := t.available, t.online
+	prevAvail, prevOnline, prevAoRs := t.available, t.online, t.byAoR
 	t.names = t.names[:0]
 	t.aorsOf, t.byAoR = make(map[string][]string, len(eps)), map[string][]string{}
-	t.available, t.online, t.always = make(map[string]bool, len(eps)), make(map[string]bool, len(eps)), map[string]bool{}
+	t.available, t.online = make(map[string]bool, len(eps)), make(map[string]bool, len(eps))
+	t.always = map[string]bool{}
 	for _, ep := range eps {
 		t.add(ep)
 	}
 	slices.Sort(t.names)
-	for _, eps := range t.byAoR {
+	up := make(map[string]bool, len(t.byAoR))
+	for a, eps := range t.byAoR {
 		slices.Sort(eps)
+		s, ok := t.aors.AoR(a)
+		up[a] = ok && s.Available
+		t.always[a] = ok && !s.Policy.Enabled() && len(s.Contacts) > 0
+		if _, counted := prevAoRs[a]; !counted {
+			t.reachable[a] = countReachable(s.Contacts)
+		}
+	}
+	for a := range t.reachable {
+		if _, listed := t.byAoR[a]; !listed || t.reachable[a] == 0 {
+			delete(t.reachable, a)
+		}
 	}
 	var changes []Change
 	var lines []LogChange
 	for _, name := range t.names {
-		t.available[name] = t.anyAvailable(name)
+		t.available[name] = slices.ContainsFunc(t.aorsOf[name], func(a string) bool { return up[a] })
 		if was, ok := prevAvail[name]; ok && was != t.available[name] {
 			changes = append(changes, Change{Name: name, Available: t.available[name], Time: at})
 		}
@@ -109,9 +124,6 @@ func (t *Table) add(ep pjsip.Endpoint) {
 		if !slices.Contains(t.byAoR[a], ep.Name) {
 			t.byAoR[a] = append(t.byAoR[a], ep.Name)
 		}
-		if s, ok := t.aors.AoR(a); ok && !s.Policy.Enabled() && len(s.Contacts) > 0 {
-			t.always[a] = true
-		}
 	}
 }
 
@@ -129,6 +141,9 @@ func (t *Table) ContactChanged(ev engine.Event) []LogChange {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if len(t.byAoR[ev.AoR]) == 0 {
+		return nil // no endpoint lists it: not counted
+	}
 	if n := t.reachable[ev.AoR] + delta; n > 0 {
 		t.reachable[ev.AoR] = n
 	} else {

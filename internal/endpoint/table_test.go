@@ -174,3 +174,23 @@ func TestPage(t *testing.T) {
 		}
 	}
 }
+
+// TestLogViewOfANewlyListedAoR: an endpoint added by a reload over an AoR
+// already Reachable goes online at once, as Asterisk's new compositor;
+// the count of an AoR no endpoint lists any more is forgotten.
+func TestLogViewOfANewlyListedAoR(t *testing.T) {
+	aors := fakeAoRs{"x": aor("x", time.Second, qualify.Reachable)}
+	tb := New(aors)
+	tb.Configure(nil, t0)
+	if lines := tb.ContactChanged(engine.Event{AoR: "x", From: qualify.NonQualified, To: qualify.Reachable}); lines != nil {
+		t.Fatalf("lines %+v without an endpoint", lines)
+	}
+	_, lines := tb.Configure([]pjsip.Endpoint{{Name: "ep", AoRs: []string{"x"}}}, t0)
+	if want := []LogChange{{Name: "ep", Reachable: true}}; !reflect.DeepEqual(lines, want) {
+		t.Fatalf("lines %+v, want %+v", lines, want)
+	}
+	tb.Configure(nil, t0)
+	if len(tb.reachable) != 0 {
+		t.Fatalf("counts %v kept for AoRs no endpoint lists", tb.reachable)
+	}
+}
