@@ -85,21 +85,7 @@ func (t *Table) Configure(eps []pjsip.Endpoint, at time.Time) ([]Change, []LogCh
 		t.add(ep)
 	}
 	slices.Sort(t.names)
-	up := make(map[string]bool, len(t.byAoR))
-	for a, eps := range t.byAoR {
-		slices.Sort(eps)
-		s, ok := t.aors.AoR(a)
-		up[a] = ok && s.Available
-		t.always[a] = ok && !s.Policy.Enabled() && len(s.Contacts) > 0
-		if _, counted := prevAoRs[a]; !counted {
-			t.reachable[a] = countReachable(s.Contacts)
-		}
-	}
-	for a := range t.reachable {
-		if _, listed := t.byAoR[a]; !listed || t.reachable[a] == 0 {
-			delete(t.reachable, a)
-		}
-	}
+	up := t.readAoRs(prevAoRs)
 	var changes []Change
 	var lines []LogChange
 	for _, name := range t.names {
@@ -113,8 +99,31 @@ func (t *Table) Configure(eps []pjsip.Endpoint, at time.Time) ([]Change, []LogCh
 	return changes, lines
 }
 
-// add configures one endpoint; a later definition of a name replaces an
-// earlier one's AoRs. Called with mu held.
+// readAoRs reads each listed AoR once from the engine: it returns which
+// are available, notes those with qualify off and a contact, counts the
+// Reachable contacts of those not listed in prev, and forgets the counts
+// of those no longer listed. Called with mu held.
+func (t *Table) readAoRs(prev map[string][]string) map[string]bool {
+	up := make(map[string]bool, len(t.byAoR))
+	for a, eps := range t.byAoR {
+		slices.Sort(eps)
+		s, ok := t.aors.AoR(a)
+		up[a] = ok && s.Available
+		t.always[a] = ok && !s.Policy.Enabled() && len(s.Contacts) > 0
+		if _, counted := prev[a]; !counted {
+			t.reachable[a] = countReachable(s.Contacts)
+		}
+	}
+	for a, n := range t.reachable {
+		if _, listed := t.byAoR[a]; !listed || n == 0 {
+			delete(t.reachable, a)
+		}
+	}
+	return up
+}
+
+// add configures one endpoint; a name given twice is listed once, with
+// the AoRs of its last definition. Called with mu held.
 func (t *Table) add(ep pjsip.Endpoint) {
 	if _, dup := t.aorsOf[ep.Name]; !dup {
 		t.names = append(t.names, ep.Name)
