@@ -71,8 +71,7 @@ func effective(a pjsip.AoR) aorJSON {
 
 // writeJSON prints {"aors": [...]} indented by two spaces, as one
 // json.Encoder would, but an AoR at a time through a buffer: encoding the
-// whole document at once held it in memory, 2.08 GB at a million AoRs
-// (issue 7).
+// whole document at once held it in memory, 2 GB at a million AoRs.
 func writeJSON(stdout, stderr io.Writer, cfg *pjsip.Config) int {
 	w := bufio.NewWriter(stdout)
 	w.WriteString("{\n  \"aors\": [")

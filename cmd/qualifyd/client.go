@@ -41,6 +41,30 @@ func clientFlags(fs *flag.FlagSet) func() (*apiClient, error) {
 	}
 }
 
+// parseClient parses the flags of the client command name (--http,
+// --token-file) and its positional arguments, which valid checks, and
+// builds the client. On an error it prints usage (or the error) and
+// returns exit code 2.
+func parseClient(name, usage string, args []string, stderr io.Writer, valid func(pos []string) bool) (*apiClient, []string, int) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	client := clientFlags(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, nil, 2
+	}
+	if !valid(pos) {
+		fmt.Fprintln(stderr, "usage: qualifyd "+name+" "+usage)
+		return nil, nil, 2
+	}
+	c, err := client()
+	if err != nil {
+		fmt.Fprintf(stderr, "qualifyd %s: %v\n", name, err)
+		return nil, nil, 2
+	}
+	return c, pos, 0
+}
+
 // apiError is the API's JSON error body.
 type apiError struct {
 	Error string `json:"error"`
@@ -99,6 +123,13 @@ type apiAoR struct {
 	Name      string       `json:"name"`
 	Available bool         `json:"available"`
 	Contacts  []apiContact `json:"contacts"`
+}
+
+// apiEndpoint is one endpoint as the API serves it.
+type apiEndpoint struct {
+	Name      string   `json:"name"`
+	Available bool     `json:"available"`
+	AoRs      []string `json:"aors"`
 }
 
 // apiQualify is the answer of POST /api/v1/aors/{name}/qualify.

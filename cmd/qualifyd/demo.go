@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/asterisk"
+	"github.com/qualifyd/qualifyd/internal/daemon"
 	"github.com/qualifyd/qualifyd/internal/engine"
-	"github.com/qualifyd/qualifyd/internal/metrics"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 	"github.com/qualifyd/qualifyd/internal/responder"
-	"github.com/qualifyd/qualifyd/internal/sipprobe"
-	"github.com/qualifyd/qualifyd/internal/web"
 )
 
 // demoPolicies are the two AoRs the demo runs side by side on the same
@@ -45,9 +44,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// demo runs the scripted peer, the real prober and the engine on loopback,
-// serves the daemon's HTTP API on addr, and prints the log lines of both
-// AoRs, then a summary.
+// demo runs the scripted peer on loopback and the daemon qualifying it
+// with the demo's AoRs, serves the daemon's HTTP API on addr, and prints
+// the daemon's log, each line stamped with the seconds since the start,
+// then a summary.
 func demo(ctx context.Context, dur time.Duration, addr string, w io.Writer) error {
 	start := time.Now()
 	peer := newDemoPeer(start)
@@ -56,60 +56,52 @@ func demo(ctx context.Context, dur time.Duration, addr string, w io.Writer) erro
 		return err
 	}
 	defer resp.Close()
-	prober, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
-	if err != nil {
-		return err
-	}
-	defer prober.Close()
-	var eng *engine.Engine
-	reg, m, err := newMetrics(func() (*engine.Engine, *sipprobe.Prober) { return eng, prober }, nil, 0)
-	if err != nil {
-		return err
-	}
-	eng, err = engine.New(engine.Config{Prober: prober, Rand: func() float64 { return 0 },
-		Observe: m.ObserveProbe, Lateness: m.ObserveLateness})
-	if err != nil {
-		return err
-	}
 	aors := demoPolicies(func(u string) string { return "sip:" + u + "@" + resp.Addr().String() })
-	if err := eng.Apply(aors); err != nil {
-		return err
-	}
-	front, err := demoHTTP(addr, web.Config{Engine: eng, Gatherer: reg}, m)
+	d, err := daemon.New(daemon.Config{
+		Load: demoConfig(aors), SIPBind: "127.0.0.1:0", Rand: func() float64 { return 0 },
+		HTTPAddr: addr, HTTPFallback: true, Version: version(), Log: w, LogStamp: sinceStamp(start),
+	})
 	if err != nil {
 		return err
 	}
-	printDemoHeader(w, resp, aors, front)
+	printDemoHeader(w, resp, aors, d.URL())
 	if dur > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, dur)
 		defer cancel()
 	}
-	if front != nil {
-		done := make(chan error, 1)
-		go func() { done <- front.run(ctx) }()
-		defer func() { <-done }()
-	}
-	tally := watch(ctx, eng, m, start, w)
+	sub := d.Engine().Subscribe(1024)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	tally := narrate(ctx, d.Log(), sub, start)
+	err = <-done
+	sub.Close()
 	tally.finish(time.Since(start))
 	tally.print(w)
-	return nil
+	return err
 }
 
-// demoHTTP binds the demo's API on addr, or on an ephemeral loopback port
-// when addr is busy; nil when addr is empty.
-func demoHTTP(addr string, cfg web.Config, m *metrics.Metrics) (*httpFront, error) {
-	if addr == "" {
-		return nil, nil
+// demoConfig is the demo's configuration source: aors, each with an
+// endpoint of its name.
+func demoConfig(aors []engine.AoR) func() (*pjsip.Config, error) {
+	return func() (*pjsip.Config, error) {
+		conf := &pjsip.Config{}
+		for _, a := range aors {
+			conf.AoRs = append(conf.AoRs, pjsip.AoR{AoR: a})
+			conf.Endpoints = append(conf.Endpoints, pjsip.Endpoint{Name: a.Name, AoRs: []string{a.Name}})
+		}
+		return conf, nil
 	}
-	front, err := newHTTPFront(addr, cfg, m)
-	if err != nil {
-		front, err = newHTTPFront("127.0.0.1:0", cfg, m)
-	}
-	return front, err
 }
 
-func printDemoHeader(w io.Writer, resp *responder.Responder, aors []engine.AoR, front *httpFront) {
+// sinceStamp stamps a log line with the seconds since start.
+func sinceStamp(start time.Time) func([]byte, time.Time) []byte {
+	return func(dst []byte, t time.Time) []byte {
+		return fmt.Appendf(dst, "%7.3fs", t.Sub(start).Seconds())
+	}
+}
+
+func printDemoHeader(w io.Writer, resp *responder.Responder, aors []engine.AoR, url string) {
 	fmt.Fprintf(w, "qualifyd demo: a scripted SIP peer on udp %s, qualified by two AoRs side by side\n", resp.Addr())
 	for _, a := range aors {
 		p := a.Policy
@@ -117,23 +109,16 @@ func printDemoHeader(w io.Writer, resp *responder.Responder, aors []engine.AoR, 
 			a.Name, asterisk.Seconds(p.Frequency), asterisk.Seconds(p.Timeout), p.FailureThreshold(), asterisk.Seconds(p.RetryInterval))
 	}
 	fmt.Fprintln(w, "the peer's script repeats every minute: healthy, one lost probe at 10s, 50% loss from 20s, dead from 38s, back at 50s")
-	if front != nil {
-		u := front.URL()
-		fmt.Fprintf(w, "status page %s/ ; API %s/api/v1/contacts ; events %s/api/v1/events ; metrics %s/metrics\n", u, u, u, u)
-		fmt.Fprintf(w, "(try: qualifyd show aors --http %s)\n", strings.TrimPrefix(u, "http://"))
+	if url != "" {
+		fmt.Fprintf(w, "status page %s/ ; API %s/api/v1/contacts ; endpoints %s/api/v1/endpoints ; events %s/api/v1/events ; metrics %s/metrics\n", url, url, url, url, url)
+		fmt.Fprintf(w, "(try: qualifyd show aors --http %s)\n", strings.TrimPrefix(url, "http://"))
 	}
 	fmt.Fprintln(w)
 }
 
-// watch runs the engine until ctx ends, printing each event's log line and
-// each change of the peer's phase, and returns the tally of outages.
-func watch(ctx context.Context, eng *engine.Engine, m *metrics.Metrics, start time.Time, w io.Writer) *demoTally {
-	sub := eng.Subscribe(1024)
-	defer sub.Close()
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { eng.Run(runCtx); close(done) }()
-	defer func() { cancel(); <-done }()
+// narrate tallies the engine's events from sub and logs each change of the
+// peer's phase, until ctx ends; it returns the tally of outages.
+func narrate(ctx context.Context, log *daemon.Log, sub *engine.Subscription, start time.Time) *demoTally {
 	tally := newDemoTally()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -143,16 +128,11 @@ func watch(ctx context.Context, eng *engine.Engine, m *metrics.Metrics, start ti
 		case <-ctx.Done():
 			return tally
 		case ev := <-sub.C:
-			m.ObserveEvent(ev)
-			at := ev.Time.Sub(start)
-			tally.observe(ev, at)
-			if line, ok := asterisk.Line(ev); ok {
-				fmt.Fprintf(w, "[%7.3fs] %s\n", at.Seconds(), line)
-			}
-		case <-tick.C:
-			if ph := phaseAt(time.Since(start)); ph.name != last {
+			tally.observe(ev, ev.Time.Sub(start))
+		case now := <-tick.C:
+			if ph := phaseAt(now.Sub(start)); ph.name != last {
 				last = ph.name
-				fmt.Fprintf(w, "[%7.3fs] -- peer: %s\n", time.Since(start).Seconds(), ph.name)
+				log.Line(now, "-- peer: "+ph.name)
 			}
 		}
 	}

@@ -73,7 +73,8 @@ func TestDaemonServesAPI(t *testing.T) {
 	uri := "sip:pbx07@" + r.Addr().String()
 	dir := t.TempDir()
 	conf, tokenFile := filepath.Join(dir, "q.conf"), filepath.Join(dir, "token")
-	writeFile(t, conf, fmt.Sprintf("[pbx07]\ntype=aor\ncontact=%s\nqualify_frequency=1\nqualify_timeout=0.5\n", uri))
+	writeFile(t, conf, fmt.Sprintf("[pbx07]\ntype=aor\ncontact=%s\nqualify_frequency=1\nqualify_timeout=0.5\n"+
+		"\n[pbx07]\ntype=endpoint\naors=pbx07,nosuch\n\n[lonely]\ntype=endpoint\n", uri))
 	writeFile(t, tokenFile, "s3cret\n")
 	d := startDaemon(t, "--config", conf, "--http", "127.0.0.1:0", "--token-file", tokenFile)
 	started := d.expect("qualifyd: started")
@@ -83,6 +84,21 @@ func TestDaemonServesAPI(t *testing.T) {
 	if code, body := get(t, "GET", base+"/api/v1/contacts", ""); code != 200 ||
 		!strings.Contains(body, `"uri":"`+uri+`","status":"Reachable","routable":true`) {
 		t.Fatalf("contacts: %d %s", code, body)
+	}
+	if code, body := get(t, "GET", base+"/api/v1/endpoints", ""); code != 200 ||
+		body != `{"endpoints":[{"name":"lonely","available":false,"aors":[]},{"name":"pbx07","available":true,"aors":["pbx07","nosuch"]}]}`+"\n" {
+		t.Fatalf("endpoints: %d %s", code, body)
+	}
+	if code, body := get(t, "GET", base+"/api/v1/endpoints?limit=1", ""); code != 200 ||
+		body != `{"endpoints":[{"name":"lonely","available":false,"aors":[]}],"next":"lonely"}`+"\n" {
+		t.Fatalf("endpoints page: %d %s", code, body)
+	}
+	if code, body := get(t, "GET", base+"/api/v1/endpoints/pbx07", ""); code != 200 ||
+		body != `{"name":"pbx07","available":true,"aors":["pbx07","nosuch"]}`+"\n" {
+		t.Fatalf("endpoint: %d %s", code, body)
+	}
+	if code, body := get(t, "GET", base+"/api/v1/endpoints/nosuch", ""); code != 404 || body != `{"error":"unknown endpoint \"nosuch\""}`+"\n" {
+		t.Fatalf("unknown endpoint: %d %s", code, body)
 	}
 	ev := firstSSE(t, base+"/api/v1/events", `"to":"Reachable"`)
 	if !strings.Contains(ev, "event: status") || !strings.Contains(ev, "id: 1") ||

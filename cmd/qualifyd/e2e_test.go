@@ -118,12 +118,16 @@ func TestDaemonLogsReloadAndStops(t *testing.T) {
 	writeFile(t, conf, good)
 	d := startDaemon(t, "--config", conf, "--http", "", "--sip-bind", "127.0.0.1:0")
 	d.expect("qualifyd: started")
+	// Each endpoint line comes just before the contact line that caused
+	// it, and the first Reachable contact prints one (qualify-semantics
+	// §10): expect skips lines, so the order is checked.
+	d.expect("Endpoint pbx07 is now Reachable")
 	d.expect("Contact pbx07/" + uri + " is now Reachable.  RTT: ")
 
 	drop.Store(true)
 	d.expect("Contact pbx07/" + uri + " qualify failed (timeout): 1/2 failures, retrying in 0.2s")
-	d.expect("Contact pbx07/" + uri + " is now Unreachable.  RTT: 0.000 msec")
 	d.expect("Endpoint pbx07 is now Unreachable")
+	d.expect("Contact pbx07/" + uri + " is now Unreachable.  RTT: 0.000 msec")
 
 	writeFile(t, conf, good+"\n[broken]\ntype=aor\nqualify_failures=0\n")
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -134,8 +138,8 @@ func TestDaemonLogsReloadAndStops(t *testing.T) {
 		t.Fatalf("reload error does not locate the problem: %s", line)
 	}
 	drop.Store(false) // the running configuration still probes
-	d.expect("Contact pbx07/" + uri + " is now Reachable.")
 	d.expect("Endpoint pbx07 is now Reachable")
+	d.expect("Contact pbx07/" + uri + " is now Reachable.")
 
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

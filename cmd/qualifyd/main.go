@@ -28,7 +28,7 @@ func commands() map[string]command {
 		"demo":         {summary: "qualify a scripted SIP peer on loopback, Asterisk's policy beside qualifyd's", run: runDemo},
 		"check":        {summary: "send one OPTIONS to a SIP URI and print the status and RTT", run: runCheck},
 		"run":          {summary: "run the daemon: qualify the configured AoRs, serve the API", run: runDaemon},
-		"show":         {summary: "show contacts|aors of a running daemon, as Asterisk's pjsip show", run: runShow},
+		"show":         {summary: "show contacts|aors|endpoints of a running daemon, as Asterisk's pjsip show", run: runShow},
 		"qualify":      {summary: "probe an AoR's contacts now through a running daemon", run: runQualify},
 	}
 }
@@ -42,6 +42,9 @@ func main() {
 
 // run dispatches args[0] to its subcommand.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		return runVersion(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -15,21 +14,10 @@ import (
 // the running daemon and print one line per contact; exit 0 when every
 // contact answered, 1 otherwise.
 func runQualify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("qualify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	client := clientFlags(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "usage: qualifyd qualify AOR [--http ADDR] [--token-file FILE]")
-		return 2
-	}
-	c, err := client()
-	if err != nil {
-		fmt.Fprintln(stderr, "qualifyd qualify:", err)
-		return 2
+	c, pos, code := parseClient("qualify", "AOR [--http ADDR] [--token-file FILE]", args, stderr,
+		func(pos []string) bool { return len(pos) == 1 })
+	if c == nil {
+		return code
 	}
 	var res apiQualify
 	if err := c.do(ctx, "POST", "/api/v1/aors/"+url.PathEscape(pos[0])+"/qualify", &res); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -38,19 +37,5 @@ func TestRunCoalesceFlag(t *testing.T) {
 		if got := engineCoalesce(o.coalesce); got != c.want {
 			t.Errorf("%q: engine coalesce %v, want %v", c.args, got, c.want)
 		}
-	}
-}
-
-// TestGCPercent: the daemon collects at 50% unless GOGC says otherwise.
-func TestGCPercent(t *testing.T) {
-	saved := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(saved)
-	setGCPercent(func(string) string { return "" })
-	if got := debug.SetGCPercent(100); got != defaultGCPercent {
-		t.Errorf("without GOGC: %d, want %d", got, defaultGCPercent)
-	}
-	setGCPercent(func(k string) string { return map[string]string{"GOGC": "200"}[k] })
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("with GOGC set: %d, want the runtime's own (100 here)", got)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,25 +11,16 @@ import (
 	"time"
 )
 
-// runShow is `qualifyd show contacts|aors`: Asterisk's `pjsip show
-// contacts` / `pjsip show aors` tables from a running daemon, with the
-// failure counters and next probe time appended.
+// runShow is `qualifyd show contacts|aors|endpoints`: Asterisk's `pjsip
+// show contacts` / `pjsip show aors` tables from a running daemon, with
+// the failure counters and next probe time appended, and the endpoints'
+// availability with their AoRs.
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	client := clientFlags(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 1 || (pos[0] != "contacts" && pos[0] != "aors") {
-		fmt.Fprintln(stderr, "usage: qualifyd show contacts|aors [--http ADDR]")
-		return 2
-	}
-	c, err := client()
-	if err != nil {
-		fmt.Fprintln(stderr, "qualifyd show:", err)
-		return 2
+	c, pos, code := parseClient("show", "contacts|aors|endpoints [--http ADDR]", args, stderr, func(pos []string) bool {
+		return len(pos) == 1 && (pos[0] == "contacts" || pos[0] == "aors" || pos[0] == "endpoints")
+	})
+	if c == nil {
+		return code
 	}
 	if err := show(ctx, c, pos[0], stdout, time.Now()); err != nil {
 		fmt.Fprintln(stderr, "qualifyd show:", err)
@@ -41,15 +31,19 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func show(ctx context.Context, c *apiClient, what string, w io.Writer, now time.Time) error {
 	var body struct {
-		AoRs     []apiAoR     `json:"aors"`
-		Contacts []apiContact `json:"contacts"`
+		AoRs      []apiAoR      `json:"aors"`
+		Contacts  []apiContact  `json:"contacts"`
+		Endpoints []apiEndpoint `json:"endpoints"`
 	}
 	if err := c.do(ctx, "GET", "/api/v1/"+what, &body); err != nil {
 		return err
 	}
-	if what == "aors" {
+	switch what {
+	case "aors":
 		printAoRs(w, body.AoRs, now)
-	} else {
+	case "endpoints":
+		printEndpoints(w, body.Endpoints)
+	default:
 		printContacts(w, body.Contacts, now)
 	}
 	return nil
@@ -94,6 +88,23 @@ func printAoRs(w io.Writer, as []apiAoR, now time.Time) {
 		}
 	}
 	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(as))
+}
+
+// printEndpoints prints one line per endpoint: its name, availability
+// (the routing truth) and AoRs, in the voice of the other tables.
+func printEndpoints(w io.Writer, es []apiEndpoint) {
+	width := 46
+	for _, e := range es {
+		width = max(width, len(e.Name))
+	}
+	fmt.Fprintf(w, "\n Endpoint:  <Endpoint%s>  <Available>  <AoRs...>\n", strings.Repeat(".", width-8))
+	fmt.Fprintln(w, strings.Repeat("=", width+40))
+	fmt.Fprintln(w)
+	for _, e := range es {
+		line := fmt.Sprintf(" Endpoint:  %-*s  %-11s  %s", width, e.Name, yesNo(e.Available), strings.Join(e.AoRs, ","))
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(es))
 }
 
 // contactRow is one contact line: Asterisk's columns (hash of the URI,

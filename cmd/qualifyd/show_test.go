@@ -36,6 +36,10 @@ func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/aors", func(w http.ResponseWriter, r *http.Request) { w.Write(raw) })
 	mux.HandleFunc("GET /api/v1/contacts", func(w http.ResponseWriter, r *http.Request) { w.Write(cj) })
+	mux.HandleFunc("GET /api/v1/endpoints", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"endpoints":[{"name":"lonely","available":false,"aors":[]},` +
+			`{"name":"pbx07","available":true,"aors":["pbx07","pbx07-b"]}]}`))
+	})
 	mux.HandleFunc("POST /api/v1/aors/{name}/qualify", func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, r.URL.Path+" "+r.Header.Get("Authorization"))
 		if r.PathValue("name") != "pbx07" {
@@ -74,7 +78,7 @@ func TestShowTables(t *testing.T) {
 	srv, _ := fakeAPI(t)
 	now := time.Date(2000, 1, 1, 0, 0, 1, 0, time.UTC)
 	c := &apiClient{base: srv.URL, http: srv.Client()}
-	for _, what := range []string{"contacts", "aors"} {
+	for _, what := range []string{"contacts", "aors", "endpoints"} {
 		var out bytes.Buffer
 		if err := show(t.Context(), c, what, &out, now); err != nil {
 			t.Fatal(err)
@@ -104,7 +108,7 @@ func TestQualifyCommand(t *testing.T) {
 	if code := run(t.Context(), []string{"qualify"}, &out, &errb); code != 2 {
 		t.Fatalf("no AoR: exit %d", code)
 	}
-	if code := run(t.Context(), []string{"show", "endpoints"}, &out, &errb); code != 2 {
-		t.Fatalf("show endpoints: exit %d", code)
+	if code := run(t.Context(), []string{"show", "registrations"}, &out, &errb); code != 2 {
+		t.Fatalf("show registrations: exit %d", code)
 	}
 }

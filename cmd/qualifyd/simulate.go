@@ -39,7 +39,7 @@ var errSimulateUsage = errors.New("usage")
 
 // runSimulate is "qualifyd simulate": it runs the real engine in virtual
 // time for every AoR of FILE against a lossy, then dying, simulated peer
-// and prints what it measured (issue 6), or with --recommend searches for
+// and prints what it measured, or with --recommend searches for
 // settings that meet a detection bound with the fewest false outages. It
 // exits 0, 1 on bad input, or 2 on a usage error.
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {

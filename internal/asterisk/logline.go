@@ -42,7 +42,8 @@ func statusLine(ev engine.Event) string {
 	return fmt.Sprintf("Contact %s/%s is now %s.  RTT: %s msec", ev.AoR, ev.URI, label, Msec(rtt))
 }
 
-// EndpointLine is Asterisk's endpoint availability line.
+// EndpointLine is Asterisk's endpoint line, "Endpoint pbx07 is now
+// Reachable" or "... Unreachable" (no period, unlike the contact lines).
 func EndpointLine(endpoint string, available bool) string {
 	state := "Unreachable"
 	if available {

@@ -7,7 +7,11 @@
 // once at construction, so the hooks take no lock and allocate nothing.
 // Gauges of the contact table (contacts by status, routable contacts, AoRs,
 // AoRs available) and the prober's counters are computed at scrape time
-// from the funcs in Options: the table is never copied per contact.
+// from the funcs in Sources: the table is never copied per contact.
+//
+// The two kinds are registered in the order a daemon builds its parts: New
+// before the engine (whose hooks it provides), Watch after it (reading its
+// summary and the prober's counters). It imports engine and qualify only.
 //
 // Per-AoR series exist only when Options.PerAoR is set, and at most
 // Options.PerAoRLimit distinct AoR label values are created; observations

@@ -27,16 +27,20 @@ type Options struct {
 	// PerAoRLimit caps the distinct aor label values; zero or less means
 	// DefaultPerAoRLimit.
 	PerAoRLimit int
-	// Summary, if set, is called once per scrape for the contact and AoR
-	// gauges (engine.Engine.Summary).
-	Summary func() engine.Summary
-	// SIP, if set, is called once per scrape for the prober's counters.
-	SIP func() SIPStats
-	// InFlight, if set, is called once per scrape for the number of probes
-	// in flight (engine.Engine.Counters().InFlight).
-	InFlight func() int
 	// Version, if set, is exported as qualifyd_build_info{version}.
 	Version string
+}
+
+// Sources are what Watch reads at scrape time. Each is called once per
+// scrape; a nil one exports nothing.
+type Sources struct {
+	// Summary gives the contact and AoR gauges (engine.Engine.Summary).
+	Summary func() engine.Summary
+	// SIP gives the prober's counters.
+	SIP func() SIPStats
+	// InFlight gives the number of probes in flight
+	// (engine.Engine.Counters().InFlight).
+	InFlight func() int
 	// EventsDropped, if set, is exported as qualifyd_events_dropped_total:
 	// engine events that did not reach ObserveEvent (and the log) because
 	// their consumer fell behind (engine.Subscription.Dropped).
@@ -66,34 +70,50 @@ var reasons = [...]qualify.Reason{
 	qualify.ReasonStatus, qualify.ReasonDNS,
 }
 
-// New creates the series and registers them with reg.
+// New creates the series fed by the Observe hooks and registers them with
+// reg. The engine that calls the hooks is built after it; Watch then adds
+// the series read from that engine at scrape time.
 func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	if reg == nil {
 		return nil, errors.New("metrics: no registerer")
 	}
 	m := &Metrics{}
-	cs := m.build(opts)
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
+	return m, register(reg, m.build(opts))
 }
 
-// build creates every collector of m and returns them for registration.
-func (m *Metrics) build(opts Options) []prometheus.Collector {
-	cs := m.buildProbes()
-	cs = append(cs, m.buildEvents()...)
-	cs = append(cs, &scrapeCollector{opts: opts})
-	if opts.Version != "" {
-		cs = append(cs, buildInfo(opts.Version))
+// Watch registers with reg the series computed at scrape time from src.
+func (m *Metrics) Watch(reg prometheus.Registerer, src Sources) error {
+	if reg == nil {
+		return errors.New("metrics: no registerer")
 	}
-	if opts.EventsDropped != nil {
+	cs := []prometheus.Collector{&scrapeCollector{src: src}}
+	if src.EventsDropped != nil {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "qualifyd_events_dropped_total",
 			Help: "Engine events the log and the event counters missed because they fell behind.",
-		}, func() float64 { return float64(opts.EventsDropped()) }))
+		}, func() float64 { return float64(src.EventsDropped()) }))
+	}
+	return register(reg, cs)
+}
+
+// register registers every collector of cs with reg, stopping at the first
+// error.
+func register(reg prometheus.Registerer, cs []prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// build creates the hook-fed collectors of m and returns them for
+// registration.
+func (m *Metrics) build(opts Options) []prometheus.Collector {
+	cs := m.buildProbes()
+	cs = append(cs, m.buildEvents()...)
+	if opts.Version != "" {
+		cs = append(cs, buildInfo(opts.Version))
 	}
 	if opts.PerAoR {
 		m.aors = newAoRSet(opts.PerAoRLimit)

@@ -21,6 +21,16 @@ func newMetrics(t *testing.T, opts Options) (*Metrics, *prometheus.Registry) {
 	return m, reg
 }
 
+// newWatched is newMetrics with the scrape-time series of src.
+func newWatched(t *testing.T, opts Options, src Sources) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	m, reg := newMetrics(t, opts)
+	if err := m.Watch(reg, src); err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
 func TestNewNeedsRegisterer(t *testing.T) {
 	if _, err := New(nil, Options{}); err == nil {
 		t.Fatal("New(nil) succeeded")
@@ -121,11 +131,10 @@ func TestEvents(t *testing.T) {
 func TestScrapeGauges(t *testing.T) {
 	sum := engine.Summary{ByStatus: [4]int{1, 5, 2, 0}, Routable: 6, AoRs: 3, AoRsAvailable: 2}
 	sip := SIPStats{Requests: 10, Retransmissions: 4, Dropped: map[string]uint64{"late": 2, "malformed": 1}}
-	_, reg := newMetrics(t, Options{
+	_, reg := newWatched(t, Options{Version: "v1.2.3"}, Sources{
 		Summary:  func() engine.Summary { return sum },
 		SIP:      func() SIPStats { return sip },
 		InFlight: func() int { return 7 },
-		Version:  "v1.2.3",
 	})
 	want := `
 # HELP qualifyd_aors Configured AoRs.
@@ -167,7 +176,7 @@ qualifyd_sip_retransmissions_total 4
 }
 
 func TestNoScrapeFuncsExportNoGauges(t *testing.T) {
-	_, reg := newMetrics(t, Options{})
+	_, reg := newWatched(t, Options{}, Sources{})
 	if n := testutil.CollectAndCount(reg, "qualifyd_contacts", "qualifyd_aors", "qualifyd_sip_requests_total",
 		"qualifyd_build_info", "qualifyd_aor_probes_total"); n != 0 {
 		t.Fatalf("%d series without scrape funcs", n)
@@ -175,8 +184,8 @@ func TestNoScrapeFuncsExportNoGauges(t *testing.T) {
 }
 
 func TestLint(t *testing.T) {
-	_, reg := newMetrics(t, Options{PerAoR: true, Summary: func() engine.Summary { return engine.Summary{} },
-		SIP: func() SIPStats { return SIPStats{} }, InFlight: func() int { return 0 }, Version: "x"})
+	_, reg := newWatched(t, Options{PerAoR: true, Version: "x"}, Sources{Summary: func() engine.Summary { return engine.Summary{} },
+		SIP: func() SIPStats { return SIPStats{} }, InFlight: func() int { return 0 }})
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatal(err)

@@ -28,8 +28,11 @@ func TestREADMEDocumentsEverySeries(t *testing.T) {
 		documented = append(documented, m[1])
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := New(reg, Options{PerAoR: true, Version: "x",
-		Summary:  func() engine.Summary { return engine.Summary{} },
+	m, err := New(reg, Options{PerAoR: true, Version: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Watch(reg, Sources{Summary: func() engine.Summary { return engine.Summary{} },
 		SIP:      func() SIPStats { return SIPStats{Dropped: map[string]uint64{"late": 0}} },
 		InFlight: func() int { return 0 }, EventsDropped: func() uint64 { return 0 }}); err != nil {
 		t.Fatal(err)

@@ -44,9 +44,9 @@ var (
 var tableStatuses = [...]qualify.Status{qualify.NonQualified, qualify.Reachable, qualify.Unreachable}
 
 // scrapeCollector computes the gauges and the prober counters at scrape
-// time from the funcs in Options; a nil func exports nothing.
+// time from Sources; a nil func exports nothing.
 type scrapeCollector struct {
-	opts Options
+	src Sources
 }
 
 // Describe implements prometheus.Collector.
@@ -59,14 +59,14 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.opts.Summary != nil {
-		collectSummary(ch, c.opts.Summary())
+	if c.src.Summary != nil {
+		collectSummary(ch, c.src.Summary())
 	}
-	if c.opts.InFlight != nil {
-		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.opts.InFlight()))
+	if c.src.InFlight != nil {
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.src.InFlight()))
 	}
-	if c.opts.SIP != nil {
-		collectSIP(ch, c.opts.SIP())
+	if c.src.SIP != nil {
+		collectSIP(ch, c.src.SIP())
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package web serves qualifyd's HTTP interface on its own ServeMux: the
-// JSON API over the engine's snapshots, manual qualify and reload, the
+// JSON API over the engine's snapshots and the endpoint table
+// (internal/endpoint), manual qualify and reload, the
 // Server-Sent Events stream of engine events with replay from a bounded
 // ring, the Prometheus exposition, a health check, and a small HTML status
 // page.
@@ -14,4 +15,9 @@
 // the ring at their own pace. The pump never writes to a client, so a slow
 // client cannot hold it up; a client that falls more than the ring behind
 // receives a "gap" event and resumes at the oldest event kept.
+//
+// Listings (/api/v1/contacts, /api/v1/aors, /api/v1/endpoints) are
+// streamed page by page in name order with the same after, limit and
+// "next" conventions. It imports engine, endpoint, qualify and asterisk;
+// the daemon builds it.
 package web

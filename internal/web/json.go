@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/asterisk"
+	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
@@ -97,6 +98,20 @@ func newAoRJSON(a *engine.AoRSnapshot) aorJSON {
 	j.Contacts = make([]contactJSON, len(a.Contacts))
 	for i := range a.Contacts {
 		j.Contacts[i] = newContactJSON(&a.Contacts[i])
+	}
+	return j
+}
+
+type endpointJSON struct {
+	Name      string   `json:"name"`
+	Available bool     `json:"available"`
+	AoRs      []string `json:"aors"`
+}
+
+func newEndpointJSON(e *endpoint.Snapshot) endpointJSON {
+	j := endpointJSON{Name: e.Name, Available: e.Available, AoRs: e.AoRs}
+	if j.AoRs == nil {
+		j.AoRs = []string{}
 	}
 	return j
 }

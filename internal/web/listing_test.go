@@ -46,9 +46,9 @@ func numbered(name string, n int) []string {
 	return out
 }
 
-// oneDocument is a list reply as the server wrote it before it streamed
-// listings page by page (writeList at de79f67): items marshalled one by
-// one from a snapshot of the whole table.
+// oneDocument is a list reply written the simple way the streamed listing
+// must equal: items marshalled one by one from a snapshot of the whole
+// table.
 func oneDocument[T any](key string, items []T, conv func(*T) any) []byte {
 	var b bytes.Buffer
 	bw := bufio.NewWriter(&b)

@@ -16,14 +16,16 @@ import (
 func TestMetricsRoute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		var e *engine.Engine
-		m, err := metrics.New(reg, metrics.Options{Summary: func() engine.Summary { return e.Summary() }})
+		m, err := metrics.New(reg, metrics.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		v := newEnv(t, Config{Gatherer: reg, Panicked: m.CountPanic},
 			engine.Config{Observe: m.ObserveProbe, Lateness: m.ObserveLateness})
-		e = v.e
+		e := v.e
+		if err := m.Watch(reg, metrics.Sources{Summary: e.Summary}); err != nil {
+			t.Fatal(err)
+		}
 		v.prober.set(gw2URI, reply{Silent: true})
 		v.prober.set(gw3URI, reply{After: 5 * time.Millisecond, Code: 503})
 		v.prober.set(bakURI, reply{Silent: true})

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 )
 
-// routes registers every route on s.mux. The paths and JSON shapes are the
-// contract of issue 5 that qualifyd show/qualify and other tools rely on.
+// routes registers every route on s.mux. The paths and JSON shapes are a
+// contract that qualifyd show/qualify and other tools rely on.
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", s.page)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -19,6 +20,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/contacts", s.contacts)
 	s.mux.HandleFunc("GET /api/v1/aors", s.aors)
 	s.mux.HandleFunc("GET /api/v1/aors/{name}", s.aor)
+	s.mux.HandleFunc("GET /api/v1/endpoints", s.endpoints)
+	s.mux.HandleFunc("GET /api/v1/endpoints/{name}", s.endpoint)
 	s.mux.HandleFunc("GET /api/v1/events", s.events)
 	s.mux.Handle("POST /api/v1/aors/{name}/qualify", s.authorize(http.HandlerFunc(s.qualify)))
 	s.mux.Handle("POST /api/v1/reload", s.authorize(http.HandlerFunc(s.reload)))
@@ -77,31 +80,54 @@ func (s *Server) contactPages(aor string) pager[engine.ContactSnapshot] {
 // aors serves GET /api/v1/aors[?after=NAME][&limit=N], page by page (see
 // listing).
 func (s *Server) aors(w http.ResponseWriter, r *http.Request) {
+	serveList(w, r, "aors", s.cfg.Engine.AoRsPage, func(a *engine.AoRSnapshot) string { return a.Name }, newAoRJSON)
+}
+
+// endpoints serves GET /api/v1/endpoints[?after=NAME][&limit=N], page by
+// page (see listing); limit counts endpoints.
+func (s *Server) endpoints(w http.ResponseWriter, r *http.Request) {
+	serveList(w, r, "endpoints", s.cfg.Endpoints.Page, func(e *endpoint.Snapshot) string { return e.Name }, newEndpointJSON)
+}
+
+// serveList answers a listing of the items of fetch under key, each
+// encoded by conv, page by page (see listing).
+func serveList[T, J any](w http.ResponseWriter, r *http.Request, key string, fetch pager[T], name func(*T) string, conv func(*T) J) {
 	q, err := parseListing(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	l := startList(w, "aors")
-	var item aorJSON
-	next := pages(q, s.cfg.Engine.AoRsPage, func(a *engine.AoRSnapshot) string { return a.Name },
-		func(page []engine.AoRSnapshot) bool {
-			for i := range page {
-				item = newAoRJSON(&page[i])
-				l.add(&item)
-			}
-			return l.ok()
-		})
+	l := startList(w, key)
+	var item J
+	next := pages(q, fetch, name, func(page []T) bool {
+		for i := range page {
+			item = conv(&page[i])
+			l.add(&item)
+		}
+		return l.ok()
+	})
 	l.end(next)
 }
 
+// aor serves GET /api/v1/aors/{name}.
 func (s *Server) aor(w http.ResponseWriter, r *http.Request) {
-	a, ok := s.cfg.Engine.AoR(r.PathValue("name"))
+	serveOne(w, r, "AoR", s.cfg.Engine.AoR, newAoRJSON)
+}
+
+// endpoint serves GET /api/v1/endpoints/{name}.
+func (s *Server) endpoint(w http.ResponseWriter, r *http.Request) {
+	serveOne(w, r, "endpoint", s.cfg.Endpoints.Endpoint, newEndpointJSON)
+}
+
+// serveOne answers the item get finds by the path's name, encoded by conv,
+// or 404 naming the kind of item unknown.
+func serveOne[T, J any](w http.ResponseWriter, r *http.Request, kind string, get func(string) (T, bool), conv func(*T) J) {
+	v, ok := get(r.PathValue("name"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "unknown AoR "+quote(r.PathValue("name")))
+		writeError(w, http.StatusNotFound, "unknown "+kind+" "+quote(r.PathValue("name")))
 		return
 	}
-	writeJSON(w, http.StatusOK, newAoRJSON(&a))
+	writeJSON(w, http.StatusOK, conv(&v))
 }
 
 // qualify serves POST /api/v1/aors/{name}/qualify: probe the AoR's

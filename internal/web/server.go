@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 )
 
@@ -19,6 +20,13 @@ type Engine interface {
 	Summary() engine.Summary
 	Qualify(ctx context.Context, aor string) ([]engine.ContactResult, error)
 	Subscribe(buffer int) *engine.Subscription
+}
+
+// Endpoints is what the server needs from the daemon's endpoint table,
+// *endpoint.Table.
+type Endpoints interface {
+	Page(buf []endpoint.Snapshot, after string, limit int) ([]endpoint.Snapshot, bool)
+	Endpoint(name string) (endpoint.Snapshot, bool)
 }
 
 // Defaults of the Config fields left zero.
@@ -33,6 +41,9 @@ const (
 type Config struct {
 	// Engine is the engine served.
 	Engine Engine
+	// Endpoints, if set, serves /api/v1/endpoints; nil answers an empty
+	// list there and 404 for each name.
+	Endpoints Endpoints
 	// Reload, if set, reloads the configuration for POST /api/v1/reload.
 	// An error is reported to the client as 422 with its text; the running
 	// configuration must then stay in force. Nil answers 501.
@@ -103,6 +114,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Endpoints == nil {
+		cfg.Endpoints = noEndpoints{}
+	}
 	return cfg
 }
 
@@ -143,3 +157,12 @@ type statusRecorder struct {
 func (r *statusRecorder) Header() http.Header         { return r.header }
 func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
+
+// noEndpoints is the endpoint table of a server configured without one.
+type noEndpoints struct{}
+
+func (noEndpoints) Page(buf []endpoint.Snapshot, _ string, _ int) ([]endpoint.Snapshot, bool) {
+	return buf[:0], false
+}
+
+func (noEndpoints) Endpoint(string) (endpoint.Snapshot, bool) { return endpoint.Snapshot{}, false }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,23 +17,23 @@ import (
 	"github.com/qualifyd/qualifyd/internal/web"
 )
 
-// newMetrics builds a registry with Go and process collectors plus
-// qualifyd's series, which read the engine and prober through get once
-// they exist; perAoR > 0 enables per-AoR series for that many AoRs.
-func newMetrics(get func() (*engine.Engine, *sipprobe.Prober), dropped func() uint64, perAoR int) (*prometheus.Registry, *metrics.Metrics, error) {
-	reg := prometheus.NewRegistry()
+// newMetrics registers the Go and process collectors and qualifyd's
+// hook-fed series in reg; cfg.PerAoR > 0 enables per-AoR series for that
+// many AoRs.
+func newMetrics(reg *prometheus.Registry, cfg Config) (*metrics.Metrics, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := metrics.New(reg, metrics.Options{
-		PerAoR:      perAoR > 0,
-		PerAoRLimit: perAoR,
-		Summary:     func() engine.Summary { e, _ := get(); return e.Summary() },
-		SIP:         func() metrics.SIPStats { _, p := get(); return sipStats(p.Stats()) },
-		InFlight:    func() int { e, _ := get(); return e.Counters().InFlight },
-		Version:     version(),
+	return metrics.New(reg, metrics.Options{PerAoR: cfg.PerAoR > 0, PerAoRLimit: cfg.PerAoR, Version: cfg.Version})
+}
 
-		EventsDropped: dropped,
+// watchEngine registers the series read at scrape time from eng, p and
+// the log's subscription sub.
+func watchEngine(m *metrics.Metrics, reg prometheus.Registerer, eng *engine.Engine, p *sipprobe.Prober, sub *engine.Subscription) error {
+	return m.Watch(reg, metrics.Sources{
+		Summary:       eng.Summary,
+		SIP:           func() metrics.SIPStats { return sipStats(p.Stats()) },
+		InFlight:      func() int { return eng.Counters().InFlight },
+		EventsDropped: sub.Dropped,
 	})
-	return reg, m, err
 }
 
 // sipStats maps the prober's counters to the metrics' reasons.
@@ -57,22 +56,27 @@ type httpFront struct {
 	ln  net.Listener
 }
 
-// newHTTPFront builds the API of cfg and binds addr, so a busy port fails
-// start-up rather than going unnoticed. Handler panics are logged to
-// stderr and counted by m.
-func newHTTPFront(addr string, cfg web.Config, m *metrics.Metrics) (*httpFront, error) {
-	cfg.Version = version()
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg.Panicked = m.CountPanic
-	api, err := web.New(cfg)
+// newHTTPFront builds d's API and binds its address (or, with
+// HTTPFallback, an ephemeral loopback port when it is busy), so a busy
+// port fails start-up rather than going unnoticed. Handler panics are
+// logged to cfg.Errors and counted.
+func newHTTPFront(d *Daemon) (*httpFront, error) {
+	api, err := web.New(web.Config{
+		Engine: d.eng, Endpoints: d.endpoints, Reload: d.Reload, Token: d.cfg.Token, Gatherer: d.reg,
+		Version: d.cfg.Version, Logger: slog.New(slog.NewTextHandler(orDiscard(d.cfg.Errors), nil)),
+		Panicked: d.metrics.CountPanic,
+	})
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", d.cfg.HTTPAddr)
+	if err != nil && d.cfg.HTTPFallback {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &httpFront{api: api, srv: web.NewHTTPServer(addr, api.Handler()), ln: ln}, nil
+	return &httpFront{api: api, srv: web.NewHTTPServer(d.cfg.HTTPAddr, api.Handler()), ln: ln}, nil
 }
 
 // run serves until ctx is done, then ends the event streams and shuts the
@@ -97,5 +101,5 @@ func (h *httpFront) run(ctx context.Context) error {
 	return nil
 }
 
-// URL is where the API listens, for the start-up notice.
+// URL is where the API listens.
 func (h *httpFront) URL() string { return "http://" + h.ln.Addr().String() }

@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"io"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/endpoint"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+)
+
+// Config configures a Daemon. ConfigFile (or Load) is required; the zero
+// value of every other field works.
+type Config struct {
+	// ConfigFile is the configuration file in pjsip.conf syntax, read at
+	// start and on every reload.
+	ConfigFile string
+	// ConfigDir is the directory relative #include paths resolve against
+	// (Asterisk's astetcdir); empty means ConfigFile's directory.
+	ConfigDir string
+	// Load, if set, replaces reading ConfigFile: it returns the
+	// configuration to apply, at start and on every reload.
+	Load func() (*pjsip.Config, error)
+
+	// SIPBind is the local UDP address of the probe socket; empty means
+	// an ephemeral port on all interfaces.
+	SIPBind string
+	// Coalesce is engine.Config.Coalesce: zero means the engine's default,
+	// a negative value exact starts.
+	Coalesce time.Duration
+	// Rand, if set, is the engine's source of random numbers in [0, 1)
+	// for the first probes' delays.
+	Rand func() float64
+
+	// HTTPAddr is the API, metrics and status page address; empty
+	// disables HTTP.
+	HTTPAddr string
+	// HTTPFallback, when HTTPAddr is busy, listens on an ephemeral
+	// loopback port instead of failing.
+	HTTPFallback bool
+	// Token, if not empty, is the bearer token the API's write routes
+	// require.
+	Token string
+	// PerAoR > 0 exports per-AoR metric series for at most that many
+	// AoRs.
+	PerAoR int
+	// Version is the daemon's version, for the metrics and the page.
+	Version string
+
+	// Log receives the log lines; nil discards them.
+	Log io.Writer
+	// LogFormat is "text" (Asterisk's lines, the default) or "json".
+	LogFormat string
+	// LogStamp, if set, formats a text line's timestamp; nil means local
+	// wall-clock time with milliseconds.
+	LogStamp func(dst []byte, t time.Time) []byte
+	// Errors receives HTTP handler panics; nil discards them.
+	Errors io.Writer
+
+	// EndpointChanged, if set, is called with every change of an
+	// endpoint's availability, in order, from the goroutine that follows
+	// the engine's events; it must not block.
+	EndpointChanged func(endpoint.Change)
+
+	// events is the log's subscription buffer; zero means eventBuffer.
+	// Tests make it small to lose events.
+	events int
+}
+
+// load reads the configuration.
+func (c *Config) load() (*pjsip.Config, error) {
+	if c.Load != nil {
+		return c.Load()
+	}
+	return pjsip.Load(c.ConfigFile, pjsip.Options{ConfigDir: c.ConfigDir})
+}
