@@ -90,6 +90,8 @@ func randomResult(r *rand.Rand, sent time.Time, p *Policy) (Result, time.Time, b
 	return Result{Sent: sent, Code: 200, RTT: rtt}, sent.Add(rtt), true
 }
 
+// TestObserveMatchesModel checks Observe against an independent model of qualify-semantics §5
+// and §7 over random sequences of results.
 func TestObserveMatchesModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for run := range 2000 {

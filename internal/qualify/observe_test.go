@@ -43,6 +43,8 @@ func runTimeline(t *testing.T, p *Policy, steps []probe) {
 	}
 }
 
+// TestReferenceTimelineGoesDown checks the reference timeline of qualify-semantics §9: three
+// timeouts R apart make the contact Unreachable at 103 s, then probes come D apart.
 func TestReferenceTimelineGoesDown(t *testing.T) {
 	runTimeline(t, reference(), []probe{
 		{0, 0.01, ok(0), Reachable, 0, 30},
@@ -56,6 +58,8 @@ func TestReferenceTimelineGoesDown(t *testing.T) {
 	})
 }
 
+// TestReferenceTimelineRetryAnswered checks qualify-semantics §9: an answered retry resets the
+// counter, the contact never leaves Reachable, and the next probe is F after the retry's send.
 func TestReferenceTimelineRetryAnswered(t *testing.T) {
 	runTimeline(t, reference(), []probe{
 		{60, 60.01, ok(60), Reachable, 0, 90},
@@ -64,6 +68,8 @@ func TestReferenceTimelineRetryAnswered(t *testing.T) {
 	})
 }
 
+// TestAsteriskDefaults checks that, with none of the new options, one failure makes a contact
+// Unreachable and probes keep F's send-to-send rhythm, as Asterisk (qualify-semantics §5, §7).
 func TestAsteriskDefaults(t *testing.T) {
 	p := DefaultPolicy()
 	p.Frequency = 30 * time.Second
@@ -77,6 +83,8 @@ func TestAsteriskDefaults(t *testing.T) {
 	})
 }
 
+// TestNeverBeforeProbeEnded checks qualify-semantics §7: a probe is never due before the
+// previous one ended, even when F is shorter than the probe.
 func TestNeverBeforeProbeEnded(t *testing.T) {
 	// T > F: the next probe may not start before the previous one ended.
 	p := &Policy{Frequency: 10 * time.Second, Timeout: 0}
@@ -86,6 +94,8 @@ func TestNeverBeforeProbeEnded(t *testing.T) {
 	}
 }
 
+// TestRecoveryThresholdAndDownInterval checks qualify-semantics §5 and §7: M successes bring an
+// Unreachable contact back, D apart until the first success, R apart while recovering.
 func TestRecoveryThresholdAndDownInterval(t *testing.T) {
 	p := &Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 2,
 		RetryInterval: 2 * time.Second, DownInterval: 10 * time.Second, Successes: 3}
@@ -103,6 +113,8 @@ func TestRecoveryThresholdAndDownInterval(t *testing.T) {
 	})
 }
 
+// TestDownIntervalFallsBackToF checks qualify-semantics §7: without R and D, the intervals
+// while down fall back to F with its send-to-send rhythm.
 func TestDownIntervalFallsBackToF(t *testing.T) {
 	// Neither R nor D: F send to send while down, as Asterisk.
 	p := &Policy{Frequency: 20 * time.Second, Timeout: 3 * time.Second, Failures: 2, Successes: 2}
@@ -114,6 +126,8 @@ func TestDownIntervalFallsBackToF(t *testing.T) {
 	})
 }
 
+// TestOnly2xx checks qualify-semantics §4: with qualify_2xx_only a non-2xx final response is a
+// failure with reason "status CODE".
 func TestOnly2xx(t *testing.T) {
 	res := Result{Sent: at(0), Code: 503}
 	for _, tc := range []struct {
@@ -134,6 +148,8 @@ func TestOnly2xx(t *testing.T) {
 	}
 }
 
+// TestLatencyOnlyKeepsRoutable checks qualify-semantics §6: a latency-only contact goes
+// Unreachable as usual but stays routable.
 func TestLatencyOnlyKeepsRoutable(t *testing.T) {
 	p := &Policy{Frequency: time.Minute, LatencyOnly: true}
 	st := p.Observe(State{Status: Reachable}, at(3), timeout(0))
@@ -149,6 +165,8 @@ func TestLatencyOnlyKeepsRoutable(t *testing.T) {
 	}
 }
 
+// TestQualifyOffChangesNothing checks qualify-semantics §8: with qualify off, a manual probe
+// reports its result and changes no status.
 func TestQualifyOffChangesNothing(t *testing.T) {
 	p := &Policy{}
 	st := p.Observe(State{}, at(1), timeout(0))
@@ -157,6 +175,7 @@ func TestQualifyOffChangesNothing(t *testing.T) {
 	}
 }
 
+// TestValidate checks the ranges of qualify-semantics §2, as Policy.Validate enforces them.
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		p    Policy
@@ -183,6 +202,8 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestFirstDelay checks qualify-semantics §2 (max_initial_qualify_time): the first probe is
+// delayed within [0, min(F, limit)).
 func TestFirstDelay(t *testing.T) {
 	p := &Policy{Frequency: 60 * time.Second}
 	for _, tc := range []struct {
@@ -196,6 +217,7 @@ func TestFirstDelay(t *testing.T) {
 	}
 }
 
+// TestLabels checks the status labels of qualify-semantics §1 and §5, as Asterisk prints them.
 func TestLabels(t *testing.T) {
 	if Unreachable.String() != "Unreachable" || NonQualified.String() != "NonQualified" || Status(9).String() != "Status(9)" {
 		t.Fatal("status labels")
@@ -208,6 +230,8 @@ func TestLabels(t *testing.T) {
 	}
 }
 
+// TestEffective checks the effective intervals of qualify-semantics §2: R falls back to F, D to
+// R then F, T <= 0 to 32 s.
 func TestEffective(t *testing.T) {
 	for _, tc := range []struct {
 		p    Policy
@@ -228,6 +252,8 @@ func TestEffective(t *testing.T) {
 	}
 }
 
+// TestReport checks the report of a policy's settings, with every fallback of qualify-semantics
+// §2 resolved.
 func TestReport(t *testing.T) {
 	p := Policy{Frequency: 30 * time.Second, Timeout: 2500 * time.Millisecond, Failures: 3, RetryInterval: 1500 * time.Millisecond, Only2xx: true}
 	want := Report{Frequency: 30, Timeout: 2.5, Failures: 3, RetryInterval: 1.5, DownInterval: 1.5, Successes: 1, Only2xx: true}
