@@ -132,7 +132,7 @@ func TestLostEventsAreReported(t *testing.T) {
 // stubProber answers nothing; the engine is never run in these tests.
 type stubProber struct{}
 
-func (stubProber) Probe(context.Context, qualify.Target) qualify.Result { return qualify.Result{} }
+func (stubProber) Start(context.Context, qualify.Target, uint64, func(uint64, qualify.Result)) {}
 
 // gatherValue returns the value of the unlabelled counter name in reg.
 func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {

@@ -337,7 +337,7 @@ func (d *daemon) lost(n uint64, at time.Time) {
 }
 
 // The daemon's prober must serve the engine asynchronously, the fast path.
-var _ engine.AsyncProber = (*sipprobe.Prober)(nil)
+var _ engine.Prober = (*sipprobe.Prober)(nil)
 
 // engineAoR returns the engine's view of the configuration's i-th AoR, in
 // place: a copy of a million AoRs was 200 MB of the start's peak RSS
