@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -156,5 +157,42 @@ func TestDriverResultAfterCancel(t *testing.T) {
 	}
 	if _, ok := h.d.Next(); ok {
 		t.Fatal("due again after the cancellation")
+	}
+}
+
+// instant answers every probe with 200 OK before its Start returns.
+type instant struct{}
+
+func (instant) Start(_ context.Context, _ qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+	done(tag, qualify.Result{Code: 200, RTT: time.Millisecond})
+}
+
+// BenchmarkProbe is one probe of a driven engine of 1,000 contacts, from
+// the scheduler's job to the applied result and the next due time, with
+// a prober that costs nothing: the engine's own cost per probe, which
+// allocates nothing.
+func BenchmarkProbe(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e, err := New(Config{Prober: instant{}, Now: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := referencePolicy()
+	aors := make([]AoR, 1000)
+	for i := range aors {
+		u := "sip:c" + strconv.Itoa(i) + "@192.0.2.1"
+		aors[i] = AoR{Name: u[4:], Contacts: []string{u}, Policy: &p}
+	}
+	if err := e.Apply(aors); err != nil {
+		b.Fatal(err)
+	}
+	d := e.Drive(b.Context())
+	b.ReportAllocs()
+	for b.Loop() {
+		now, _ = d.Next()
+		d.StartDue()
+	}
+	if c := e.Counters(); c.Probes[qualify.ReasonNone] < uint64(b.N) {
+		b.Fatalf("%d probes applied in %d steps", c.Probes[qualify.ReasonNone], b.N)
 	}
 }
