@@ -62,7 +62,7 @@ type Config struct {
 }
 
 // Engine qualifies contacts. Create it with New, load AoRs with Apply, and
-// call Run.
+// call Run (or, in virtual time, Drive).
 type Engine struct {
 	cfg   Config
 	sched *schedule.Scheduler
