@@ -17,7 +17,8 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// TestReloadKeepsUnchangedContacts: an unchanged contact keeps its status and schedule across a reload (qualify-semantics §8).
+// TestReloadKeepsUnchangedContacts: an unchanged contact keeps its status
+// and schedule across a reload (qualify-semantics §8).
 func TestReloadKeepsUnchangedContacts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(time.Hour))
@@ -51,7 +52,8 @@ func TestReloadKeepsUnchangedContacts(t *testing.T) {
 	})
 }
 
-// TestReloadResetsChangedContacts: a contact whose options changed starts again as NonQualified (qualify-semantics §8).
+// TestReloadResetsChangedContacts: a contact whose options changed starts
+// again as NonQualified (qualify-semantics §8).
 func TestReloadResetsChangedContacts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(time.Hour))
