@@ -34,12 +34,12 @@ type engineReport struct {
 	LoadSeconds     float64 `json:"load_seconds"`
 }
 
-// instantProber answers every probe at once with 200 OK: the engine's own
-// cost, with no network.
+// instantProber answers every probe with 200 OK before its Start returns:
+// the engine's own cost, with no network.
 type instantProber struct{}
 
-func (instantProber) Probe(_ context.Context, _ qualify.Target) qualify.Result {
-	return qualify.Result{Sent: time.Now(), Code: 200}
+func (instantProber) Start(_ context.Context, _ qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+	done(tag, qualify.Result{Sent: time.Now(), Code: 200})
 }
 
 // latencies collects probe start lateness, in nanoseconds, while recording.

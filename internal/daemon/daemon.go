@@ -313,5 +313,5 @@ func (d *Daemon) lost(n uint64, at time.Time) {
 	d.endpointLines(lines, engine.Event{Time: at})
 }
 
-// The daemon's prober must serve the engine asynchronously, the fast path.
-var _ engine.AsyncProber = (*sipprobe.Prober)(nil)
+// The daemon's prober is the engine's.
+var _ engine.Prober = (*sipprobe.Prober)(nil)

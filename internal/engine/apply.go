@@ -27,7 +27,7 @@ func (e *Engine) Apply(aors []AoR) error {
 // through at during the call only, and keeps no pointer to them or their
 // Contacts slices, so a caller can hand it the AoRs inside its own
 // definitions: copying a million AoRs out of the configuration for
-// Apply, both alive, was a fifth of the daemon's start peak RSS (issue 7).
+// Apply, both alive, was a fifth of the daemon's start peak RSS.
 // at must return the same AoR, unchanged, for an index throughout the
 // call.
 func (e *Engine) ApplyFunc(n int, at func(i int) *AoR) error {
@@ -85,7 +85,7 @@ func (e *Engine) install(aors defs, next map[string]*aorState, states []aorState
 
 // newAoRs validates aors and returns their states, without contacts: in
 // one array in the order of aors, and by name. The map also finds names
-// defined twice (issue 7: a second map of a million names for that check
+// defined twice (a second map of a million names for that check
 // was a tenth of the load's peak RSS); the array spares Apply a lookup
 // per AoR with the engine locked, and the allocator a million objects.
 // Each AoR's slot list has room for its contacts in one array shared by
@@ -121,7 +121,7 @@ func newAoRs(aors defs, total int) (map[string]*aorState, []aorState, error) {
 // which the engine keeps substrings, never its caller's strings: those
 // are often parts of larger ones that would stay alive with them (a
 // pjsip AoR's name shares one string with its contacts, which the engine
-// copies: about 48 B per AoR kept for nothing, issue 7). One allocation
+// copies: about 48 B per AoR kept for nothing). One allocation
 // per set; the set replaced lets go of its own.
 func nameArena(aors defs) string {
 	n := 0
@@ -138,7 +138,7 @@ func nameArena(aors defs) string {
 
 // reserve sizes the table and the schedule for the total contacts of a new
 // set that the free slots cannot hold, so that a large first load allocates them
-// once instead of doubling (issue 7: the copies were an eighth of the
+// once instead of doubling (the copies were an eighth of the
 // load's peak RSS). It returns an empty list of new contacts with room
 // for those the table does not hold yet. Called with mu held.
 func (e *Engine) reserve(total int) []newContact {
@@ -164,7 +164,7 @@ type newContact struct {
 // those probes. A contact's probe then reads a slot and a URI next to
 // those of the probe before: in a table of 100,000 contacts probed in
 // random order, the cache and TLB misses of the slot and the URI were a
-// fifth of the CPU per probe (issue 7). The delays themselves were drawn
+// fifth of the CPU per probe. The delays themselves were drawn
 // in configuration order, as the contract has them, and contacts due at
 // the same time keep that order. Called with mu held.
 func (e *Engine) place(fresh []newContact, now time.Time) {
@@ -189,7 +189,7 @@ func (e *Engine) place(fresh []newContact, now time.Time) {
 // an old slot and compares URIs per contact, cache misses all (slots are
 // in probe order, AoRs in configuration order): with the engine locked,
 // they were half of the 1.4 s a reload of a million contacts stopped
-// every probe for (issue 7).
+// every probe for.
 type reloadPlan struct {
 	olds  []*aorState // by AoR of the new set; nil: a new name (or a first load)
 	prev  []uint32    // by contact of the new set, AoR after AoR; noSlot: new
@@ -251,7 +251,7 @@ func (e *Engine) plan(aors defs, total int) reloadPlan {
 // contacts, for place, and the counts of the new set, made as its
 // contacts are placed. Counting them afterwards walked the table in
 // configuration order, a cache miss per contact: 0.2 s of the lock held
-// for a million contacts (issue 7).
+// for a million contacts.
 type reload struct {
 	now   time.Time
 	fresh []newContact
@@ -339,7 +339,7 @@ func (e *Engine) join(a *aorState, id uint32) time.Duration {
 
 // schedule sets the next probe of slot id at due.
 func (e *Engine) schedule(id uint32, due time.Time) {
-	e.slots[id].next = e.unix(due)
+	e.slots[id].wait(e.stamp(due))
 	e.sched.Set(id, due)
 }
 
@@ -465,7 +465,7 @@ func validateAoR(a *AoR) error {
 
 // smallSet is the size up to which a linear scan replaces a map: an AoR
 // usually has one contact, and a map per AoR made a million-AoR load
-// allocate two maps per AoR (issue 7: the load's peak RSS).
+// allocate two maps per AoR (the load's peak RSS).
 const smallSet = 16
 
 // duplicate returns the first URI listed twice in uris.
@@ -501,7 +501,7 @@ func newInterner() *interner {
 
 // intern returns the shared copy of v in m, adding one when there is none.
 // Only a new one is allocated: taking v's address instead made every call
-// copy v to the heap, two garbage objects per AoR of every load (issue 7).
+// copy v to the heap, two garbage objects per AoR of every load.
 func intern[T comparable](m map[T]*T, v T) *T {
 	if q, ok := m[v]; ok {
 		return q

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,50 +36,44 @@ func TestStepWallHelper(t *testing.T) {
 	}
 }
 
-// clockProber is a DatagramProber for the clock test: "live" answers 50
-// ms after each first send, "dead" never does. Answers carry the
-// receive time of now.
+// clockProber is the prober of the clock test: "live" answers 50 ms after
+// each send, with the RTT and send time of the prober's own clock; "dead"
+// times out after t.Timeout with no send time, which the engine fills in.
 type clockProber struct {
-	asyncFake
-	now    func() time.Time // the receive clock
-	answer func(uint64, qualify.Answer) qualify.Match
+	t0  time.Time        // the bubble's start
+	now func() time.Time // the prober's clock
 
-	mu    sync.Mutex
-	first map[string]int             // first transmissions by URI
-	steps map[string][]time.Duration // elapsed of every Step by URI
+	mu   sync.Mutex
+	sent map[string][]time.Duration // send offsets from t0 by URI
 }
 
-var clockDest = netip.MustParseAddrPort("192.0.2.1:5060")
+const (
+	liveURI = "sip:live@192.0.2.1"
+	deadURI = "sip:dead@192.0.2.2"
+)
 
-func (p *clockProber) Datagram(qualify.Target) (netip.AddrPort, bool) { return clockDest, true }
-func (p *clockProber) AnswerDatagrams(f func(uint64, qualify.Answer) qualify.Match) {
-	p.answer = f
-}
-func (p *clockProber) Step(t qualify.Target, key uint64, elapsed time.Duration, _ bool) (time.Duration, qualify.Result, bool) {
+func (p *clockProber) Start(_ context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
 	p.mu.Lock()
-	p.steps[t.URI] = append(p.steps[t.URI], elapsed)
-	if elapsed == 0 {
-		p.first[t.URI]++
-	}
+	p.sent[t.URI] = append(p.sent[t.URI], time.Since(p.t0))
 	p.mu.Unlock()
-	if elapsed >= t.Timeout {
-		return 0, qualify.Result{Reason: qualify.ReasonTimeout, Transport: "udp", Dest: clockDest}, true
+	sent := p.now()
+	if t.URI != liveURI {
+		time.AfterFunc(t.Timeout, func() { done(tag, qualify.Result{Reason: qualify.ReasonTimeout}) })
+		return
 	}
-	if elapsed == 0 && t.URI == "sip:live@192.0.2.1" {
-		time.AfterFunc(50*time.Millisecond, func() {
-			p.answer(key, qualify.Answer{From: clockDest, Code: 200, At: p.now()})
-		})
-	}
-	return min(min(elapsed+500*time.Millisecond, 4*time.Second), t.Timeout-elapsed), qualify.Result{}, false
+	time.AfterFunc(50*time.Millisecond, func() {
+		done(tag, qualify.Result{Sent: sent, RTT: p.now().Sub(sent), Code: 200})
+	})
 }
 
 // TestWallClockStep: the system clock is stepped by an hour, forward
 // or back, 0.3 s after the engine (and the prober) started; the first
 // probes are due at 0.5 s. F = 1 s, timeout 1 s, R = 1 s. The live
 // contact must be probed every second (0.5, 1.5, 2.5 s) with an RTT of
-// 50 ms, and the dead one's first probe must be sent at 0 and 0.5 s and
-// time out at 1 s: the slots keep time on the monotonic clock, as the
-// scheduler does.
+// 50 ms; the dead one's probe at 0.5 s times out at 1.5 s, its next one
+// is at 2.5 s, and the send time the engine gives its failure is its
+// start on the monotonic clock: the slots keep time on the monotonic
+// clock, as the scheduler does.
 func TestWallClockStep(t *testing.T) {
 	base := time.Now() // a reading of the monotonic clock, which synctest's times lack
 	for _, step := range []time.Duration{time.Hour, -time.Hour} {
@@ -99,10 +92,9 @@ func wallClockStep(t *testing.T, base time.Time, step time.Duration) {
 	clock := func() time.Time { return stepWall(base.Add(time.Since(t0)), time.Duration(offset.Load())) }
 	var rtts []time.Duration
 	var mu sync.Mutex
-	// The prober's receive times: its epoch, taken before the step, plus
-	// the monotonic time since, as sipprobe's table has them.
-	p := &clockProber{asyncFake: asyncFake{&fakeProber{}}, now: func() time.Time { return base.Add(time.Since(t0)) },
-		first: map[string]int{}, steps: map[string][]time.Duration{}}
+	// The prober's clock: its epoch, taken before the step, plus the
+	// monotonic time since, as sipprobe's table has it.
+	p := &clockProber{t0: t0, now: func() time.Time { return base.Add(time.Since(t0)) }, sent: map[string][]time.Duration{}}
 	e, err := New(Config{Prober: p, Rand: func() float64 { return 0.5 }, // first probes at 0.5 s
 		Now: clock,
 		Observe: func(_ string, r qualify.Result, ok bool, _ qualify.Reason) {
@@ -112,8 +104,9 @@ func wallClockStep(t *testing.T, base time.Time, step time.Duration) {
 				mu.Unlock()
 			}
 		}})
+	sub := e.Subscribe(64)
 	pol := qualify.Policy{Frequency: time.Second, Timeout: time.Second, Failures: 1, RetryInterval: time.Second}
-	cancel, done := runAoR(t, e, err, pol, "sip:live@192.0.2.1", "sip:dead@192.0.2.2")
+	cancel, done := runAoR(t, e, err, pol, liveURI, deadURI)
 	time.Sleep(300 * time.Millisecond)
 	offset.Store(int64(step)) // the clock steps while the engine runs, before the first probes
 	time.Sleep(2600 * time.Millisecond)
@@ -123,14 +116,24 @@ func wallClockStep(t *testing.T, base time.Time, step time.Duration) {
 	defer p.mu.Unlock()
 	mu.Lock()
 	defer mu.Unlock()
-	if live := p.first["sip:live@192.0.2.1"]; live != 3 {
-		t.Errorf("live contact probed %d times by 2.9 s at F = 1 s from 0.5 s, want 3", live)
+	if live := p.sent[liveURI]; !slices.Equal(live, durations(0.5, 1.5, 2.5)) {
+		t.Errorf("live contact probed at %v by 2.9 s, want 0.5, 1.5, 2.5 s", live)
 	}
 	if want := []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}; !slices.Equal(rtts, want) {
 		t.Errorf("RTTs %v, want %v", rtts, want)
 	}
-	if dead := p.steps["sip:dead@192.0.2.2"]; len(dead) < 3 || !slices.Equal(dead[:3], []time.Duration{0, 500 * time.Millisecond, time.Second}) {
-		t.Errorf("dead contact's first probe stepped at %v, want 0, 500ms, 1s (timeout)", dead)
+	if dead := p.sent[deadURI]; !slices.Equal(dead, durations(0.5, 2.5)) {
+		t.Errorf("dead contact probed at %v, want 0.5, 2.5 s", dead)
+	}
+	sub.Close()
+	var failedSent []time.Duration
+	for ev := range sub.C {
+		if ev.Kind == StatusChanged && ev.To == qualify.Unreachable {
+			failedSent = append(failedSent, ev.Result.Sent.Sub(base)) // monotonic
+		}
+	}
+	if !slices.Equal(failedSent, durations(0.5)) {
+		t.Errorf("the dead contact's failure was sent at %v, want 0.5 s", failedSent)
 	}
 }
 

@@ -3,69 +3,84 @@ package engine
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// noProber fails the test if the engine probes by itself.
-type noProber struct{ t *testing.T }
-
-func (p noProber) Probe(context.Context, qualify.Target) qualify.Result {
-	p.t.Error("a driven engine called its Prober")
-	return qualify.Result{}
+// handProbe is a probe started by a driven engine, which the test ends.
+type handProbe struct {
+	tag    uint64
+	target qualify.Target
+	start  time.Time
+	done   func(uint64, qualify.Result)
 }
 
-// driven is an engine driven by hand in virtual time.
+// driven is an engine driven by hand in virtual time, with a prober that
+// only records the probes started.
 type driven struct {
-	t   *testing.T
-	t0  time.Time
-	now time.Time
-	e   *Engine
-	d   *Driver
-	sub *Subscription
+	t       *testing.T
+	t0      time.Time
+	now     time.Time
+	e       *Engine
+	d       *Driver
+	sub     *Subscription
+	started []handProbe
 }
 
 func newDriven(t *testing.T) *driven {
 	h := &driven{t: t, t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	h.now = h.t0
-	e, err := New(Config{Prober: noProber{t}, Rand: func() float64 { return 0 }, Now: func() time.Time { return h.now }})
+	e, err := New(Config{Prober: h, Rand: func() float64 { return 0 }, Now: func() time.Time { return h.now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.e, h.d, h.sub = e, e.Driver(), e.Subscribe(1024)
+	h.e, h.d, h.sub = e, e.Drive(t.Context()), e.Subscribe(1024)
 	return h
 }
 
-// step starts the next due probe and completes it with the peer's answer:
+func (h *driven) Start(_ context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+	h.started = append(h.started, handProbe{tag, t, h.now, done})
+}
+
+// startAt sets the clock to at, starts the due probes and returns them.
+func (h *driven) startAt(at time.Time) []handProbe {
+	h.now = at
+	h.started = h.started[:0]
+	h.d.StartDue()
+	return slices.Clone(h.started)
+}
+
+// step starts the next due probe and ends it with the peer's answer:
 // silent peers time out after T, others answer in 10 ms.
-func (h *driven) step(silent func(at time.Duration) bool) Job {
+func (h *driven) step(silent func(at time.Duration) bool) handProbe {
 	h.t.Helper()
 	due, ok := h.d.Next()
 	if !ok {
 		h.t.Fatal("nothing due")
 	}
-	h.now = due
-	jobs := h.d.Start(due, 10, nil)
-	if len(jobs) != 1 {
-		h.t.Fatalf("started %d probes at %v, want 1", len(jobs), due.Sub(h.t0))
+	probes := h.startAt(due)
+	if len(probes) != 1 {
+		h.t.Fatalf("started %d probes at %v, want 1", len(probes), due.Sub(h.t0))
 	}
+	p := probes[0]
 	res := qualify.Result{Sent: due, Code: 200, RTT: 10 * time.Millisecond}
 	end := due.Add(res.RTT)
 	if silent(due.Sub(h.t0)) {
 		res = qualify.Result{Sent: due, Reason: qualify.ReasonTimeout}
-		end = due.Add(jobs[0].Target.Timeout)
+		end = due.Add(p.target.Timeout)
 	}
 	h.now = end
-	h.d.Complete(jobs[0].ID, end, res)
-	return jobs[0]
+	p.done(p.tag, res)
+	return p
 }
 
 func TestDriverReferenceTimeline(t *testing.T) {
-	// The contract's reference timeline, stepped by hand: answers at 0, 30
-	// and 60 s, silent from 89 s; Unreachable at 103 s, then probed every
-	// 2 s after each timeout.
+	// The contract's reference timeline (qualify-semantics §9), stepped by
+	// hand: answers at 0, 30 and 60 s, silent from 89 s; Unreachable at
+	// 103 s, then probed every 2 s after each timeout.
 	h := newDriven(t)
 	if err := h.e.Apply([]AoR{{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())}}); err != nil {
 		t.Fatal(err)
@@ -73,7 +88,7 @@ func TestDriverReferenceTimeline(t *testing.T) {
 	silent := func(at time.Duration) bool { return at >= 89*time.Second }
 	var sent []time.Duration
 	for range 8 {
-		sent = append(sent, h.step(silent).Due.Sub(h.t0))
+		sent = append(sent, h.step(silent).start.Sub(h.t0))
 	}
 	if want := durations(0, 30, 60, 90, 95, 100, 105, 110); !slices.Equal(sent, want) {
 		t.Fatalf("probes at %v, want %v", sent, want)
@@ -95,26 +110,89 @@ func TestDriverReferenceTimeline(t *testing.T) {
 
 func TestDriverRemovedWhileRunning(t *testing.T) {
 	// A contact removed by a reload while its driven probe runs is
-	// released when the probe completes; its result is not applied.
+	// released when the probe ends; its result is not applied.
 	h := newDriven(t)
 	aor := AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())}
 	if err := h.e.Apply([]AoR{aor}); err != nil {
 		t.Fatal(err)
 	}
-	jobs := h.d.Start(h.t0, 10, nil)
+	probes := h.startAt(h.t0)
 	if err := h.e.Apply(nil); err != nil {
 		t.Fatal(err)
 	}
-	if next := h.d.Complete(jobs[0].ID, h.t0, qualify.Result{Sent: h.t0, Code: 200}); !next.IsZero() {
-		t.Fatalf("removed contact due again at %v", next)
+	probes[0].done(probes[0].tag, qualify.Result{Sent: h.t0, Code: 200})
+	if _, ok := h.d.Next(); ok {
+		t.Fatal("a removed contact is due again")
 	}
 	if err := h.e.Apply([]AoR{aor}); err != nil {
 		t.Fatal(err)
 	}
-	if jobs := h.d.Start(h.t0, 10, nil); len(jobs) != 1 || jobs[0].ID != 0 {
-		t.Fatalf("after release: started %+v, want the freed slot 0 reused", jobs)
+	if probes := h.startAt(h.t0); len(probes) != 1 || probes[0].tag != 0 {
+		t.Fatalf("after release: started %+v, want the freed slot 0 reused", probes)
 	}
 	if c := h.e.Counters(); c.Probes[qualify.ReasonNone] != 0 {
 		t.Fatalf("the removed contact's result was applied: %+v", c)
+	}
+}
+
+func TestDriverResultAfterCancel(t *testing.T) {
+	// Once Drive's context is cancelled, a probe's result is not applied
+	// and the contact is not due again.
+	h := &driven{t: t, t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h.now = h.t0
+	e, err := New(Config{Prober: h, Rand: func() float64 { return 0 }, Now: func() time.Time { return h.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	h.e, h.d = e, e.Drive(ctx)
+	if err := e.Apply([]AoR{{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())}}); err != nil {
+		t.Fatal(err)
+	}
+	p := h.startAt(h.t0)[0]
+	cancel()
+	p.done(p.tag, qualify.Result{Sent: h.t0, Code: 200})
+	if c := e.Counters(); c.Probes[qualify.ReasonNone] != 0 || c.InFlight != 0 {
+		t.Fatalf("counters %+v, want nothing applied and nothing in flight", c)
+	}
+	if _, ok := h.d.Next(); ok {
+		t.Fatal("due again after the cancellation")
+	}
+}
+
+// instant answers every probe with 200 OK before its Start returns.
+type instant struct{}
+
+func (instant) Start(_ context.Context, _ qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+	done(tag, qualify.Result{Code: 200, RTT: time.Millisecond})
+}
+
+// BenchmarkProbe is one probe of a driven engine of 1,000 contacts, from
+// the scheduler's job to the applied result and the next due time, with
+// a prober that costs nothing: the engine's own cost per probe, which
+// allocates nothing.
+func BenchmarkProbe(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e, err := New(Config{Prober: instant{}, Now: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := referencePolicy()
+	aors := make([]AoR, 1000)
+	for i := range aors {
+		u := "sip:c" + strconv.Itoa(i) + "@192.0.2.1"
+		aors[i] = AoR{Name: u[4:], Contacts: []string{u}, Policy: &p}
+	}
+	if err := e.Apply(aors); err != nil {
+		b.Fatal(err)
+	}
+	d := e.Drive(b.Context())
+	b.ReportAllocs()
+	for b.Loop() {
+		now, _ = d.Next()
+		d.StartDue()
+	}
+	if c := e.Counters(); c.Probes[qualify.ReasonNone] < uint64(b.N) {
+		b.Fatalf("%d probes applied in %d steps", c.Probes[qualify.ReasonNone], b.N)
 	}
 }

@@ -12,25 +12,16 @@ import (
 	"github.com/qualifyd/qualifyd/internal/schedule"
 )
 
-// Prober sends one probe and returns what it measured. It must honour
-// t.Timeout from the first send, return promptly when ctx is cancelled, and
-// be safe for concurrent use.
+// Prober sends the probes: the engine starts each one and the prober
+// reports its result. It must be safe for concurrent use.
 type Prober interface {
-	Probe(ctx context.Context, t qualify.Target) qualify.Result
-}
-
-// AsyncProber is a Prober that can also start a probe without blocking.
-// When the configured Prober implements it, the engine keeps no goroutine
-// per probe in flight: the scheduler's loop starts each probe and the
-// prober's own goroutines report the results (issue 7).
-type AsyncProber interface {
-	Prober
-	// Start starts one probe of t, as Probe would send it, and
-	// returns at once. It calls done exactly once with tag and the
-	// result, from any goroutine, possibly before returning; done does
-	// not block. When ctx is cancelled, done must come promptly. An
-	// engine passes the same done to every probe and tells them apart by
-	// tag, so a probe in flight costs no closure.
+	// Start starts one probe of t and returns at once, without blocking.
+	// The probe must honour t.Timeout from its first send. Start calls
+	// done exactly once with tag and the result, from any goroutine,
+	// possibly before it returns; done does not block. When ctx is
+	// cancelled, done must come promptly. An engine passes the same done
+	// to every probe and tells them apart by tag, so a probe in flight
+	// costs no closure.
 	Start(ctx context.Context, t qualify.Target, tag uint64, done func(tag uint64, r qualify.Result))
 }
 
@@ -43,10 +34,8 @@ type AoR = qualify.AoR
 type Config struct {
 	// Prober sends the probes.
 	Prober Prober
-	// MaxInFlight bounds the probes in flight that hold a job of the
-	// scheduler (a Prober's, and an AsyncProber's but for datagram
-	// probes, which cost nothing in flight and are not bounded); zero
-	// means the scheduler's default.
+	// MaxInFlight bounds the probes in flight; due probes wait beyond it.
+	// Zero means the scheduler's default.
 	MaxInFlight int
 	// MaxInitialQualifyTime bounds the random delay of each contact's first
 	// probe (max_initial_qualify_time); zero means F.
@@ -68,26 +57,21 @@ type Config struct {
 	// concurrent use.
 	Observe func(aor string, r qualify.Result, ok bool, reason qualify.Reason)
 	// Now returns the current time; nil means time.Now. A simulator that
-	// drives the engine in virtual time (see Driver) sets it.
+	// drives the engine in virtual time (see Drive) sets it.
 	Now func() time.Time
 }
 
 // Engine qualifies contacts. Create it with New, load AoRs with Apply, and
-// call Run.
+// call Run (or, in virtual time, Drive).
 type Engine struct {
 	cfg   Config
 	sched *schedule.Scheduler
-	async AsyncProber // cfg.Prober, when it can probe without blocking
-	// dgram is cfg.Prober, when it lets the engine time its UDP probes;
-	// salt is drawn per engine for their keys (see datagramKey).
-	dgram DatagramProber
-	salt  uint64
 	// epoch and epochUnix anchor the slots' times to the monotonic
-	// clock (see unix).
+	// clock (see mono).
 	epoch     time.Time
 	epochUnix int64
-	// probeDone is asyncDone, bound once; runCtx is Run's context, set
-	// before the first probe starts.
+	// probeDone is probeResult, bound once; runCtx is Run's (or Drive's)
+	// context, set before the first probe starts.
 	probeDone func(uint64, qualify.Result)
 	runCtx    context.Context
 
@@ -110,13 +94,9 @@ type Engine struct {
 	waiters map[uint32][]chan<- ContactResult
 	subs    []*Subscription
 	seq     uint64  // last event sequence number
-	stopped bool    // Run returned: answers to datagram probes are late
 	sum     Summary // kept up to date by Apply, record and shiftRoutable; AoRs unused
 
-	probes [5]atomic.Uint64 // applied probes by verdict reason
-	// datagrams counts the datagram probes in flight, which hold no job
-	// of the scheduler between their events; written with mu held.
-	datagrams atomic.Int64
+	probes [qualify.NumReasons]atomic.Uint64 // applied probes by verdict reason
 }
 
 // DefaultCoalesce is Config.Coalesce's default: at 16,667 probes/s, about
@@ -124,7 +104,7 @@ type Engine struct {
 // it. A wake-up of the process costs tens of microseconds on a virtual
 // machine (the kernel's context switches and the Go runtime's idle
 // threads); at 10,000 probes/s going from 5 to 20 ms cut the CPU per probe
-// by about a sixth (issue 7). 20 ms is noise against a qualify_frequency of
+// by about a sixth. 20 ms is noise against a qualify_frequency of
 // seconds, and the RTT is measured from the actual send.
 const DefaultCoalesce = 20 * time.Millisecond
 
@@ -153,36 +133,26 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Coalesce = DefaultCoalesce
 	}
 	sc := schedule.Config{MaxInFlight: cfg.MaxInFlight, Released: e.released, Now: cfg.Now, Coalesce: max(cfg.Coalesce, 0)}
-	if ap, ok := cfg.Prober.(AsyncProber); ok {
-		e.async, e.probeDone = ap, e.asyncDone
-		e.sched = schedule.NewAsync(sc, e.startProbe)
-		if dp, ok := ap.(DatagramProber); ok {
-			e.dgram, e.salt = dp, rand.Uint64()
-			dp.AnswerDatagrams(e.answer)
-		}
-	} else {
-		e.sched = schedule.New(sc, e.runProbe)
-	}
+	e.sched = schedule.New(sc, e.startProbe)
+	e.probeDone = e.probeResult
 	return e, nil
 }
 
 // Run qualifies until ctx is cancelled, then waits for the probes in flight
 // (which see the cancellation) to return. Results that arrive after the
-// cancellation are not applied: datagram probes in flight end with the
-// waiters of a manual qualify answered with ctx's error.
+// cancellation are not applied, and the waiters of a manual qualify still
+// waiting when Run returns get ctx's error.
 func (e *Engine) Run(ctx context.Context) {
 	e.runCtx = ctx
-	stop := context.AfterFunc(ctx, e.stop)
-	defer stop()
 	e.sched.Run(ctx)
-	e.stopDatagrams(ctx.Err())
+	e.dismissAll(ctx.Err())
 }
 
 // Counters are totals since the engine started.
 type Counters struct {
 	// Probes counts applied probes by verdict: index ReasonNone are
 	// successes, the others failures by reason.
-	Probes [5]uint64
+	Probes [qualify.NumReasons]uint64
 	// InFlight is the number of probes running now; Waiting the number of
 	// contacts waiting for their next probe.
 	InFlight, Waiting int
@@ -195,9 +165,6 @@ func (e *Engine) Counters() Counters {
 		c.Probes[i] = e.probes[i].Load()
 	}
 	st := e.sched.Stats()
-	// A datagram probe in flight keeps its entry in the schedule, for its
-	// next event: it is not waiting for its next probe.
-	dg := int(e.datagrams.Load())
-	c.InFlight, c.Waiting = st.InFlight+dg, max(st.Waiting-dg, 0)
+	c.InFlight, c.Waiting = st.InFlight, st.Waiting
 	return c
 }

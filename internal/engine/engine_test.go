@@ -55,6 +55,8 @@ func checkEdges(t *testing.T, h *harness, want []edge) {
 	}
 }
 
+// TestReferenceTimelineGoesDown: the reference timeline, going down
+// (qualify-semantics §9).
 func TestReferenceTimelineGoesDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(89*time.Second))
@@ -79,6 +81,8 @@ func TestReferenceTimelineGoesDown(t *testing.T) {
 	})
 }
 
+// TestReferenceTimelineRetryAnswered: the reference timeline with the first
+// retry answered (qualify-semantics §9).
 func TestReferenceTimelineRetryAnswered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(_ string, at time.Duration) reply {
@@ -127,6 +131,8 @@ func TestAsteriskDefaultsFlap(t *testing.T) {
 	})
 }
 
+// TestRecoveryThresholdAndDownInterval: M successes to recover, D between
+// probes while down (qualify-semantics §5, §7).
 func TestRecoveryThresholdAndDownInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Dead from 0 to 20 s, then answering.
@@ -157,6 +163,8 @@ func TestRecoveryThresholdAndDownInterval(t *testing.T) {
 	})
 }
 
+// TestLatencyOnlyStaysRoutable: qualify_latency_only keeps the contact
+// routable (qualify-semantics §6).
 func TestLatencyOnlyStaysRoutable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(10*time.Second))
@@ -177,6 +185,8 @@ func TestLatencyOnlyStaysRoutable(t *testing.T) {
 	})
 }
 
+// TestOnly2xx: qualify_2xx_only makes a non-2xx answer a failure (qualify-
+// semantics §4).
 func TestOnly2xx(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(uri string, _ time.Duration) reply {
@@ -199,6 +209,8 @@ func TestOnly2xx(t *testing.T) {
 	})
 }
 
+// TestManualQualify: a manual qualify probes at once and the schedule
+// continues from it (qualify-semantics §8).
 func TestManualQualify(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(time.Hour))
@@ -229,6 +241,8 @@ func TestManualQualify(t *testing.T) {
 	})
 }
 
+// TestManualQualifyJoinsProbeInFlight: a manual qualify of a contact whose
+// probe is in flight reports that probe (qualify-semantics §8).
 func TestManualQualifyJoinsProbeInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })
@@ -247,6 +261,8 @@ func TestManualQualifyJoinsProbeInFlight(t *testing.T) {
 	})
 }
 
+// TestFirstProbeDelay: the first probe is delayed at random within
+// max_initial_qualify_time (qualify-semantics §7).
 func TestFirstProbeDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := Config{MaxInitialQualifyTime: 10 * time.Second, Rand: func() float64 { return 0.5 }}

@@ -129,6 +129,6 @@ func (e *Engine) contactEvent(k EventKind, id uint32, from qualify.Status, now t
 		LatencyOnly: p.LatencyOnly,
 		Failures:    int(c.state.Failures), Successes: int(c.state.Successes),
 		FailureThreshold: p.FailureThreshold(), SuccessThreshold: p.SuccessThreshold(),
-		Next: fromUnixNano(c.next),
+		Next: c.due().wall(),
 	}
 }

@@ -14,8 +14,9 @@ import (
 // reply is what the fake peer does with one probe.
 type reply = enginetest.Reply
 
-// fakeProber answers probes by a script of (uri, offset since t0) and records
-// when each probe was sent.
+// fakeProber answers probes by a script of (uri, offset since t0), each
+// from a goroutine of its own at the script's time, as a real prober's
+// receive or timer goroutine would, and records when each probe was sent.
 type fakeProber struct {
 	t0     time.Time
 	script func(uri string, at time.Duration) reply
@@ -29,13 +30,13 @@ type sentProbe struct {
 	at  time.Duration
 }
 
-func (f *fakeProber) Probe(ctx context.Context, t qualify.Target) qualify.Result {
-	now := time.Now()
-	r := f.script(t.URI, now.Sub(f.t0))
+func (f *fakeProber) Start(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+	at := time.Since(f.t0)
+	r := f.script(t.URI, at)
 	f.mu.Lock()
-	f.sent = append(f.sent, sentProbe{t.URI, now.Sub(f.t0)})
+	f.sent = append(f.sent, sentProbe{t.URI, at})
 	f.mu.Unlock()
-	return enginetest.Answer(ctx, t, r)
+	enginetest.Start(ctx, t, r, tag, done)
 }
 
 // sentTo returns the send offsets of the probes to uri.
@@ -58,11 +59,9 @@ type harness struct {
 	t0     time.Time
 	e      *Engine
 	prober *fakeProber
-	// datagrams is the prober when the tests run with datagramProbes.
-	datagrams *datagramFake
-	sub       *Subscription
-	cancel    context.CancelFunc
-	done      chan struct{}
+	sub    *Subscription
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	mu     sync.Mutex
 	events []Event
@@ -75,13 +74,6 @@ func newHarness(t *testing.T, cfg Config, script func(uri string, at time.Durati
 	h := &harness{t: t, t0: time.Now(), done: make(chan struct{})}
 	h.prober = &fakeProber{t0: h.t0, script: script}
 	cfg.Prober = h.prober
-	switch {
-	case datagramProbes:
-		h.datagrams = newDatagramFake(h.prober)
-		cfg.Prober = h.datagrams
-	case asyncProbes:
-		cfg.Prober = asyncFake{h.prober}
-	}
 	if cfg.Rand == nil {
 		cfg.Rand = func() float64 { return 0 }
 	}

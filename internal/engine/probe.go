@@ -7,61 +7,45 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// runProbe is the scheduler's job for slot id: probe the contact, apply the
-// result, and return when its next probe is due.
-func (e *Engine) runProbe(ctx context.Context, id uint32, due time.Time) time.Time {
-	target, ok := e.begin(id, e.started(due))
-	if !ok {
-		return time.Time{}
-	}
-	return e.complete(ctx, id, e.cfg.Prober.Probe(ctx, target))
-}
-
-// startProbe is the scheduler's job for slot id with an AsyncProber: it
-// starts the probe and returns; probeDone finishes the job. The probe's
-// tag is its slot, so no closure is allocated per probe.
+// startProbe is the scheduler's job for slot id, due at due: it starts
+// the probe and returns; probeResult finishes the job. The probe's tag is
+// its slot, so no closure is allocated per probe.
 func (e *Engine) startProbe(ctx context.Context, id uint32, due time.Time) {
-	if e.dgram != nil {
-		e.datagramJob(ctx, id, due)
-		return
-	}
 	target, ok := e.begin(id, e.started(due))
 	if !ok {
 		e.sched.Finish(id, time.Time{})
 		return
 	}
-	e.async.Start(ctx, target, uint64(id), e.probeDone)
+	e.cfg.Prober.Start(ctx, target, uint64(id), e.probeDone)
 }
 
-// asyncDone is probeDone's method: it applies the result of the
-// asynchronous probe of slot tag and finishes its job.
-func (e *Engine) asyncDone(tag uint64, res qualify.Result) {
+// probeResult is probeDone's method: it applies the result of slot tag's
+// probe, unless Run's context was cancelled meanwhile, and finishes its
+// job at the contact's next probe.
+func (e *Engine) probeResult(tag uint64, res qualify.Result) {
 	id := uint32(tag)
-	e.sched.Finish(id, e.complete(e.runCtx, id, res))
+	end := e.cfg.Now()
+	var next time.Time
+	if err := e.runCtx.Err(); err != nil {
+		e.abandon(id, err)
+	} else {
+		next = e.finish(id, end, res)
+	}
+	e.sched.Finish(id, next)
 }
 
 // started returns the start time of a probe that was due at due, and
 // reports its lateness.
 func (e *Engine) started(due time.Time) time.Time {
 	start := e.cfg.Now()
-	e.late(start, due)
+	if e.cfg.Lateness != nil {
+		e.cfg.Lateness(start.Sub(due))
+	}
 	return start
 }
 
-// complete applies the result of slot id's probe, unless ctx was
-// cancelled meanwhile, and returns when the next probe is due.
-func (e *Engine) complete(ctx context.Context, id uint32, res qualify.Result) time.Time {
-	end := e.cfg.Now()
-	if err := ctx.Err(); err != nil {
-		e.abandon(id, err)
-		return time.Time{}
-	}
-	return e.finish(id, end, res)
-}
-
 // begin marks slot id's probe, started at start, in flight and returns
-// its target; false if the contact was removed meanwhile. While the probe
-// runs, the slot's next holds its start.
+// its target; false if the contact was removed meanwhile.
 func (e *Engine) begin(id uint32, start time.Time) (qualify.Target, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -69,9 +53,13 @@ func (e *Engine) begin(id uint32, start time.Time) (qualify.Target, bool) {
 	if c.zombie {
 		return qualify.Target{}, false
 	}
-	c.running = true
-	c.next = e.unix(start)
+	c.begin(e.stamp(start))
 	return e.target(c), true
+}
+
+// target is what a probe of c needs. Called with mu held.
+func (e *Engine) target(c *contact) qualify.Target {
+	return qualify.Target{AoR: c.name, URI: c.uri, Timeout: c.policy.ProbeTimeout(), Options: c.opts}
 }
 
 // released frees a slot whose contact was removed while its probe was
@@ -84,11 +72,12 @@ func (e *Engine) released(id uint32) {
 	}
 }
 
-// abandon drops the result of a probe cut short by shutdown.
+// abandon drops the result of a probe cut short by shutdown: its waiters
+// get err, and the contact is not probed again.
 func (e *Engine) abandon(id uint32, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.slots[id].running = false
+	e.slots[id].wait(0)
 	e.dismiss(id, err)
 }
 
@@ -96,26 +85,24 @@ func (e *Engine) abandon(id uint32, err error) {
 // the waiters of a manual qualify. It returns the next due time.
 func (e *Engine) finish(id uint32, end time.Time, res qualify.Result) time.Time {
 	e.mu.Lock()
-	c := &e.slots[id]
-	c.running = false
-	if c.zombie {
+	if e.slots[id].zombie {
 		e.mu.Unlock()
 		return time.Time{}
 	}
-	next, name, step := e.apply(id, end, res)
+	next, name, step := e.applyResult(id, end, res)
 	e.mu.Unlock()
 	e.observe(name, res, step)
 	return next
 }
 
-// apply applies res, ended at end, to slot id: it records the step,
-// publishes the edges and answers the waiters of a manual qualify. It
-// returns the next due time, and the AoR name and step for observe.
-// Called with mu held.
-func (e *Engine) apply(id uint32, end time.Time, res qualify.Result) (time.Time, string, qualify.Step) {
+// applyResult applies res, the result of slot id's probe in flight, ended
+// at end: it records the step, publishes the edges and answers the
+// waiters of a manual qualify. It returns the next due time, and the AoR
+// name and step for observe. Called with mu held.
+func (e *Engine) applyResult(id uint32, end time.Time, res qualify.Result) (time.Time, string, qualify.Step) {
 	c := &e.slots[id]
 	if res.Sent.IsZero() { // nothing was sent: the probe's start stands for it
-		res.Sent = e.at(c.next)
+		res.Sent = e.timeOf(c.started())
 	}
 	step := c.policy.Observe(c.state, end, res)
 	e.record(id, step, end, res)
@@ -140,7 +127,7 @@ func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify
 	e.sum.ByStatus[c.state.Status]--
 	e.sum.ByStatus[step.State.Status]++
 	c.state = step.State
-	c.next = e.unix(step.Next)
+	c.wait(e.stamp(step.Next))
 	c.last = lastResult{at: end.UnixNano(), rtt: c.last.rtt, code: int16(res.Code), reason: step.Reason, ok: step.OK, detail: res.Detail}
 	if step.OK {
 		c.last.rtt = res.RTT

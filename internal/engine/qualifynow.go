@@ -48,7 +48,7 @@ func (e *Engine) Qualify(ctx context.Context, aor string) ([]ContactResult, erro
 		uris[i] = e.slots[id].uri
 		e.waiters[id] = append(e.waiters[id], ch)
 		if !e.slots[id].running {
-			e.slots[id].next = e.unix(now)
+			e.slots[id].wait(e.stamp(now))
 			e.sched.Set(id, now)
 		}
 	}
@@ -86,6 +86,16 @@ func (e *Engine) notify(id uint32, step qualify.Step, res qualify.Result) {
 	r := ContactResult{AoR: c.aor.name, URI: c.uri, Result: res, OK: step.OK, Reason: step.Reason, Status: c.state.Status}
 	for _, w := range ws {
 		w <- r
+	}
+}
+
+// dismissAll answers every waiter with err, when Run returns. Called
+// without mu.
+func (e *Engine) dismissAll(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id := range e.waiters {
+		e.dismiss(id, err)
 	}
 }
 

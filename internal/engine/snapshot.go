@@ -32,7 +32,8 @@ type ContactSnapshot struct {
 	// RTT is the round-trip time of the latest successful probe.
 	RTT  time.Duration
 	Last LastResult
-	// NextProbe is when the next probe is due; zero if none (qualify off).
+	// NextProbe is when the next probe is due; zero if none (qualify
+	// off). While InFlight, it is when the probe in flight started.
 	NextProbe time.Time
 	// InFlight reports a probe running now.
 	InFlight bool
@@ -191,6 +192,10 @@ func (e *Engine) aorSnapshotTo(s *AoRSnapshot, a *aorState) {
 func (e *Engine) snapshot(id uint32) ContactSnapshot {
 	c := &e.slots[id]
 	p := c.aor.policy
+	next := c.due()
+	if c.running {
+		next = c.started()
+	}
 	return ContactSnapshot{
 		AoR: c.aor.name, URI: c.uri,
 		Status: c.state.Status, Routable: p.Routable(c.state.Status), Phase: c.state.Phase(),
@@ -199,7 +204,7 @@ func (e *Engine) snapshot(id uint32) ContactSnapshot {
 		RTT: c.last.rtt,
 		Last: LastResult{At: fromUnixNano(c.last.at), OK: c.last.ok, Reason: c.last.reason,
 			Code: int(c.last.code), Detail: c.last.detail},
-		NextProbe:   fromUnixNano(c.next),
+		NextProbe:   next.wall(),
 		InFlight:    c.running,
 		LatencyOnly: p.LatencyOnly,
 	}

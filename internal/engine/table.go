@@ -19,15 +19,13 @@ type aorState struct {
 
 func (a *aorState) available() bool { return a.routable > 0 }
 
-// contact is one slot of the table. Times are Unix nanoseconds (0: none) to
-// keep the slot small; a million contacts live in one slice. next, which
-// the schedule and the datagram probes compare with due times, follows
-// the monotonic clock from the engine's start (see Engine.unix).
+// contact is one slot of the table: 120 bytes (TestSlotSize), a million
+// of them in one slice. Its times are mono values, 0 for none.
 //
 // The slot copies what a probe needs of its AoR (name, interned policy and
 // options) so that probing does not touch the AoR: past 100,000 contacts
-// every slot and AoR is a cache and TLB miss, about 1 us each (issue 7).
-// The copies change only with the AoR's options, which renew the slot.
+// every slot and AoR is a cache and TLB miss, about 1 us each. The copies
+// change only with the AoR's options, which renew the slot.
 type contact struct {
 	aor     *aorState // nil: the slot is free
 	uri     string
@@ -37,14 +35,36 @@ type contact struct {
 	state   qualify.State
 	zombie  bool // removed while its probe runs; freed when the probe returns
 	running bool // a probe is in flight
-	// datagram: the probe in flight is timed by the engine (see
-	// DatagramProber); proceeding: it had a provisional answer. They fit
-	// the slot's padding.
-	datagram, proceeding bool
 
 	last lastResult
-	next int64 // when the next probe is due
+	// when is the slot's one time, which running says the meaning of:
+	// idle, when the next probe is due; running, when the probe in flight
+	// started. Read it with due and started, set it with wait and begin.
+	when mono
 }
+
+// due returns when c's next probe is due: 0 when none is, or while a
+// probe is in flight.
+func (c *contact) due() mono {
+	if c.running {
+		return 0
+	}
+	return c.when
+}
+
+// started returns when c's probe in flight started; 0 when none is.
+func (c *contact) started() mono {
+	if !c.running {
+		return 0
+	}
+	return c.when
+}
+
+// begin marks c's probe, started at start, in flight.
+func (c *contact) begin(start mono) { c.running, c.when = true, start }
+
+// wait marks c idle, its next probe due at due (0: none).
+func (c *contact) wait(due mono) { c.running, c.when = false, due }
 
 // lastResult is the latest applied probe result of a contact.
 type lastResult struct {
@@ -78,7 +98,6 @@ func (c *contact) join(a *aorState) {
 
 // release frees slot id. Called with mu held.
 func (e *Engine) release(id uint32) {
-	e.endDatagram(&e.slots[id])
 	e.slots[id] = contact{}
 	e.free = append(e.free, id)
 }
@@ -89,24 +108,33 @@ func (e *Engine) routable(id uint32) bool {
 	return c.policy.Routable(c.state.Status)
 }
 
-// unix returns t as the slots keep it: Unix nanoseconds as of the
-// engine's epoch plus the monotonic time since, so that a wall-clock step
-// does not move probes (the scheduler runs on the monotonic clock).
-func (e *Engine) unix(t time.Time) int64 {
+// mono is a time as the slots keep it, in 8 bytes: the Unix nanoseconds
+// of the engine's epoch plus the monotonic time since, so that a
+// wall-clock step does not move probes (the scheduler runs on the
+// monotonic clock). 0 is none.
+type mono int64
+
+// stamp returns t as a mono value.
+func (e *Engine) stamp(t time.Time) mono {
 	if t.IsZero() {
 		return 0
 	}
-	return e.epochUnix + int64(t.Sub(e.epoch))
+	return mono(e.epochUnix + int64(t.Sub(e.epoch)))
 }
 
-// at is the inverse of unix, with a monotonic reading.
-func (e *Engine) at(n int64) time.Time {
-	if n == 0 {
+// timeOf is the inverse of stamp, with a monotonic reading: a time to
+// compare with Config.Now's.
+func (e *Engine) timeOf(m mono) time.Time {
+	if m == 0 {
 		return time.Time{}
 	}
-	return e.epoch.Add(time.Duration(n - e.epochUnix))
+	return e.epoch.Add(time.Duration(int64(m) - e.epochUnix))
 }
 
+// wall returns m as a wall-clock time in UTC, for snapshots and events.
+func (m mono) wall() time.Time { return fromUnixNano(int64(m)) }
+
+// fromUnixNano returns the UTC time of n Unix nanoseconds; zero for 0.
 func fromUnixNano(n int64) time.Time {
 	if n == 0 {
 		return time.Time{}

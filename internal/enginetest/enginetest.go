@@ -20,12 +20,18 @@ type Reply struct {
 	Code   int           // final status code; 0 means 200
 }
 
-// Answer plays r for the probe of t sent now, as a blocking prober would:
-// it waits r.After (t.Timeout when silent) or until ctx is done, and
-// returns the Result. A silent peer's timeout carries the detail
-// "no response"; a cancelled probe is a timeout without detail.
-func Answer(ctx context.Context, t qualify.Target, r Reply) qualify.Result {
+// Start plays r for the probe of t sent now, as an engine's prober does
+// (engine.Prober's Start): it returns at once, and a goroutine of its own
+// calls done with tag and the Result r.After later (t.Timeout when
+// silent), or as soon as ctx is done. A silent peer's timeout carries the
+// detail "no response"; a cancelled probe is a timeout without detail.
+func Start(ctx context.Context, t qualify.Target, r Reply, tag uint64, done func(uint64, qualify.Result)) {
 	sent := time.Now()
+	go func() { done(tag, answer(ctx, t, r, sent)) }()
+}
+
+// answer waits for the outcome of r for the probe of t sent at sent.
+func answer(ctx context.Context, t qualify.Target, r Reply, sent time.Time) qualify.Result {
 	wait := r.After
 	if r.Silent {
 		wait = t.Timeout

@@ -59,6 +59,10 @@ const (
 	ReasonDNS
 )
 
+// NumReasons is the number of reasons, ReasonNone included: the length of
+// an array indexed by Reason.
+const NumReasons = int(ReasonDNS) + 1
+
 var reasonLabels = [...]string{"none", "timeout", "transport", "status", "dns"}
 
 // String returns the reason's lower-case name, as used in logs, JSON and

@@ -10,14 +10,14 @@ import (
 )
 
 // TestAsyncJobsEndWithFinish starts jobs from the loop without a goroutine
-// each; a job ends when its owner calls Finish, one second later here, and
+// each, as the engine does; a job ends when its owner calls Finish, one second later here, and
 // the item is due again at the time Finish gives.
 func TestAsyncJobsEndWithFinish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		var s *Scheduler
 		rec := &recorder{t0: t0}
-		s = NewAsync(Config{}, func(_ context.Context, id ID, due time.Time) {
+		s = New(Config{}, func(_ context.Context, id ID, due time.Time) {
 			rec.add(id, due)
 			time.AfterFunc(time.Second, func() { s.Finish(id, due.Add(10*time.Second)) })
 		})
@@ -49,7 +49,7 @@ func TestAsyncRunWaitsForFinish(t *testing.T) {
 		var mu sync.Mutex
 		var released []ID
 		started := make(chan ID, 1)
-		s := NewAsync(Config{Released: func(id ID) { mu.Lock(); released = append(released, id); mu.Unlock() }},
+		s := New(Config{Released: func(id ID) { mu.Lock(); released = append(released, id); mu.Unlock() }},
 			func(_ context.Context, id ID, _ time.Time) { started <- id })
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})

@@ -16,16 +16,12 @@ const DefaultMaxInFlight = 1 << 17
 // the lock, so Set and Remove never wait long.
 const dispatchBatch = 1024
 
-// RunFunc runs the job of item id, which was due at due, and returns when
-// the item is due next (zero: not again until someone calls Set). It runs in
-// its own goroutine and should return promptly once ctx is cancelled.
-type RunFunc func(ctx context.Context, id ID, due time.Time) (next time.Time)
-
 // StartFunc starts the job of item id, which was due at due, without
-// waiting for it: Run's loop calls it, so it must not block. The job ends
-// when its owner calls Finish, possibly before StartFunc returns. No
-// goroutine waits for a job in flight (issue 7: at a million contacts, a
-// dead population keeps 50,000 probes in flight).
+// waiting for it: the dispatching goroutine (Run's loop, or the caller of
+// StartDue) calls it, so it must not block. The job ends when its owner
+// calls Finish, possibly before StartFunc returns. No goroutine waits for
+// a job in flight: at a million contacts a dead population keeps 50,000
+// probes in flight.
 type StartFunc func(ctx context.Context, id ID, due time.Time)
 
 // Config tunes a Scheduler. The zero value works.
@@ -34,18 +30,19 @@ type Config struct {
 	// it. Zero means DefaultMaxInFlight.
 	MaxInFlight int
 	// Released, if set, is called with the ID of an item that was removed
-	// while its job ran, once that job has returned: from then on the owner
-	// may reuse the ID. It runs in the job's goroutine, without locks held.
+	// while its job ran, once that job has finished: from then on the owner
+	// may reuse the ID. It runs in the goroutine that calls Finish, without
+	// locks held.
 	Released func(id ID)
 	// Coalesce, when positive, is the shortest sleep of the loop: when
 	// the next item is due sooner, the loop sleeps Coalesce and starts
 	// every item due by then together, each at most Coalesce late. Under
-	// load this turns one wake-up per job into one per Coalesce (issue 7).
-	// Zero starts every item at its due time.
+	// load this turns one wake-up per job into one per Coalesce. Zero
+	// starts every item at its due time.
 	Coalesce time.Duration
 	// Now returns the current time; nil means time.Now. A caller that
-	// drives the scheduler itself (TakeDue, Done) in virtual time sets it
-	// so that the epoch is virtual too.
+	// drives the scheduler itself (StartDue) in virtual time sets it, so
+	// that the epoch and the due items are virtual too.
 	Now func() time.Time
 }
 
@@ -53,15 +50,17 @@ type Config struct {
 // once. Its methods are safe for concurrent use; Run is the single loop and
 // may be called once.
 type Scheduler struct {
-	run      RunFunc
-	start    StartFunc // instead of run, for NewAsync
+	start    StartFunc
 	released func(ID)
 	max      int
 	coalesce int64 // Config.Coalesce in nanoseconds
 	epoch    time.Time
 	now      func() time.Time
-	wake     chan struct{} // capacity 1: the loop has something to look at
-	wg       sync.WaitGroup
+	wake     chan struct{}  // capacity 1: the loop has something to look at
+	wg       sync.WaitGroup // jobs started and not finished
+	// batch holds the items of one dispatch; used only by the one
+	// dispatching goroutine (Run's loop or StartDue's caller).
+	batch []entry
 
 	mu       sync.Mutex // guards the fields below
 	q        queue
@@ -71,8 +70,9 @@ type Scheduler struct {
 	starved  bool  // the loop waits for a running job to finish
 }
 
-// New returns a Scheduler that calls run for each due item once Run runs.
-func New(cfg Config, run RunFunc) *Scheduler {
+// New returns a Scheduler that starts each due item with start once Run
+// runs (or when StartDue is called); each job ends with Finish.
+func New(cfg Config, start StartFunc) *Scheduler {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
@@ -80,7 +80,7 @@ func New(cfg Config, run RunFunc) *Scheduler {
 		cfg.Now = time.Now
 	}
 	return &Scheduler{
-		run:      run,
+		start:    start,
 		released: cfg.Released,
 		max:      cfg.MaxInFlight,
 		coalesce: int64(cfg.Coalesce),
@@ -89,23 +89,8 @@ func New(cfg Config, run RunFunc) *Scheduler {
 		wake:     make(chan struct{}, 1),
 		deferred: map[ID]int64{},
 		armed:    math.MaxInt64,
+		batch:    make([]entry, 0, dispatchBatch),
 	}
-}
-
-// NewAsync returns a Scheduler that starts each due item with start once
-// Run runs; each job ends with Finish.
-func NewAsync(cfg Config, start StartFunc) *Scheduler {
-	s := New(cfg, nil)
-	s.start = start
-	return s
-}
-
-// Finish ends a job started by a StartFunc, as a RunFunc's return does:
-// the item is due again at next (zero: not until Set), at the time of a Set
-// made while it ran, or never if it was removed meanwhile.
-func (s *Scheduler) Finish(id ID, next time.Time) {
-	s.done(id, next)
-	s.wg.Done()
 }
 
 // Set makes id due at due, inserting it or moving it. If id's job is
@@ -192,25 +177,14 @@ func (s *Scheduler) poke() {
 	}
 }
 
-// Run is the scheduler loop. It dispatches due items until ctx is
-// cancelled, then waits for the running jobs to return (or, with
-// NewAsync, to be finished).
+// Run is the scheduler loop. It starts due items until ctx is cancelled,
+// then waits for the started jobs to be finished.
 func (s *Scheduler) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer s.wg.Wait()
-	batch := make([]entry, 0, dispatchBatch)
 	for {
-		var sleep time.Duration
-		batch, sleep = s.take(batch[:0])
-		for _, e := range batch {
-			s.wg.Add(1)
-			if s.start != nil {
-				s.start(ctx, e.id, s.epoch.Add(time.Duration(e.due)))
-				continue
-			}
-			go s.exec(ctx, e)
-		}
+		sleep := s.dispatch(ctx)
 		if sleep == 0 {
 			continue
 		}
@@ -218,6 +192,18 @@ func (s *Scheduler) Run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// dispatch starts up to a batch of the items due now and returns how long
+// to sleep after it (see take). Run's loop and StartDue share it.
+func (s *Scheduler) dispatch(ctx context.Context) time.Duration {
+	var sleep time.Duration
+	s.batch, sleep = s.take(s.batch[:0])
+	for _, e := range s.batch {
+		s.wg.Add(1)
+		s.start(ctx, e.id, s.epoch.Add(time.Duration(e.due)))
+	}
+	return sleep
 }
 
 // take moves due items into batch, marking them running, and returns how
@@ -244,7 +230,7 @@ func (s *Scheduler) take(batch []entry) ([]entry, time.Duration) {
 		return batch, time.Duration(max(s.armed-now, s.coalesce))
 	case s.inFlight >= s.max:
 		s.starved = true
-		s.armed = math.MinInt64 // no Set needs to poke: exec pokes when a slot frees
+		s.armed = math.MinInt64 // no Set needs to poke: Finish pokes when a slot frees
 		return batch, -1
 	}
 	return batch, 0
@@ -267,17 +253,12 @@ func (s *Scheduler) wait(ctx context.Context, timer *time.Timer, d time.Duration
 	return true
 }
 
-// exec runs one job, frees its slot and puts the item back in the heap.
-func (s *Scheduler) exec(ctx context.Context, e entry) {
-	defer s.wg.Done()
-	next := s.run(ctx, e.id, s.epoch.Add(time.Duration(e.due)))
-	s.done(e.id, next)
-}
-
-// done ends the job of id: it frees its slot, puts the item back in the
-// heap at next (see finish), wakes the loop if needed, and releases an
-// item removed meanwhile. Run's jobs and Done share it.
-func (s *Scheduler) done(id ID, next time.Time) {
+// Finish ends a job started by the StartFunc: it frees its job slot, puts
+// the item back in the heap (due at next, zero: not until Set; at the time
+// of a Set made while it ran; never if it was removed meanwhile, see
+// Config.Released), and wakes the loop if that is needed. It may be called
+// from any goroutine, with Run's loop running or not.
+func (s *Scheduler) Finish(id ID, next time.Time) {
 	s.mu.Lock()
 	s.inFlight--
 	poke, removed := s.finish(id, next)
@@ -290,6 +271,7 @@ func (s *Scheduler) done(id ID, next time.Time) {
 	if removed && s.released != nil {
 		s.released(id)
 	}
+	s.wg.Done() // last: Run returns only once the owner has its ID back
 }
 
 // finish requeues id after its job: at the deferred time if Set was called

@@ -33,9 +33,18 @@ func (r *recorder) get() []call {
 	return append([]call(nil), r.calls...)
 }
 
-// start runs a scheduler in the bubble and returns it with a stop function.
-func start(t *testing.T, cfg Config, run RunFunc) (*Scheduler, func()) {
-	s := New(cfg, run)
+// blockingJob is a job that runs in a goroutine of its own and returns
+// when the item is due next (zero: not until Set).
+type blockingJob func(ctx context.Context, id ID, due time.Time) (next time.Time)
+
+// start runs a scheduler in the bubble, each job in a goroutine that ends
+// it with Finish, as a prober's goroutines end a probe, and returns it
+// with a stop function.
+func start(t *testing.T, cfg Config, run blockingJob) (*Scheduler, func()) {
+	var s *Scheduler
+	s = New(cfg, func(ctx context.Context, id ID, due time.Time) {
+		go func() { s.Finish(id, run(ctx, id, due)) }()
+	})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()

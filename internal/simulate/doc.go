@@ -1,5 +1,5 @@
 // Package simulate measures the failure-detection quality of qualify
-// policies (issue 6): it runs the real engine and scheduler, the daemon's
+// policies: it runs the real engine and scheduler, the daemon's
 // code, in virtual time against a simulated peer, and derives the closed
 // forms the simulation is tested against.
 //
@@ -7,9 +7,12 @@
 //
 // Each AoR gets its own engine.Engine with one contact, stepped by an
 // engine.Driver: a discrete-event loop takes the earliest of "a probe is
-// due" and "a probe in flight ends", asks the peer for the outcome when a
-// probe starts, and completes it at its end time through the engine's own
-// bookkeeping (Observe, counters, events, availability). No goroutine,
+// due" and "a probe in flight ends". A due probe starts the one way the
+// daemon's does, through the engine's Prober, which is the simulator: its
+// Start asks the peer for the outcome and queues the probe's end. At the
+// end the loop sets the clock there and calls the engine's done, which
+// applies the result through the engine's own bookkeeping (Observe,
+// counters, events, availability). No goroutine,
 // timer or wall clock is involved, so thousands of simulated days take
 // seconds, and a run depends only on its inputs and Config.Seed. Two
 // experiments run per AoR, in parallel:

@@ -174,7 +174,7 @@ func parallel(n, workers int, f func(int)) {
 // random stream) and fills its half of r.
 func experiment(ctx context.Context, a AoR, cfg Config, stream uint64, r *Result, dead bool) error {
 	rng := rand.New(rand.NewPCG(cfg.Seed, stream))
-	s, err := newSim(a, newPeer(cfg.Loss, cfg.RTT, rng), rng)
+	s, err := newSim(ctx, a, newPeer(cfg.Loss, cfg.RTT, rng), rng)
 	if err != nil {
 		return fmt.Errorf("AoR %q: %w", a.Name, err)
 	}

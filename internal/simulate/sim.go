@@ -2,7 +2,6 @@ package simulate
 
 import (
 	"context"
-	"math"
 	"math/rand/v2"
 	"time"
 
@@ -19,40 +18,36 @@ const contactURI = "sip:peer@192.0.2.1:5060"
 // sim is a real engine qualifying one AoR's contact against a simulated
 // peer, stepped in virtual time by a discrete-event loop: the next event
 // is the earliest of a probe becoming due and a probe in flight ending.
+// The sim is the engine's Prober: Start asks the peer for the probe's
+// outcome and queues its end, where the loop reports it with the clock
+// set there.
 type sim struct {
 	now     time.Time
 	e       *engine.Engine
 	d       *engine.Driver
 	sub     *engine.Subscription
 	peer    *peer
-	jobs    []engine.Job
-	flight  []inFlight // probes in flight, by end time
+	done    func(uint64, qualify.Result) // the engine's, the same for every probe
+	flight  []inFlight                   // probes in flight, by end time
 	w       watch
 	started int // probes started
 }
 
 // inFlight is a started probe whose outcome the peer decided.
 type inFlight struct {
-	id  uint32
+	tag uint64
 	end time.Time
 	res qualify.Result
 }
 
-// noProber satisfies engine.Config; a driven engine never calls it.
-type noProber struct{}
-
-func (noProber) Probe(context.Context, qualify.Target) qualify.Result {
-	panic("simulate: a driven engine called its prober")
-}
-
 // newSim applies one AoR to a fresh engine at the epoch.
-func newSim(a AoR, p *peer, rng *rand.Rand) (*sim, error) {
+func newSim(ctx context.Context, a AoR, p *peer, rng *rand.Rand) (*sim, error) {
 	s := &sim{now: epoch, peer: p}
-	e, err := engine.New(engine.Config{Prober: noProber{}, Rand: rng.Float64, Now: func() time.Time { return s.now }})
+	e, err := engine.New(engine.Config{Prober: s, Rand: rng.Float64, Now: func() time.Time { return s.now }})
 	if err != nil {
 		return nil, err
 	}
-	s.e, s.d, s.sub = e, e.Driver(), e.Subscribe(64)
+	s.e, s.d, s.sub = e, e.Drive(ctx), e.Subscribe(64)
 	s.w.threshold = max(a.Policy.FailureThreshold(), 1)
 	err = e.Apply([]engine.AoR{{Name: a.Name, Contacts: []string{contactURI}, Policy: &a.Policy}})
 	return s, err
@@ -92,13 +87,17 @@ func (s *sim) step(limit time.Time) bool {
 		return false
 	}
 	s.now = due
-	s.jobs = s.d.Start(due, math.MaxInt, s.jobs[:0])
-	for _, j := range s.jobs {
-		res, end := s.peer.probe(due, j.Target.Timeout)
-		s.push(inFlight{id: j.ID, end: end, res: res})
-		s.started++
-	}
+	s.d.StartDue()
 	return true
+}
+
+// Start is the engine's Prober: the peer decides the outcome of the probe
+// of t sent now, and the probe ends when the peer says.
+func (s *sim) Start(_ context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+	res, end := s.peer.probe(s.now, t.Timeout)
+	s.done = done
+	s.push(inFlight{tag: tag, end: end, res: res})
+	s.started++
 }
 
 // push inserts f in end-time order (few probes are ever in flight).
@@ -112,12 +111,13 @@ func (s *sim) push(f inFlight) {
 	s.flight[i] = f
 }
 
-// complete applies the earliest ending probe and reads the edges it made.
+// complete ends the earliest ending probe, at its end, and reads the edges
+// it made.
 func (s *sim) complete() {
 	f := s.flight[0]
 	s.flight = append(s.flight[:0], s.flight[1:]...)
 	s.now = f.end
-	s.d.Complete(f.id, f.end, f.res)
+	s.done(f.tag, f.res)
 	for {
 		select {
 		case ev := <-s.sub.C:

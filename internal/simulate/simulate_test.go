@@ -74,7 +74,7 @@ func TestHealthyRunMatchesClosedForms(t *testing.T) {
 }
 
 func TestAsteriskFalseOutagesPerDay(t *testing.T) {
-	// The rule of thumb, exactly: 86400/F * p(1-p) for N = 1.
+	// The rule of thumb, exactly: 86400/F * p(1-p) for N = 1.
 	x := Predict(asterisk(), 0.01, DefaultRTT)
 	if want := 86400.0 / 60 * 0.01 * 0.99; math.Abs(x.FalseOutagesPerDay-want) > 1e-9*want {
 		t.Fatalf("closed form %v, want 86400/F p(1-p) = %v", x.FalseOutagesPerDay, want)

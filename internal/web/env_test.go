@@ -38,14 +38,14 @@ func (f *fakeProber) set(uri string, r reply) {
 	f.script[uri] = r
 }
 
-func (f *fakeProber) Probe(ctx context.Context, t qualify.Target) qualify.Result {
+func (f *fakeProber) Start(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
 	f.mu.Lock()
 	r, ok := f.script[t.URI]
 	f.mu.Unlock()
 	if !ok {
 		r = reply{After: 12500 * time.Microsecond}
 	}
-	return enginetest.Answer(ctx, t, r)
+	enginetest.Start(ctx, t, r, tag, done)
 }
 
 // env is an engine with a fake prober and a Server with its pump, inside a
