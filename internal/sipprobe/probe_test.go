@@ -35,22 +35,32 @@ func uriOf(r *responder, params string) string {
 	return fmt.Sprintf("sip:pbx@%s%s", r.addr, params)
 }
 
+// TestProbeAnswered: a final response of any class ends the probe with
+// its code and RTT, through Probe and through Start alike.
 func TestProbeAnswered(t *testing.T) {
-	for _, code := range []int{200, 404, 503} {
-		t.Run(fmt.Sprint(code), func(t *testing.T) {
-			r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
-			p := newProber(t, Config{})
-			res := p.Probe(t.Context(), target(uriOf(r, ""), 3*time.Second))
-			if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
-				t.Fatalf("got %+v, want code %d with an RTT", res, code)
-			}
-			if want := "udp " + r.addr.String(); res.Addr() != want {
-				t.Errorf("Addr = %q, want %q", res.Addr(), want)
-			}
-			if s := p.Stats(); s.Probes != 1 || s.Matched != 1 {
-				t.Errorf("stats %+v", s)
-			}
-		})
+	ways := map[string]func(*testing.T, *Prober, qualify.Target) qualify.Result{
+		"Probe": func(t *testing.T, p *Prober, tg qualify.Target) qualify.Result { return p.Probe(t.Context(), tg) },
+		"Start": func(t *testing.T, p *Prober, tg qualify.Target) qualify.Result {
+			return startAndWait(t, t.Context(), p, tg)
+		},
+	}
+	for way, probe := range ways {
+		for _, code := range []int{200, 404, 503} {
+			t.Run(fmt.Sprint(way, code), func(t *testing.T) {
+				r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
+				p := newProber(t, Config{})
+				res := probe(t, p, target(uriOf(r, ""), 3*time.Second))
+				if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
+					t.Fatalf("got %+v, want code %d with an RTT", res, code)
+				}
+				if want := "udp " + r.addr.String(); res.Addr() != want {
+					t.Errorf("Addr = %q, want %q", res.Addr(), want)
+				}
+				if s := p.Stats(); s.Probes != 1 || s.Matched != 1 {
+					t.Errorf("stats %+v", s)
+				}
+			})
+		}
 	}
 }
 

@@ -56,7 +56,7 @@ const maxRoutes = 1 << 16
 
 // routes caches parsed routes by contact URI. The key is the URI alone,
 // which hashes in a fraction of the time of the URI and the options
-// together (issue 7: at a million contacts most lookups miss, and hashing
+// together (at a million contacts most lookups miss, and hashing both
 // was a sixth of the prober's CPU); a route parsed with other options is
 // parsed again.
 type routes struct {
@@ -93,9 +93,9 @@ func (rs *routes) get(uri string, opts *qualify.ProbeOptions) (*route, error) {
 // fastRoute fills rt for the common contact of a registered device: a
 // sip: URI whose host is an IP literal, without parameters, headers or
 // display name, probed without an outbound proxy over UDP. It needs
-// neither sipgo's parser, nor the cache, nor an allocation (issue 7: with
-// more contacts than the cache holds, nearly every lookup missed and
-// parsed). It reports false for anything else, which parseRoute handles.
+// neither sipgo's parser, nor the cache, nor an allocation (with more
+// contacts than the cache holds, nearly every lookup would miss and
+// parse). It reports false for anything else, which parseRoute handles.
 func fastRoute(uri string, o *qualify.ProbeOptions, rt *route) bool {
 	if o != nil && (o.OutboundProxy != "" || (o.Transport != "" && !strings.EqualFold(o.Transport, "udp"))) {
 		return false

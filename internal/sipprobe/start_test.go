@@ -2,7 +2,6 @@ package sipprobe
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -13,9 +12,9 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// probeAsync runs Start and waits for its result, which must come
+// startAndWait runs Start and waits for its result, which must come
 // with the probe's tag.
-func probeAsync(tb testing.TB, ctx context.Context, p *Prober, t qualify.Target) qualify.Result {
+func startAndWait(tb testing.TB, ctx context.Context, p *Prober, t qualify.Target) qualify.Result {
 	tb.Helper()
 	const tag = 0xfeedface0042
 	ch := make(chan qualify.Result, 1)
@@ -27,32 +26,13 @@ func probeAsync(tb testing.TB, ctx context.Context, p *Prober, t qualify.Target)
 	return <-ch
 }
 
-func TestStartAnswered(t *testing.T) {
-	for _, code := range []int{200, 503} {
-		t.Run(fmt.Sprint(code), func(t *testing.T) {
-			r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
-			p := newProber(t, Config{})
-			res := probeAsync(t, t.Context(), p, target(uriOf(r, ""), 3*time.Second))
-			if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
-				t.Fatalf("got %+v, want code %d with an RTT", res, code)
-			}
-			if want := "udp " + r.addr.String(); res.Addr() != want {
-				t.Errorf("Addr = %q, want %q", res.Addr(), want)
-			}
-			if s := p.Stats(); s.Probes != 1 || s.Matched != 1 {
-				t.Errorf("stats %+v", s)
-			}
-		})
-	}
-}
-
 // TestStartRetransmitsAndTimesOut: a silent peer gets the Timer E
 // retransmissions of a probe, then the probe times out.
 func TestStartRetransmitsAndTimesOut(t *testing.T) {
 	r := newUDPResponder(t, func(*exchange) {})
 	p := newProber(t, Config{})
 	start := time.Now()
-	res := probeAsync(t, t.Context(), p, target(uriOf(r, ""), 1200*time.Millisecond))
+	res := startAndWait(t, t.Context(), p, target(uriOf(r, ""), 1200*time.Millisecond))
 	if res.Reason != qualify.ReasonTimeout || time.Since(start) < 1200*time.Millisecond {
 		t.Fatalf("got %+v after %v, want a timeout after 1.2 s", res, time.Since(start))
 	}
@@ -75,7 +55,7 @@ func TestStartCanceled(t *testing.T) {
 			t.Fatalf("got %+v, want canceled", res)
 		}
 	}
-	if res := probeAsync(t, ctx, p, target(uriOf(r, ""), time.Hour)); res.Detail != "canceled" {
+	if res := startAndWait(t, ctx, p, target(uriOf(r, ""), time.Hour)); res.Detail != "canceled" {
 		t.Fatalf("probe with a cancelled context: %+v", res)
 	}
 }
@@ -89,7 +69,7 @@ func TestStartClosed(t *testing.T) {
 	if res := <-ch; res.Reason != qualify.ReasonTransport {
 		t.Fatalf("probe in flight at Close: %+v", res)
 	}
-	if res := probeAsync(t, t.Context(), p, target(uriOf(r, ""), time.Hour)); res.Reason != qualify.ReasonTransport {
+	if res := startAndWait(t, t.Context(), p, target(uriOf(r, ""), time.Hour)); res.Reason != qualify.ReasonTransport {
 		t.Fatalf("probe after Close: %+v", res)
 	}
 }
@@ -98,11 +78,11 @@ func TestStartClosed(t *testing.T) {
 // (here a bad URI and a TCP peer) still get exactly one result.
 func TestStartOtherRoutes(t *testing.T) {
 	p := newProber(t, Config{})
-	if res := probeAsync(t, t.Context(), p, target("mailto:x", time.Second)); res.Reason != qualify.ReasonTransport {
+	if res := startAndWait(t, t.Context(), p, target("mailto:x", time.Second)); res.Reason != qualify.ReasonTransport {
 		t.Fatalf("bad URI: %+v", res)
 	}
 	r := newStreamResponder(t, nil, func(x *exchange) { x.reply(200) })
-	if res := probeAsync(t, t.Context(), p, target(uriOf(r, ";transport=tcp"), 3*time.Second)); res.Code != 200 {
+	if res := startAndWait(t, t.Context(), p, target(uriOf(r, ";transport=tcp"), 3*time.Second)); res.Code != 200 {
 		t.Fatalf("TCP peer: %+v", res)
 	}
 }
