@@ -284,3 +284,16 @@ func TestSentBy(t *testing.T) {
 		}
 	}
 }
+
+// TestSendFails: a probe whose first send fails ends at once with reason
+// transport (here an IPv6 destination from a socket bound to IPv4).
+func TestSendFails(t *testing.T) {
+	p := newProber(t, Config{})
+	res := p.Probe(t.Context(), target("sip:pbx@[2001:db8::1]:5060", time.Hour))
+	if res.Reason != qualify.ReasonTransport || res.Detail != "send failed" || res.Addr() != "udp [2001:db8::1]:5060" {
+		t.Fatalf("got %+v, want a transport failure (send failed) to udp [2001:db8::1]:5060", res)
+	}
+	if s := p.Stats(); s.Probes != 1 || s.TransportErrors != 1 || s.Timeouts != 0 {
+		t.Errorf("stats %+v, want 1 probe, 1 transport error", s)
+	}
+}

@@ -7,7 +7,7 @@ import (
 )
 
 // Prober sends SIP OPTIONS probes. It is safe for concurrent use by any
-// number of goroutines; each Probe call is one probe. Create it with New
+// number of goroutines; each Start or Probe call is one probe. Create it with New
 // and stop it with Close.
 type Prober struct {
 	cfg     Config
