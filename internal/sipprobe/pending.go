@@ -29,8 +29,8 @@ type transaction struct {
 	ext *txExt // TCP/TLS and digest probes only
 
 	// cb receives tag and the probe's result, and w is the table's watch
-	// of its context, if that can be cancelled. Set at registration,
-	// read by the completion.
+	// of its context, if that can be cancelled. Set before or at
+	// registration, read by the completion.
 	cb  func(uint64, qualify.Result)
 	tag uint64
 	w   *watch
@@ -38,7 +38,8 @@ type transaction struct {
 	gen uint32 // bumped at every registration (stale timer events)
 	idx uint32 // its slot in the slab, for good
 	// refs counts the owners of a registered transaction, the goroutine
-	// sending it and its completion; the last one releases it.
+	// sending it and its completion; the last one releases it, or starts
+	// its digest retry (see Prober.unref).
 	refs   atomic.Int32
 	active bool // registered: its key finds it
 }

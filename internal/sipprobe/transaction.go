@@ -42,8 +42,9 @@ type action struct {
 // machine is the RFC 3261 non-INVITE client transaction of one probe
 // (section 17.1.2.2), for UDP and for TCP/TLS alike. It is pure: its
 // driver feeds it events at explicit instants (start, a response, its
-// timer firing, a failure) and does what it returns. The pending table
-// and the timer goroutine drive it under the table's mutex; nothing else
+// timer firing, a failure) and does what it returns. The goroutine that
+// sends a transaction starts it; once registered, the pending table and
+// the timer goroutine drive it under the table's mutex. Nothing else
 // knows its timers.
 //
 //   - Timer E retransmits over UDP at T1, doubling up to T2 in Trying and
