@@ -251,7 +251,7 @@ func (ts *timers) event(it timerItem) {
 		return
 	}
 	a := tx.fsm.fire(it.due)
-	if tx.fsm.phase == phaseTerminated {
+	if tx.fsm.phase == phaseTerminated { // the deadline: the table keeps no Completed transaction
 		ts.counts.timeouts.Add(1) // before the completion, as every count
 		ts.tb.complete(tx)
 		return
