@@ -62,6 +62,9 @@ func checkDigest(value, algorithm, uri string) bool {
 	return c.Response == want
 }
 
+// TestDigestAuth: a challenge is answered once, as a second transaction,
+// when the credentials can answer it; otherwise the challenge is the final
+// response (docs/qualify-semantics.md §3.5).
 func TestDigestAuth(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -99,7 +102,7 @@ func TestDigestAuth(t *testing.T) {
 }
 
 // TestDigestAuthTCP: over TCP the retry is sent on the connection whose
-// reader received the challenge.
+// reader received the challenge (docs/qualify-semantics.md §3.5).
 func TestDigestAuthTCP(t *testing.T) {
 	r := newStreamResponder(t, nil, digestHandler(401, "MD5"))
 	p := newProber(t, Config{})
@@ -128,7 +131,8 @@ func checkRetry(t *testing.T, first, second *sip.Request) {
 }
 
 // TestChallengeAnsweredOnce: a peer that challenges again gets no third
-// request; the second challenge is the final response.
+// request; the second challenge is the final response
+// (docs/qualify-semantics.md §3.5).
 func TestChallengeAnsweredOnce(t *testing.T) {
 	r := newUDPResponder(t, func(x *exchange) {
 		x.reply(401, func(r *sip.Response) {

@@ -126,7 +126,8 @@ func mustTag(t *testing.T, req *sip.Request) string {
 }
 
 // TestSilentPeerRetransmits checks Timer E against a silent peer: with a
-// 1.6 s deadline the request is sent at 0, 0.5 and 1.5 s, then times out.
+// 1.6 s deadline the request is sent at 0, 0.5 and 1.5 s, then times out
+// (docs/qualify-semantics.md §3.2).
 func TestSilentPeerRetransmits(t *testing.T) {
 	r := newUDPResponder(t, nil)
 	p := newProber(t, Config{})
@@ -145,7 +146,8 @@ func TestSilentPeerRetransmits(t *testing.T) {
 	}
 }
 
-// TestProvisionalIgnored: 1xx neither completes nor extends the probe.
+// TestProvisionalIgnored: 1xx neither completes nor extends the probe
+// (docs/qualify-semantics.md §3.2, §4).
 func TestProvisionalIgnored(t *testing.T) {
 	r := newUDPResponder(t, func(x *exchange) {
 		x.reply(100)

@@ -72,7 +72,8 @@ func seconds(ss ...float64) []time.Duration {
 }
 
 // TestTimerE: UDP retransmissions at T1 doubling to T2 (RFC 3261 section
-// 17.1.2.2) until the deadline, which ends the transaction exactly.
+// 17.1.2.2; docs/qualify-semantics.md §3.2) until the deadline, which
+// ends the transaction exactly.
 func TestTimerE(t *testing.T) {
 	cases := []struct {
 		timeout time.Duration
@@ -124,7 +125,8 @@ func TestTimerStreamAndCompletion(t *testing.T) {
 }
 
 // TestTimerEProceeding: after a provisional response Timer E continues at
-// T2 (RFC 3261 section 17.1.2.2), and the deadline does not move.
+// T2 (RFC 3261 section 17.1.2.2; docs/qualify-semantics.md §3.2), and
+// the deadline does not move.
 func TestTimerEProceeding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newTimerRig(t)

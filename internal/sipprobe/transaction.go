@@ -8,7 +8,7 @@ import (
 )
 
 // phase is the state of a non-INVITE client transaction (RFC 3261
-// section 17.1.2.2, figure 6; docs/qualify-semantics.md §3).
+// section 17.1.2.2, figure 6; docs/qualify-semantics.md §3.2).
 type phase uint8
 
 const (

@@ -40,7 +40,7 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // TestMachine feeds the client transaction machine events at explicit
 // instants and checks its state, its sends and its next timer after each
-// (RFC 3261 section 17.1.2.2; docs/qualify-semantics.md §3).
+// (RFC 3261 section 17.1.2.2; docs/qualify-semantics.md §3.2).
 func TestMachine(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -146,7 +146,8 @@ func since(start, i instant) time.Duration {
 }
 
 // TestDeadlineAfter: the qualify deadline replaces Timer F, from the
-// first send; qualify_timeout <= 0 means 64*T1 (docs/qualify-semantics.md §3).
+// first send; qualify_timeout <= 0 means 64*T1
+// (docs/qualify-semantics.md §3.2).
 func TestDeadlineAfter(t *testing.T) {
 	for _, c := range []struct{ timeout, want time.Duration }{
 		{3 * time.Second, 3 * time.Second},
