@@ -13,7 +13,7 @@ import (
 // TestDaemonSmoke runs the real daemon, `qualifyd run` (QUALIFYD_BIN, or
 // built here), on a generated pjsip.conf of 100,000 contacts, 10% of them
 // silent, against responders in the test's process, and checks what an operator
-// would, correctness only (issue 7): every contact logged once, in the
+// would, correctness only: every contact logged once, in the
 // status its peer deserves, every event either logged or counted as
 // dropped, RSS under 1 KiB per contact, a reload through the API logged,
 // and a clean stop. It asserts no timing; waits are on the daemon's log

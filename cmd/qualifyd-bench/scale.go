@@ -284,7 +284,7 @@ func timedApply(e *engine.Engine, aors []engine.AoR) (float64, error) {
 // and returns how long it took and the latest start of a probe, against
 // its due time, from the reload until a second after it: no probe starts
 // while the engine puts the new set in place, so this is the pause an
-// operator's reload costs the probes (issue 7).
+// operator's reload costs the probes.
 func timedReload(ctx context.Context, e *engine.Engine, aors []engine.AoR, rl *histogram) (float64, float64, error) {
 	rl.on.Store(true)
 	took, err := timedApply(e, aors)
@@ -332,7 +332,7 @@ func (m *meter) sample() (sample, error) {
 // window measures one window of o.dur into rep. Kamailio, when compared,
 // runs during the same window: both pay the same machine at the same
 // moment, so the ratio does not move with the load of the shared host,
-// which drifted by half within an hour here (issue 7). Kamailio's probes
+// which can drift by half within an hour. Kamailio's probes
 // are counted where they arrive, at the responder, minus qualifyd's:
 // dispatcher sends each interval's probes in one burst, so counting its
 // transactions at creation would count a burst whose CPU falls outside
@@ -434,7 +434,7 @@ func writeHeapProfile(path string) error {
 // heapLive collects and returns the live heap. The collection is forced:
 // a steady prober makes little garbage, so the last collection on its own
 // may be a minute old, from the load or a burst of the warm-up, and would
-// report what was live then, not now (issue 7). It runs after the RSS
+// report what was live then, not now. It runs after the RSS
 // figures are taken, which it would lower.
 func heapLive() int64 {
 	runtime.GC()

@@ -20,7 +20,7 @@ import (
 
 // TestScaleSmoke runs the real engine and UDP prober with 100,000
 // contacts, 10% of them silent, against an in-process responder until
-// every contact was probed twice, and checks correctness only (issue 7):
+// every contact was probed twice, and checks correctness only:
 // no answered contact counted as failed, every contact in the status its
 // peer deserves, and the heap under 1 KiB per contact. It asserts no
 // timing; the wait is a generous bound against a hang.

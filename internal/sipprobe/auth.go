@@ -1,6 +1,7 @@
 package sipprobe
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -37,4 +38,28 @@ func authorization(challenge string, proxy bool, c qualify.Credentials, ruri str
 		name = "Proxy-Authorization"
 	}
 	return name, cred.String(), nil
+}
+
+// retry answers the challenge of tx, completed and owned by the caller
+// alone, with digest credentials, as a new transaction (CSeq + 1, same
+// Call-ID and From tag, RFC 3261 section 22.2) within the same deadline.
+// If the challenge cannot be answered, the challenge itself is the
+// probe's final response (a success, as Asterisk).
+func (p *Prober) retry(tx *transaction) {
+	e := tx.ext
+	name, value, err := authorization(e.challenge, e.proxyAuth, e.auth, tx.rec.req.ruri)
+	e.challenge, e.wantChallenge, e.retry = "", false, false
+	if err != nil {
+		tx.refs.Store(1)
+		p.deliver(tx)
+		return
+	}
+	p.stats.authRetries.Add(1)
+	e.authName, e.authValue = name, value
+	tx.rec.req.cseq++
+	ctx := context.Background()
+	if tx.w != nil {
+		ctx = tx.w.ctx
+	}
+	p.transmit(ctx, tx, p.table.now(), tx.fsm.deadline)
 }

@@ -14,15 +14,20 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// digestPeer challenges every request without credentials and accepts
+// digestPeer is a UDP peer with digestHandler.
+func digestPeer(t *testing.T, code int, algorithm string) *responder {
+	return newUDPResponder(t, digestHandler(code, algorithm))
+}
+
+// digestHandler challenges every request without credentials and accepts
 // those whose digest response it recomputes by hand (RFC 8760 section 2,
 // qop=auth) for user "alice", password "secret".
-func digestPeer(t *testing.T, code int, algorithm string) *responder {
+func digestHandler(code int, algorithm string) func(*exchange) {
 	header, answer := "WWW-Authenticate", "Authorization"
 	if code == 407 {
 		header, answer = "Proxy-Authenticate", "Proxy-Authorization"
 	}
-	return newUDPResponder(t, func(x *exchange) {
+	return func(x *exchange) {
 		h := x.req.GetHeader(answer)
 		if h == nil {
 			x.reply(code, func(r *sip.Response) {
@@ -35,7 +40,7 @@ func digestPeer(t *testing.T, code int, algorithm string) *responder {
 			return
 		}
 		x.reply(403)
-	})
+	}
 }
 
 // checkDigest verifies a digest response computed as RFC 2617/8760 say.
@@ -57,6 +62,9 @@ func checkDigest(value, algorithm, uri string) bool {
 	return c.Response == want
 }
 
+// TestDigestAuth: a challenge is answered once, as a second transaction,
+// when the credentials can answer it; otherwise the challenge is the final
+// response (docs/qualify-semantics.md §3.5).
 func TestDigestAuth(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -93,6 +101,22 @@ func TestDigestAuth(t *testing.T) {
 	}
 }
 
+// TestDigestAuthTCP: over TCP the retry is sent on the connection whose
+// reader received the challenge (docs/qualify-semantics.md §3.5).
+func TestDigestAuthTCP(t *testing.T) {
+	r := newStreamResponder(t, nil, digestHandler(401, "MD5"))
+	p := newProber(t, Config{})
+	tg := target(uriOf(r, ";transport=tcp"), 3*time.Second)
+	tg.Options = &qualify.ProbeOptions{Auth: qualify.Credentials{Username: "alice", Password: "secret"}}
+	if res := p.Probe(t.Context(), tg); res.Code != 200 || res.Addr() != "tcp "+r.addr.String() {
+		t.Fatalf("got %+v, want 200 over tcp", res)
+	}
+	if s := p.Stats(); s.AuthRetries != 1 || s.Probes != 2 || r.connections() != 1 {
+		t.Errorf("stats %+v with %d connections, want 1 auth retry on 1 connection", s, r.connections())
+	}
+	checkRetry(t, r.next(t), r.next(t))
+}
+
 // checkRetry: the authenticated request is a new transaction of the same
 // call (RFC 3261 section 22.2): same Call-ID and From tag, CSeq + 1, new
 // branch.
@@ -107,7 +131,8 @@ func checkRetry(t *testing.T, first, second *sip.Request) {
 }
 
 // TestChallengeAnsweredOnce: a peer that challenges again gets no third
-// request; the second challenge is the final response.
+// request; the second challenge is the final response
+// (docs/qualify-semantics.md §3.5).
 func TestChallengeAnsweredOnce(t *testing.T) {
 	r := newUDPResponder(t, func(x *exchange) {
 		x.reply(401, func(r *sip.Response) {

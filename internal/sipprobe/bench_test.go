@@ -298,11 +298,11 @@ func TestInFlight(t *testing.T) {
 	t.Logf("%d in flight: %v, %d retransmissions", inFlightTestN, r.took, s.Retransmissions)
 }
 
-// BenchmarkInFlightAsyncSilent: the live heap of 100,000 asynchronous
-// probes (Start, as the engine starts them) in flight at once to a
+// BenchmarkInFlightAsyncSilent: the live heap of 100,000 probes
+// started with Start, as the engine starts them, in flight at once to a
 // silent peer, read after a forced collection once all were sent: what a
-// probe in flight costs when a contact is dead (issue 7). Every probe
-// must time out.
+// probe in flight costs when a contact is dead. Every probe must time
+// out.
 func BenchmarkInFlightAsyncSilent(b *testing.B) {
 	addr := startFastResponder(b, true)
 	for range b.N {

@@ -14,10 +14,12 @@ const (
 	DefaultFromUser       = "qualifyd"
 	DefaultDNSTimeout     = 2 * time.Second
 	DefaultMaxMessageSize = 8192
-	// T1 and T2 are the RFC 3261 section 17.1.2.2 timer values: the first
-	// UDP retransmission interval and its cap.
+	// T1, T2 and T4 are the RFC 3261 section 17.1.2.2 timer values: the
+	// first UDP retransmission interval, its cap, and how long a
+	// completed UDP transaction absorbs retransmitted responses (Timer K).
 	T1 = 500 * time.Millisecond
 	T2 = 4 * time.Second
+	T4 = 5 * time.Second
 )
 
 // Config configures a Prober. The zero value works: an ephemeral UDP port on

@@ -77,7 +77,8 @@ func (s *dnsServer) known(name string) bool {
 func portOf(ap netip.AddrPort) string { return strconv.Itoa(int(ap.Port())) }
 
 // TestDNSSRVAllTargets: every SRV target is probed; the contact succeeds
-// because one answers, and each target is reported.
+// because one answers, and each target is reported
+// (docs/qualify-semantics.md §3.6).
 func TestDNSSRVAllTargets(t *testing.T) {
 	silent := newUDPResponder(t, nil)
 	live := newUDPResponder(t, func(x *exchange) { x.reply(200) })

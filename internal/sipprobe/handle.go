@@ -19,10 +19,6 @@ func (p *Prober) handle(b []byte, src netip.AddrPort, conn *streamConn, now inst
 		p.handleRequest(b, &m, src, conn)
 		return
 	}
-	if key, ok := branchKey(m.branch); ok && key&datagramBit != 0 {
-		p.answerDatagram(&m, key, src, conn, now)
-		return
-	}
 	p.table.match(&m, src, conn, now)
 }
 

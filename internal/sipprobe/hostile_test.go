@@ -13,7 +13,8 @@ import (
 // TestHostileResponses sends, before the genuine 200, responses that must
 // not match: wrong branch, foreign branch, wrong Call-ID, wrong CSeq,
 // spoofed source, truncated, oversized and garbage. On loopback datagrams
-// are queued in send order, so all are handled before the 200.
+// are queued in send order, so all are handled before the 200
+// (docs/qualify-semantics.md §3.4).
 func TestHostileResponses(t *testing.T) {
 	r, _ := newHostileResponder(t)
 	p := newProber(t, Config{})
@@ -59,7 +60,8 @@ func hostileReplies(spoofer *net.UDPConn) func(*exchange) {
 }
 
 // TestLateAndDuplicate: a response after the timeout is late, a second
-// copy of an answered response is a duplicate; neither matches.
+// copy of an answered response is a duplicate; neither matches
+// (docs/qualify-semantics.md §3.2, §3.4).
 func TestLateAndDuplicate(t *testing.T) {
 	var pending [][]byte
 	r := newUDPResponder(t, func(x *exchange) {

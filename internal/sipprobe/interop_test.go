@@ -17,7 +17,8 @@ import (
 
 // Interop tests against real SIP peers started on loopback: SIPp (Debian
 // package sip-tester) and Kamailio. `make test` installs both; a missing
-// peer fails the test rather than skipping it (issue 3).
+// peer fails the test rather than skipping it, so that an interop test
+// never passes unrun.
 
 // requirePeer fails the test when the program is not installed.
 func requirePeer(t *testing.T, name string) string {

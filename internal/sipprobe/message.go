@@ -15,8 +15,8 @@ const branchPrefix = "z9hG4bKqd"
 // request is one OPTIONS request: its Request-URI, the headers it shares
 // with every probe of its route from one local address, and what is drawn
 // for each probe. A probe in flight keeps it, to match the response and
-// to build a retransmission, so the shared part is one pointer (issue 7:
-// eight strings per probe were 128 of a transaction's 448 bytes).
+// to build a retransmission, so the shared part is one pointer (as eight
+// strings of its own they would be 128 bytes per probe in flight).
 type request struct {
 	ruri   string // Request-URI: the contact
 	hdr    *headers
@@ -26,7 +26,7 @@ type request struct {
 }
 
 // fromTag is the From tag of the request, a bijection of its Call-ID so
-// that a probe keeps one random number for both (issue 7).
+// that a probe keeps one random number for both.
 func (r *request) fromTag() uint64 {
 	return bits.RotateLeft64(r.callID*0x9e3779b97f4a7c15, 29)
 }

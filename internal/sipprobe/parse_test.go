@@ -2,11 +2,12 @@ package sipprobe
 
 import (
 	"bytes"
-	"github.com/qualifyd/qualifyd/internal/qualify"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
 
 	"github.com/emiago/sipgo/sip"
 )
@@ -141,27 +142,21 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer p.Close()
-	tx := p.acquire(true)
-	tx.st.req = request{callID: 0xff, cseq: 1}
-	tx.st.dest = netip.MustParseAddrPort("127.0.0.1:9")
-	tx.st.deadline = p.table.now().add(time.Hour)
-	if !p.table.register(tx, tx.st.deadline, nil) {
-		f.Fatal("register")
+	tx := p.table.slab.acquire()
+	tx.rec.req = request{callID: 0xff, cseq: 1, hdr: &headers{transport: "UDP"}}
+	tx.rec.dest = netip.MustParseAddrPort("127.0.0.1:9")
+	tx.cb = func(uint64, qualify.Result) {} // Close fails it
+	tx.refs.Store(1)
+	registerTx(f, p.table, tx, time.Hour, nil)
+	// A final and a provisional response to the transaction, but from
+	// elsewhere.
+	for _, status := range []string{"200 OK", "100 Trying"} {
+		f.Add([]byte("SIP/2.0 " + status + "\r\nVia: SIP/2.0/UDP h;branch=" + branchPrefix + string(appendHex(nil, tx.rec.req.key)) +
+			"\r\nCall-ID: 00000000000000ff\r\nCSeq: 1 OPTIONS\r\n\r\n"))
 	}
-	// A response to the transaction, but from elsewhere.
-	f.Add([]byte("SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP h;branch=" + branchPrefix + string(appendHex(nil, tx.st.req.key)) +
+	// A response naming a slot never made.
+	f.Add([]byte("SIP/2.0 100 Trying\r\nVia: SIP/2.0/UDP h;branch=" + branchPrefix + string(appendHex(nil, 0x77<<32|1<<31|3)) +
 		"\r\nCall-ID: 00000000000000ff\r\nCSeq: 1 OPTIONS\r\n\r\n"))
-	// A response to a datagram probe, which the engine stand-in finds
-	// outstanding but sent elsewhere.
-	const dkey = 0x77<<32 | 3
-	p.AnswerDatagrams(func(key uint64, a qualify.Answer) qualify.Match {
-		if key == dkey {
-			return qualify.MatchWrongSource
-		}
-		return qualify.MatchLate
-	})
-	f.Add([]byte("SIP/2.0 100 Trying\r\nVia: SIP/2.0/UDP h;branch=" + branchPrefix + string(appendHex(nil, dkey|datagramBit)) +
-		"\r\nCall-ID: " + string(appendHex(nil, p.datagramCallID(dkey))) + "\r\nCSeq: 1 OPTIONS\r\n\r\n"))
 	spoofed := netip.MustParseAddrPort("127.0.0.1:10")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		before := total(p.Stats())

@@ -6,35 +6,68 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// Probe sends one OPTIONS transaction to t and returns what it measured.
+// Start starts one probe of t and returns at once; done receives tag and
+// the result exactly once: from the prober's receive or timer goroutine,
+// from the goroutine of a DNS lookup or a TCP/TLS dial, or before Start
+// returns when the probe cannot be sent. done must not block. The caller
+// tells its probes apart by tag, so that one done serves them all and no
+// closure lives per probe.
 //
-// The deadline is t.Timeout (qualify.SIPTransactionTimeout when <= 0) from
-// the first send; over TCP/TLS it starts before the connection is set up,
-// so a probe never lasts longer than that after DNS. DNS resolution has
-// its own timeout (Config.DNSTimeout) and is reported in Result.DNS. When
-// ctx is cancelled, Probe returns at once with reason timeout and detail
-// "canceled". A host name resolving to several targets probes them all
-// concurrently (see qualify.Result.Targets).
-func (p *Prober) Probe(ctx context.Context, t qualify.Target) qualify.Result {
-	rt, err := p.routes.get(t.URI, t.Options)
-	if err != nil {
-		p.stats.transportErrors.Add(1)
-		return qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error()}
-	}
+// The deadline is t.Timeout (qualify.SIPTransactionTimeout when <= 0)
+// from the first send; over TCP/TLS it starts before the connection is
+// set up, so a probe never lasts longer than that after DNS. DNS
+// resolution has its own timeout (Config.DNSTimeout) and is reported in
+// Result.DNS. A host name resolving to several targets probes them all
+// at once (see qualify.Result.Targets).
+//
+// Cancelling ctx ends the probe promptly with reason timeout and detail
+// "canceled". The table watches each distinct cancellable context once,
+// so ctx should be long-lived and shared by many probes; it must be
+// comparable, as the standard library's contexts are.
+func (p *Prober) Start(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
 	pr := probe{opts: t.Options, timeout: t.Timeout}
-	if pr.timeout <= 0 {
-		pr.timeout = qualify.SIPTransactionTimeout
+	var fast route
+	if fastRoute(t.URI, t.Options, &fast) {
+		p.startUDP(ctx, pr, &fast, fast.dest, tag, done)
+		return
 	}
-	if rt.addr.IsValid() {
-		return p.probeAddr(ctx, pr, rt, rt.dest)
+	rt, err := p.routes.get(t.URI, t.Options)
+	switch {
+	case err != nil:
+		p.stats.transportErrors.Add(1)
+		done(tag, qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error()})
+	case !rt.addr.IsValid():
+		go p.probeHost(ctx, pr, rt, tag, done)
+	default:
+		p.startRoute(ctx, pr, rt, rt.dest, tag, done)
 	}
-	return p.probeHost(ctx, pr, rt)
+}
+
+// Probe sends one probe of t, as Start does, and waits for its result.
+func (p *Prober) Probe(ctx context.Context, t qualify.Target) qualify.Result {
+	w := p.waiters.Get().(*waiter)
+	p.Start(ctx, t, 0, w.done)
+	r := <-w.res
+	p.waiters.Put(w)
+	return r
+}
+
+// waiter is how Probe waits for the result of Start. Waiters are pooled
+// with their done function, so that a probe makes no closure.
+type waiter struct {
+	res  chan qualify.Result
+	done func(uint64, qualify.Result)
+}
+
+func newWaiter() *waiter {
+	w := &waiter{res: make(chan qualify.Result, 1)}
+	w.done = func(_ uint64, r qualify.Result) { w.res <- r }
+	return w
 }
 
 // probe is what a probe needs of its Target. It is passed by value, so
@@ -44,91 +77,84 @@ type probe struct {
 	timeout time.Duration
 }
 
-// credentials returns the target's digest credentials, if any.
-func (pr probe) credentials() (qualify.Credentials, bool) {
-	if pr.opts == nil || pr.opts.Auth.Username == "" {
-		return qualify.Credentials{}, false
-	}
-	return pr.opts.Auth, true
+// hasCredentials reports whether the target answers digest challenges.
+func (pr probe) hasCredentials() bool {
+	return pr.opts != nil && pr.opts.Auth.Username != ""
 }
 
-// probeHost resolves rt.host (RFC 3263) and probes every target.
-func (p *Prober) probeHost(ctx context.Context, pr probe, rt *route) qualify.Result {
-	start := time.Now()
-	dctx, cancel := context.WithTimeout(ctx, p.cfg.DNSTimeout)
-	addrs, err := p.dns.resolve(dctx, rt.host, rt.port, rt.transport)
-	cancel()
-	took := time.Since(start)
+// startRoute starts the probe of rt to dest: over UDP at once, over
+// TCP/TLS in a goroutine that gets the connection (perhaps dialing it)
+// and writes the request. rt is the cached route, which may escape.
+func (p *Prober) startRoute(ctx context.Context, pr probe, rt *route, dest netip.AddrPort, tag uint64, done func(uint64, qualify.Result)) {
+	if rt.transport == udp {
+		p.startUDP(ctx, pr, rt, dest, tag, done)
+		return
+	}
+	go p.startStream(ctx, pr, rt, dest, tag, done)
+}
+
+// startUDP starts the probe of rt to dest over UDP. rt does not escape.
+func (p *Prober) startUDP(ctx context.Context, pr probe, rt *route, dest netip.AddrPort, tag uint64, done func(uint64, qualify.Result)) {
+	tx, err := p.newTx(pr, rt, dest)
+	if err == nil {
+		tx.rec.req.hdr, err = p.udpHeaders(rt, dest)
+	}
 	if err != nil {
-		return qualify.Result{Reason: qualify.ReasonDNS, Detail: err.Error(), DNS: took}
+		p.abort(tx, udp, dest, err, tag, done)
+		return
 	}
-	if len(addrs) == 1 {
-		r := p.probeAddr(ctx, pr, rt, addrs[0])
-		r.DNS = took
-		return r
-	}
-	results := make([]qualify.Result, len(addrs))
-	var wg sync.WaitGroup
-	for i, a := range addrs {
-		wg.Go(func() { results[i] = p.probeAddr(ctx, pr, rt, a) })
-	}
-	wg.Wait()
-	best := results[bestResult(results)]
-	best.Targets, best.DNS = results, took
-	return best
+	tx.cb, tx.tag = done, tag
+	now := p.table.now()
+	p.transmit(ctx, tx, now, deadlineAfter(now, pr.timeout))
 }
 
-// bestResult picks the first 2xx, else the first final response, else
-// the first result.
-func bestResult(rs []qualify.Result) int {
-	final := -1
-	for i, r := range rs {
-		if r.Reason == qualify.ReasonNone && r.Code >= 200 && r.Code < 300 {
-			return i
-		}
-		if final < 0 && r.Reason == qualify.ReasonNone && r.Code >= 200 {
-			final = i
-		}
+// startStream starts the probe of rt to dest over TCP or TLS: the
+// deadline starts before the connection is got, which may mean dialing.
+func (p *Prober) startStream(ctx context.Context, pr probe, rt *route, dest netip.AddrPort, tag uint64, done func(uint64, qualify.Result)) {
+	deadline := deadlineAfter(p.table.now(), pr.timeout)
+	tx, err := p.newTx(pr, rt, dest)
+	if err == nil {
+		err = p.connect(ctx, tx, rt, deadline)
 	}
-	return max(final, 0)
-}
-
-// probeAddr runs one probe to dest, answering one digest challenge when
-// the target has credentials.
-func (p *Prober) probeAddr(ctx context.Context, pr probe, rt *route, dest netip.AddrPort) qualify.Result {
-	tx := p.acquire(true)
-	if tx == nil {
-		p.stats.transportErrors.Add(1)
-		return qualify.Result{Reason: qualify.ReasonTransport, Detail: errTooMany.Error(), Transport: rt.transport.String(), Dest: dest}
+	if err != nil {
+		p.abort(tx, rt.transport, dest, err, tag, done)
+		return
 	}
-	defer p.release(tx)
-	if err := p.prepare(ctx, tx, pr, rt, dest); err != nil {
-		p.stats.transportErrors.Add(1)
-		return qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Transport: rt.transport.String(), Dest: dest}
-	}
-	st := &tx.st
-	st.sent = p.table.now()
-	if tx.conn() == nil { // a stream's deadline started before its dial
-		st.deadline = st.sent.add(pr.timeout)
-	}
-	p.transact(ctx, tx)
-	if e := tx.ext; e.challenge != "" && st.reason == qualify.ReasonNone {
-		p.answerChallenge(ctx, tx, pr)
-	}
-	return p.table.result(tx, rt.transport)
+	tx.cb, tx.tag = done, tag
+	p.transmit(ctx, tx, p.table.now(), deadline)
 }
 
 // errTooMany fails a probe when maxSlots are in flight.
 var errTooMany = errors.New("too many probes in flight")
 
-// acquire returns a transaction of the table's slab, with the extension
-// of a blocking probe if blocking, or nil if none is free.
-func (p *Prober) acquire(blocking bool) *transaction {
+// newTx returns a transaction of the slab with the request of a new
+// probe of rt to dest but its headers; a probe over TCP/TLS or with
+// credentials gets an extension.
+func (p *Prober) newTx(pr probe, rt *route, dest netip.AddrPort) (*transaction, error) {
 	tx := p.table.slab.acquire()
-	if tx != nil && blocking {
-		tx.ext = p.exts.Get().(*txExt)
+	if tx == nil {
+		return nil, errTooMany
 	}
-	return tx
+	if rt.transport != udp || pr.hasCredentials() {
+		tx.ext = p.exts.Get().(*txExt)
+		if pr.hasCredentials() {
+			tx.ext.auth, tx.ext.wantChallenge = pr.opts.Auth, true
+		}
+	}
+	tx.rec.dest = dest
+	r := &tx.rec.req
+	r.ruri, r.cseq, r.callID = rt.ruri, 1, rand.Uint64()
+	return tx, nil
+}
+
+// abort ends a probe that could not be sent: it releases tx, if any,
+// counts a transport error, and delivers it.
+func (p *Prober) abort(tx *transaction, t transport, dest netip.AddrPort, err error, tag uint64, done func(uint64, qualify.Result)) {
+	if tx != nil {
+		p.release(tx)
+	}
+	p.stats.transportErrors.Add(1)
+	done(tag, qualify.Result{Reason: qualify.ReasonTransport, Detail: err.Error(), Transport: t.String(), Dest: dest})
 }
 
 // release resets tx and returns it to the slab, and its extension, if
@@ -140,33 +166,18 @@ func (p *Prober) release(tx *transaction) {
 	p.table.slab.release(tx)
 }
 
-// prepare fills the request of a new probe to dest and, for TCP/TLS,
-// gets the connection (the deadline starts before the dial). A stream
-// needs a blocking transaction (with ext).
-func (p *Prober) prepare(ctx context.Context, tx *transaction, pr probe, rt *route, dest netip.AddrPort) error {
-	st := &tx.st
-	st.dest = dest
-	r := &st.req
-	r.ruri, r.cseq = rt.ruri, 1
-	r.callID = rand.Uint64()
-	if e := tx.ext; e != nil {
-		_, e.wantChallenge = pr.credentials()
-	}
-	if rt.transport == udp {
-		var err error
-		r.hdr, err = p.udpHeaders(rt, dest)
-		return err
-	}
-	h := p.baseHeaders(rt)
-	st.deadline = p.table.now().add(pr.timeout)
-	dctx, cancel := context.WithDeadline(ctx, p.table.time(st.deadline))
+// connect gets the connection of a stream transaction, dialing it within
+// the deadline, and sets the request's headers for it.
+func (p *Prober) connect(ctx context.Context, tx *transaction, rt *route, deadline instant) error {
+	dctx, cancel := context.WithDeadline(ctx, p.table.time(deadline))
 	defer cancel()
-	conn, err := p.streams.get(dctx, streamKey{transport: rt.transport, addr: dest, serverName: rt.serverName()})
+	conn, err := p.streams.get(dctx, streamKey{transport: rt.transport, addr: tx.rec.dest, serverName: rt.serverName()})
 	if err != nil {
 		return err
 	}
+	h := p.baseHeaders(rt)
 	tx.ext.conn, h.sentBy, h.fromHost = conn, conn.sentBy, cmpOrStr(h.fromHost, conn.sentBy)
-	r.hdr = p.hdrs.get(&h)
+	tx.rec.req.hdr = p.hdrs.get(&h)
 	return nil
 }
 
@@ -178,13 +189,15 @@ func (p *Prober) baseHeaders(rt *route) headers {
 }
 
 // udpHeaders returns the interned headers of a UDP request of rt to
-// dest; on error, those of the wildcard address (the request is not
-// sent).
+// dest.
 func (p *Prober) udpHeaders(rt *route, dest netip.AddrPort) (*headers, error) {
 	h := p.baseHeaders(rt)
 	sentBy, err := p.udp.viaSentBy(dest.Addr())
+	if err != nil {
+		return nil, err
+	}
 	h.sentBy, h.fromHost = sentBy, cmpOrStr(h.fromHost, sentBy)
-	return p.hdrs.get(&h), err
+	return p.hdrs.get(&h), nil
 }
 
 func cmpOrStr(s, def string) string {
@@ -197,78 +210,86 @@ func cmpOrStr(s, def string) string {
 // serverName is the TLS server name to verify: the URI host.
 func (rt *route) serverName() string { return strings.Trim(rt.host, "[]") }
 
-// transact sends the request in the blocking transaction tx as a new
-// client transaction, within the probe's deadline, and waits for its
-// outcome.
-func (p *Prober) transact(ctx context.Context, tx *transaction) {
-	st := &tx.st
-	now := p.table.now()
-	if now >= st.deadline {
-		st.reason = qualify.ReasonTimeout
-		return
+// transmit starts the prepared transaction tx at now with deadline: it
+// starts its machine, registers it and sends its request. The caller
+// owns tx alone (no references) and must have set cb; transmit shares it
+// between itself, until the send is over, and the completion.
+func (p *Prober) transmit(ctx context.Context, tx *transaction, now, deadline instant) {
+	if tx.rec.req.cseq == 1 {
+		tx.rec.sent = now // the probe's first transaction
 	}
-	if !p.register(tx, now, nil) {
+	tx.refs.Store(2)
+	a := tx.fsm.start(now, deadline, tx.conn() != nil)
+	if !a.send || !p.table.register(tx, a.next, ctx) {
+		p.unref(tx)
+		p.finish(tx)
 		return
 	}
 	p.stats.probes.Add(1)
-	e := tx.ext
-	e.buf = tx.appendRequest(e.buf[:0])
 	if err := p.send(tx); err != nil {
 		p.stats.transportErrors.Add(1)
 		p.table.fail(tx, qualify.ReasonTransport, detailSendFailed)
 	}
-	p.wait(ctx, tx)
+	p.unref(tx)
 }
 
-// register draws a fresh branch and adds tx, sent at now, to the pending
-// table (see table.register). It returns false when the table is closed.
-func (p *Prober) register(tx *transaction, now instant, ctx context.Context) bool {
-	return p.table.register(tx, firstEvent(tx, now), ctx)
-}
-
-// send writes a blocking transaction's request to its stream or to UDP.
+// send writes the request of the registered transaction tx to its stream
+// or to UDP. The bytes are needed only for this send: a retransmission
+// builds them again, so a probe in flight holds no buffer.
 func (p *Prober) send(tx *transaction) error {
-	if e := tx.ext; e.conn != nil {
-		return e.conn.write(e.buf)
+	bp := p.bufs.Get().(*[]byte)
+	b := tx.appendRequest((*bp)[:0])
+	var err error
+	if c := tx.conn(); c != nil {
+		err = c.write(b)
+	} else {
+		err = p.udp.send(b, tx.rec.dest)
 	}
-	return p.udp.send(tx.ext.buf, tx.st.dest)
+	*bp = b[:0]
+	p.bufs.Put(bp)
+	return err
 }
 
-// wait blocks until the transaction completes or ctx is cancelled.
-func (p *Prober) wait(ctx context.Context, tx *transaction) {
-	select {
-	case <-tx.ext.done:
-	case <-ctx.Done():
-		if p.table.abandon(tx) {
-			tx.st.reason, tx.st.detail = qualify.ReasonTimeout, detailCanceled
-		}
-	}
-}
-
-// answerChallenge retries the probe once with digest credentials, as a new
-// transaction (CSeq + 1, same Call-ID and From tag, RFC 3261 section
-// 22.2) within the same deadline. If the challenge cannot be answered, the
-// challenge itself is the probe's final response (a success, as Asterisk).
-func (p *Prober) answerChallenge(ctx context.Context, tx *transaction, pr probe) {
-	st, e := &tx.st, tx.ext
-	creds, _ := pr.credentials()
-	name, value, err := authorization(e.challenge, e.proxyAuth, creds, st.req.ruri)
-	if err != nil {
+// finish delivers the result of the completed transaction tx, or, when
+// it was answered with a digest challenge, leaves tx to its last owner
+// to retry (see retry). The table calls it outside its lock.
+func (p *Prober) finish(tx *transaction) {
+	if e := tx.ext; e != nil && e.challenge != "" && tx.fsm.reason == qualify.ReasonNone {
+		e.retry = true
+		p.unref(tx)
 		return
 	}
-	p.stats.authRetries.Add(1)
-	e.authName, e.authValue = name, value
-	st.req.cseq++
-	st.code, e.challenge, e.wantChallenge, st.doublings = 0, "", false, 0
-	p.transact(ctx, tx)
+	p.deliver(tx)
 }
 
-// result converts the outcome of a transaction sent over t.
-func (tb *table) result(tx *transaction, t transport) qualify.Result {
-	st := &tx.st
-	r := qualify.Result{Sent: tb.time(st.sent), Reason: st.reason, Detail: st.detail.String(), Transport: t.String(), Dest: st.dest}
-	if st.reason == qualify.ReasonNone {
-		r.Code, r.RTT = int(st.code), time.Duration(st.recv-st.sent)
+// deliver hands the result of the completed transaction tx to its
+// callback, dropping the completion's reference.
+func (p *Prober) deliver(tx *transaction) {
+	res, tag, done := p.table.result(tx), tx.tag, tx.cb
+	p.unref(tx)
+	done(tag, res)
+}
+
+// unref drops one owner of a transaction; the last one releases it, or
+// retries it. The sending goroutine may still read the request when the
+// answer comes, so the retry, which rewrites it, waits for both owners.
+func (p *Prober) unref(tx *transaction) {
+	if tx.refs.Add(-1) != 0 {
+		return
+	}
+	if e := tx.ext; e != nil && e.retry {
+		p.retry(tx)
+		return
+	}
+	p.release(tx)
+}
+
+// result converts the outcome of a transaction.
+func (tb *table) result(tx *transaction) qualify.Result {
+	rec, m := &tx.rec, &tx.fsm
+	r := qualify.Result{Sent: tb.time(rec.sent), Reason: m.reason, Detail: m.detail.String(), Transport: tx.transport().String(), Dest: rec.dest}
+	if m.reason == qualify.ReasonNone {
+		r.Code, r.RTT = int(m.code), time.Duration(rec.recv-rec.sent)
 	}
 	return r
 }

@@ -35,22 +35,32 @@ func uriOf(r *responder, params string) string {
 	return fmt.Sprintf("sip:pbx@%s%s", r.addr, params)
 }
 
+// TestProbeAnswered: a final response of any class ends the probe with
+// its code and RTT, through Probe and through Start alike.
 func TestProbeAnswered(t *testing.T) {
-	for _, code := range []int{200, 404, 503} {
-		t.Run(fmt.Sprint(code), func(t *testing.T) {
-			r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
-			p := newProber(t, Config{})
-			res := p.Probe(t.Context(), target(uriOf(r, ""), 3*time.Second))
-			if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
-				t.Fatalf("got %+v, want code %d with an RTT", res, code)
-			}
-			if want := "udp " + r.addr.String(); res.Addr() != want {
-				t.Errorf("Addr = %q, want %q", res.Addr(), want)
-			}
-			if s := p.Stats(); s.Probes != 1 || s.Matched != 1 {
-				t.Errorf("stats %+v", s)
-			}
-		})
+	ways := map[string]func(*testing.T, *Prober, qualify.Target) qualify.Result{
+		"Probe": func(t *testing.T, p *Prober, tg qualify.Target) qualify.Result { return p.Probe(t.Context(), tg) },
+		"Start": func(t *testing.T, p *Prober, tg qualify.Target) qualify.Result {
+			return startAndWait(t, t.Context(), p, tg)
+		},
+	}
+	for way, probe := range ways {
+		for _, code := range []int{200, 404, 503} {
+			t.Run(fmt.Sprint(way, code), func(t *testing.T) {
+				r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
+				p := newProber(t, Config{})
+				res := probe(t, p, target(uriOf(r, ""), 3*time.Second))
+				if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
+					t.Fatalf("got %+v, want code %d with an RTT", res, code)
+				}
+				if want := "udp " + r.addr.String(); res.Addr() != want {
+					t.Errorf("Addr = %q, want %q", res.Addr(), want)
+				}
+				if s := p.Stats(); s.Probes != 1 || s.Matched != 1 {
+					t.Errorf("stats %+v", s)
+				}
+			})
+		}
 	}
 }
 
@@ -116,7 +126,8 @@ func mustTag(t *testing.T, req *sip.Request) string {
 }
 
 // TestSilentPeerRetransmits checks Timer E against a silent peer: with a
-// 1.6 s deadline the request is sent at 0, 0.5 and 1.5 s, then times out.
+// 1.6 s deadline the request is sent at 0, 0.5 and 1.5 s, then times out
+// (docs/qualify-semantics.md §3.2).
 func TestSilentPeerRetransmits(t *testing.T) {
 	r := newUDPResponder(t, nil)
 	p := newProber(t, Config{})
@@ -135,7 +146,8 @@ func TestSilentPeerRetransmits(t *testing.T) {
 	}
 }
 
-// TestProvisionalIgnored: 1xx neither completes nor extends the probe.
+// TestProvisionalIgnored: 1xx neither completes nor extends the probe
+// (docs/qualify-semantics.md §3.2, §4).
 func TestProvisionalIgnored(t *testing.T) {
 	r := newUDPResponder(t, func(x *exchange) {
 		x.reply(100)
@@ -272,5 +284,18 @@ func TestSentBy(t *testing.T) {
 		if got := netip.AddrPortFrom(netip.MustParseAddr(via.Host), uint16(via.Port)).String(); got != want {
 			t.Errorf("sent-by %s, want %s", got, want)
 		}
+	}
+}
+
+// TestSendFails: a probe whose first send fails ends at once with reason
+// transport (here an IPv6 destination from a socket bound to IPv4).
+func TestSendFails(t *testing.T) {
+	p := newProber(t, Config{})
+	res := p.Probe(t.Context(), target("sip:pbx@[2001:db8::1]:5060", time.Hour))
+	if res.Reason != qualify.ReasonTransport || res.Detail != "send failed" || res.Addr() != "udp [2001:db8::1]:5060" {
+		t.Fatalf("got %+v, want a transport failure (send failed) to udp [2001:db8::1]:5060", res)
+	}
+	if s := p.Stats(); s.Probes != 1 || s.TransportErrors != 1 || s.Timeouts != 0 {
+		t.Errorf("stats %+v, want 1 probe, 1 transport error", s)
 	}
 }

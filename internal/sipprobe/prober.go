@@ -2,16 +2,12 @@ package sipprobe
 
 import (
 	"crypto/tls"
-	"hash/maphash"
 	"net/netip"
 	"sync"
-	"sync/atomic"
-
-	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // Prober sends SIP OPTIONS probes. It is safe for concurrent use by any
-// number of goroutines; each Probe call is one probe. Create it with New
+// number of goroutines; each Start or Probe call is one probe. Create it with New
 // and stop it with Close.
 type Prober struct {
 	cfg     Config
@@ -21,14 +17,11 @@ type Prober struct {
 	streams *streams
 	routes  routes
 	dns     *resolver
-	exts    sync.Pool // *txExt of blocking probes
-	bufs    sync.Pool // *[]byte: request buffers of asynchronous probes, held only while sending
+	exts    sync.Pool // *txExt of TCP/TLS and digest probes
+	bufs    sync.Pool // *[]byte: request buffers, held only while sending
+	waiters sync.Pool // *waiter of Probe
 	hdrs    headerCache
 	stats   counters
-	// answer receives the answers to datagram probes (see
-	// AnswerDatagrams); seed keys their Call-IDs.
-	answer atomic.Pointer[func(uint64, qualify.Answer) qualify.Match]
-	seed   maphash.Seed
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -47,10 +40,11 @@ func New(cfg Config) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prober{cfg: cfg, udp: u, dns: newResolver(cfg.Resolver), stop: make(chan struct{}), seed: maphash.MakeSeed()}
+	p := &Prober{cfg: cfg, udp: u, dns: newResolver(cfg.Resolver), stop: make(chan struct{})}
 	p.table = newTable(&p.stats)
-	p.table.finish = p.finishAsync
-	p.exts.New = func() any { return newExt() }
+	p.table.finish = p.finish
+	p.exts.New = func() any { return new(txExt) }
+	p.waiters.New = func() any { return newWaiter() }
 	p.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	p.timers = &timers{tb: p.table, counts: &p.stats, send: func(b []byte, d netip.AddrPort) { _ = u.send(b, d) }}
 	p.streams = &streams{slots: make(map[streamKey]*streamSlot), tls: tlsBase(cfg.TLS), serve: p.serveStream}

@@ -46,8 +46,6 @@ type route struct {
 	dest netip.AddrPort
 	// fromUser and fromDomain come from the target's ProbeOptions.
 	fromUser, fromDomain string
-	// opts are the options the route was parsed with.
-	opts qualify.ProbeOptions
 }
 
 // maxRoutes bounds the route cache; it is emptied when full, which only
@@ -56,12 +54,19 @@ const maxRoutes = 1 << 16
 
 // routes caches parsed routes by contact URI. The key is the URI alone,
 // which hashes in a fraction of the time of the URI and the options
-// together (issue 7: at a million contacts most lookups miss, and hashing
+// together (at a million contacts most lookups miss, and hashing both
 // was a sixth of the prober's CPU); a route parsed with other options is
 // parsed again.
 type routes struct {
 	mu sync.RWMutex
-	m  map[string]*route
+	m  map[string]*parsedRoute
+}
+
+// parsedRoute is a cached route and the options it was parsed with, kept
+// out of route so that the fast path's route on the stack stays small.
+type parsedRoute struct {
+	route
+	opts qualify.ProbeOptions
 }
 
 // get returns the route of a contact URI with options, parsing it on
@@ -72,30 +77,31 @@ func (rs *routes) get(uri string, opts *qualify.ProbeOptions) (*route, error) {
 		o = *opts
 	}
 	rs.mu.RLock()
-	r := rs.m[uri]
+	c := rs.m[uri]
 	rs.mu.RUnlock()
-	if r != nil && r.opts == o {
-		return r, nil
+	if c != nil && c.opts == o {
+		return &c.route, nil
 	}
 	r, err := parseRoute(uri, &o)
 	if err != nil {
 		return nil, err
 	}
+	c = &parsedRoute{route: *r, opts: o}
 	rs.mu.Lock()
 	if len(rs.m) >= maxRoutes || rs.m == nil {
-		rs.m = make(map[string]*route)
+		rs.m = make(map[string]*parsedRoute)
 	}
-	rs.m[uri] = r
+	rs.m[uri] = c
 	rs.mu.Unlock()
-	return r, nil
+	return &c.route, nil
 }
 
 // fastRoute fills rt for the common contact of a registered device: a
 // sip: URI whose host is an IP literal, without parameters, headers or
 // display name, probed without an outbound proxy over UDP. It needs
-// neither sipgo's parser, nor the cache, nor an allocation (issue 7: with
-// more contacts than the cache holds, nearly every lookup missed and
-// parsed). It reports false for anything else, which parseRoute handles.
+// neither sipgo's parser, nor the cache, nor an allocation (with more
+// contacts than the cache holds, nearly every lookup would miss and
+// parse). It reports false for anything else, which parseRoute handles.
 func fastRoute(uri string, o *qualify.ProbeOptions, rt *route) bool {
 	if o != nil && (o.OutboundProxy != "" || (o.Transport != "" && !strings.EqualFold(o.Transport, "udp"))) {
 		return false
@@ -141,7 +147,7 @@ func parseRoute(uri string, o *qualify.ProbeOptions) (*route, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &route{ruri: uri, fromUser: o.FromUser, fromDomain: o.FromDomain, opts: *o}
+	r := &route{ruri: uri, fromUser: o.FromUser, fromDomain: o.FromDomain}
 	dest := contact
 	if o.OutboundProxy != "" {
 		if dest, err = parseSIPURI(o.OutboundProxy); err != nil {

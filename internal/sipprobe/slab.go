@@ -9,10 +9,9 @@ import (
 // as the number in flight first needs them and kept for reuse. A
 // transaction's branch key carries its slot number in its low 32 bits and
 // its registration above (see newKey), so a response finds its
-// transaction by index, with no map entry and no pool (issue 7: with a
-// million dead contacts, 50,000 probes are in flight, and the map of them
-// and the sync.Pool behind it cost 3.6 MB beside the transactions
-// themselves).
+// transaction by index, with no map entry and no pool (at 50,000 probes
+// in flight, a map of them and a sync.Pool behind it cost 3.6 MB beside
+// the transactions themselves).
 const (
 	chunkBits     = 10
 	slotsPerChunk = 1 << chunkBits // 160 KiB of 160-byte transactions

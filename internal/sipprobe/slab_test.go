@@ -11,21 +11,39 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
+// newTestTable returns a table whose completed transactions go to the
+// returned channel, which holds n of them.
+func newTestTable(n int) (*table, chan *transaction) {
+	tb := newTable(&counters{})
+	done := make(chan *transaction, n)
+	tb.finish = func(tx *transaction) { done <- tx }
+	return tb, done
+}
+
+// registerTx starts the machine of tx now with a deadline timeout later
+// and registers it under ctx.
+func registerTx(t testing.TB, tb *table, tx *transaction, timeout time.Duration, ctx context.Context) {
+	t.Helper()
+	now := tb.now()
+	tx.rec.sent = now
+	a := tx.fsm.start(now, now.add(timeout), tx.conn() != nil)
+	if !tb.register(tx, a.next, ctx) {
+		t.Fatal("register")
+	}
+}
+
 // TestResponseToASlotsFormerProbe: a slot is reused at once, and the new
 // branch key keeps a response to its former transaction, a duplicate or a
 // late one, from completing the new one; a branch naming a slot never
 // made is late.
 func TestResponseToASlotsFormerProbe(t *testing.T) {
-	tb := newTable(&counters{})
+	tb, done := newTestTable(1)
 	dest := netip.MustParseAddrPort("192.0.2.1:5060")
 	start := func() *transaction {
 		tx := tb.slab.acquire()
-		tx.ext = newExt()
-		tx.st.req = request{callID: rand.Uint64(), cseq: 1, hdr: &headers{transport: "UDP"}}
-		tx.st.dest, tx.st.deadline = dest, tb.now().add(time.Hour)
-		if !tb.register(tx, tx.st.deadline, nil) {
-			t.Fatal("register")
-		}
+		tx.rec.req = request{callID: rand.Uint64(), cseq: 1, hdr: &headers{transport: "UDP"}}
+		tx.rec.dest = dest
+		registerTx(t, tb, tx, time.Hour, nil)
 		return tx
 	}
 	answer := func(r request) drop {
@@ -40,23 +58,23 @@ func TestResponseToASlotsFormerProbe(t *testing.T) {
 	}
 
 	a := start()
-	answered := a.st.req
+	answered := a.rec.req
 	if d := answer(answered); d != dropNone {
 		t.Fatalf("first answer: %v", d)
 	}
-	<-a.ext.done
+	<-done
 	end(a)
 	b := start()
-	if b != a || b.st.req.key == answered.key {
-		t.Fatalf("slot %d key %x after slot %d key %x: want the slot again with a new key", b.idx, b.st.req.key, a.idx, answered.key)
+	if b != a || b.rec.req.key == answered.key {
+		t.Fatalf("slot %d key %x after slot %d key %x: want the slot again with a new key", b.idx, b.rec.req.key, a.idx, answered.key)
 	}
 	if d := answer(answered); d != dropDuplicate || !b.active {
 		t.Errorf("the former probe's answer again: %v, new probe active %v; want duplicate, true", d, b.active)
 	}
 
-	timedOut := b.st.req
+	timedOut := b.rec.req
 	tb.fail(b, qualify.ReasonTimeout, detailNone)
-	<-b.ext.done
+	<-done
 	end(b)
 	c := start()
 	if d := answer(timedOut); d != dropLate || !c.active {
@@ -65,7 +83,7 @@ func TestResponseToASlotsFormerProbe(t *testing.T) {
 	if d := answer(request{key: 0x7fffffff_fffffff0, callID: 1}); d != dropLate {
 		t.Errorf("branch naming a slot never made: %v, want late", d)
 	}
-	if d := answer(c.st.req); d != dropNone {
+	if d := answer(c.rec.req); d != dropNone {
 		t.Errorf("answer to the slot's own probe: %v", d)
 	}
 }
@@ -98,22 +116,18 @@ func TestSlabHoldsThePeakInFlight(t *testing.T) {
 // and again, and each registration has a branch of its own (with 31
 // random bits, 200,000 of them repeated about nine).
 func TestBranchesOfASlotDoNotRepeat(t *testing.T) {
-	tb := newTable(&counters{})
+	tb, done := newTestTable(1)
 	const n = 200_000
 	seen := make(map[uint64]bool, n)
 	for range n {
 		tx := tb.slab.acquire()
-		tx.ext = newExt()
-		tx.st.deadline = tb.now().add(time.Hour)
-		if !tb.register(tx, tx.st.deadline, nil) {
-			t.Fatal("register")
+		registerTx(t, tb, tx, time.Hour, nil)
+		if seen[tx.rec.req.key] {
+			t.Fatalf("branch key %x again after %d registrations", tx.rec.req.key, len(seen))
 		}
-		if seen[tx.st.req.key] {
-			t.Fatalf("branch key %x again after %d registrations", tx.st.req.key, len(seen))
-		}
-		seen[tx.st.req.key] = true
+		seen[tx.rec.req.key] = true
 		tb.fail(tx, qualify.ReasonTimeout, detailNone)
-		<-tx.ext.done
+		<-done
 		tx.reset()
 		tb.slab.release(tx)
 		tb.events = timerQueue{}
@@ -124,39 +138,44 @@ func TestBranchesOfASlotDoNotRepeat(t *testing.T) {
 }
 
 // TestInFlightCountsTheRegistered: each stops after inFlight registered
-// transactions, so the count must follow registration, completion and
-// abandonment exactly (one too few would hide a probe from a cancelled
+// transactions, so the count must follow registration and every kind of
+// completion exactly (one too few would hide a probe from a cancelled
 // context or a broken connection).
 func TestInFlightCountsTheRegistered(t *testing.T) {
-	tb := newTable(&counters{})
-	start := func() *transaction {
+	tb, done := newTestTable(2 * slotsPerChunk)
+	conn := &streamConn{}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	txs := make([]*transaction, 2*slotsPerChunk)
+	start := func(i int) *transaction {
 		tx := tb.slab.acquire()
-		tx.ext = newExt()
-		tx.st.deadline = tb.now().add(time.Hour)
-		tb.register(tx, tx.st.deadline, nil)
+		txCtx := context.Background()
+		switch {
+		case i == len(txs)-1: // stays in flight
+		case i%3 == 1:
+			tx.ext = &txExt{conn: conn}
+		case i%3 == 2:
+			txCtx = ctx
+		}
+		registerTx(t, tb, tx, time.Hour, txCtx)
 		return tx
 	}
-	txs := make([]*transaction, 2*slotsPerChunk)
 	for i := range txs {
-		txs[i] = start()
+		txs[i] = start(i)
 	}
 	for i, tx := range txs[:len(txs)-1] {
-		switch i % 3 {
-		case 0: // completed
-			tb.fail(tx, qualify.ReasonTimeout, detailNone)
-			<-tx.ext.done
-		case 1: // abandoned by its prober
-			tb.abandon(tx)
-		case 2: // completed, then abandoned: the signal is consumed
-			tb.fail(tx, qualify.ReasonTimeout, detailNone)
-			tb.abandon(tx)
+		if i%3 == 0 {
+			tb.fail(tx, qualify.ReasonTimeout, detailNone) // completed
 		}
 	}
+	tb.failConn(conn) // the broken connection's
+	tb.cancel(ctx)    // the cancelled context's
 	tb.mu.Lock()
-	defer tb.mu.Unlock()
 	var seen []*transaction
 	tb.each(func(tx *transaction) { seen = append(seen, tx) })
-	if tb.inFlight != 1 || len(seen) != 1 || seen[0] != txs[len(txs)-1] {
-		t.Errorf("in flight %d, each saw %d; want only the last transaction", tb.inFlight, len(seen))
+	inFlight := tb.inFlight
+	tb.mu.Unlock()
+	if want := len(txs) - 1; len(done) != want || inFlight != 1 || len(seen) != 1 || seen[0] != txs[want] {
+		t.Errorf("%d completed, in flight %d, each saw %d; want %d and only the last transaction", len(done), inFlight, len(seen), want)
 	}
 }

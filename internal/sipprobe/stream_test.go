@@ -54,7 +54,8 @@ func TestTCPReusesConnection(t *testing.T) {
 	}
 }
 
-// TestTCPNoRetransmission: over TCP a silent peer gets one request only.
+// TestTCPNoRetransmission: over TCP a silent peer gets one request only
+// (docs/qualify-semantics.md §3.2).
 func TestTCPNoRetransmission(t *testing.T) {
 	r := newStreamResponder(t, nil, nil)
 	p := newProber(t, Config{})

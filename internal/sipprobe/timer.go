@@ -3,8 +3,6 @@ package sipprobe
 import (
 	"net/netip"
 	"time"
-
-	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // timerItem is one due event of a transaction: a Timer E retransmission or
@@ -19,7 +17,7 @@ type timerItem struct {
 
 // instant is a moment on the monotonic clock, in nanoseconds since the
 // epoch of the table: 8 bytes where a time.Time takes 24, in every
-// transaction and timer event (issue 7).
+// transaction and timer event.
 type instant int64
 
 // add returns i + d.
@@ -36,8 +34,8 @@ func (tb *table) time(i instant) time.Time { return tb.epoch.Add(time.Duration(i
 // one event at its send time plus T1 (or its timeout), in the order the
 // probes are sent, so the FIFO takes them in O(1) and their heads come
 // out in O(1) too; retransmissions, deadlines after a retransmission and
-// probes with mixed timeouts go to the heap (issue 7: the heap's
-// push and pop were 4% of the CPU per probe at 10,000 probes/s).
+// probes with mixed timeouts go to the heap (the heap's push and pop
+// alone were 4% of the CPU per probe at 10,000 probes/s).
 type timerQueue struct {
 	fifo []timerItem // due times never decrease
 	head int         // fifo[head:] are queued
@@ -142,7 +140,7 @@ func (h *timerHeap) down(i int) {
 
 // timerSlack is the shortest sleep of the timer goroutine. Every probe
 // leaves a Timer E event behind, stale once answered; without a floor the
-// goroutine would wake once per probe to skip them (issue 7). Events
+// goroutine would wake once per probe to skip them. Events
 // handled late still act at their own due time (see event): a
 // retransmission leaves at most timerSlack late, and a timeout is reported
 // at most timerSlack after its deadline. It matches the engine's default
@@ -156,7 +154,7 @@ const timerSlack = 20 * time.Millisecond
 // sends them in batches of at most this many bytes instead of growing the
 // buffer to hold them all: unbounded, it left 25 MB and its doublings
 // behind after a reload, and when it was given back after each burst, a
-// 1 MiB bound made it regrow every few wake-ups (issue 7).
+// 1 MiB bound made it regrow every few wake-ups.
 const maxArena = 1 << 20
 
 // maxRequest is the room a batch keeps for one more request: a UDP
@@ -244,38 +242,28 @@ func (ts *timers) room() {
 	ts.arena = b
 }
 
-// event handles one due item; ts.tb.mu is held. Decisions use the item's
-// due time, not the (possibly late) wake-up time, so the Timer E schedule
-// is exact: 500 ms, 1.5 s, 3.5 s, 7.5 s, ... after the first send.
+// event feeds one due item to its transaction's machine; ts.tb.mu is
+// held. The machine is given the item's due time, not the (possibly
+// late) wake-up time, so the Timer E schedule is exact.
 func (ts *timers) event(it timerItem) {
 	tx := ts.tb.slab.at(it.idx)
-	switch {
-	case !tx.active || tx.gen != it.gen:
+	if !tx.active || tx.gen != it.gen {
 		return
-	case it.due >= tx.st.deadline:
-		tx.st.reason = qualify.ReasonTimeout
-		ts.counts.timeouts.Add(1)
+	}
+	a := tx.fsm.fire(it.due)
+	if tx.fsm.phase == phaseTerminated { // the deadline: the table keeps no Completed transaction
+		ts.counts.timeouts.Add(1) // before the completion, as every count
 		ts.tb.complete(tx)
 		return
-	case tx.conn() != nil:
-		// Reliable transports never retransmit (RFC 3261 17.1.2.2).
-		ts.tb.events.push(timerItem{due: tx.st.deadline, idx: it.idx, gen: it.gen})
-		return
 	}
-	st := &tx.st
-	ts.counts.retransmissions.Add(1) // before any completion it may precede
-	ts.room()
-	off := len(ts.arena)
-	ts.arena = tx.appendRequest(ts.arena) // the bytes of the last send
-	ts.resends = append(ts.resends, resend{off: off, n: len(ts.arena) - off, dest: st.dest})
-	st.doublings = min(st.doublings+1, maxDoublings)
-	ts.tb.events.push(timerItem{due: min(it.due.add(st.interval()), st.deadline), idx: it.idx, gen: it.gen})
-}
-
-// firstEvent is the first timer event of tx sent at sent.
-func firstEvent(tx *transaction, sent instant) instant {
-	if tx.conn() != nil {
-		return tx.st.deadline
+	if a.send {
+		ts.counts.retransmissions.Add(1)
+		ts.room()
+		off := len(ts.arena)
+		ts.arena = tx.appendRequest(ts.arena) // the bytes of the last send
+		ts.resends = append(ts.resends, resend{off: off, n: len(ts.arena) - off, dest: tx.rec.dest})
 	}
-	return min(sent.add(tx.st.interval()), tx.st.deadline)
+	if a.next != noTimer {
+		ts.tb.events.push(timerItem{due: a.next, idx: it.idx, gen: it.gen})
+	}
 }

@@ -18,6 +18,7 @@ import (
 type timerRig struct {
 	tb    *table
 	ts    *timers
+	done  chan *transaction // completed transactions
 	stop  chan struct{}
 	mu    sync.Mutex
 	sends []time.Duration
@@ -27,7 +28,8 @@ type timerRig struct {
 }
 
 func newTimerRig(t *testing.T) *timerRig {
-	r := &timerRig{tb: newTable(&counters{}), stop: make(chan struct{}), start: time.Now()}
+	r := &timerRig{stop: make(chan struct{}), start: time.Now()}
+	r.tb, r.done = newTestTable(16)
 	r.ts = &timers{tb: r.tb, counts: &counters{}, send: func([]byte, netip.AddrPort) {
 		r.mu.Lock()
 		r.sends = append(r.sends, time.Since(r.start))
@@ -41,16 +43,24 @@ func newTimerRig(t *testing.T) *timerRig {
 	return r
 }
 
-// start registers a UDP (conn == nil) or stream transaction now.
-func (r *timerRig) startTx(timeout time.Duration, conn *streamConn) *transaction {
+// startTx registers a UDP (conn == nil) or stream transaction now.
+func (r *timerRig) startTx(t *testing.T, timeout time.Duration, conn *streamConn) *transaction {
 	tx := r.tb.slab.acquire()
-	tx.ext = newExt()
-	tx.st.req = request{cseq: 1, hdr: &headers{transport: "UDP"}}
-	tx.ext.conn = conn
-	tx.st.sent = r.tb.now()
-	tx.st.deadline = tx.st.sent.add(timeout)
-	r.tb.register(tx, firstEvent(tx, tx.st.sent), nil)
+	tx.rec.req = request{cseq: 1, callID: rand.Uint64(), hdr: &headers{transport: "UDP"}}
+	if conn != nil {
+		tx.ext = &txExt{conn: conn}
+	}
+	registerTx(t, r.tb, tx, timeout, nil)
 	return tx
+}
+
+// respond feeds tx a response with code, as the receive goroutine would.
+func (r *timerRig) respond(t *testing.T, tx *transaction, code int) {
+	m := message{code: code, cseq: 1, cseqMethod: []byte("OPTIONS"),
+		branch: appendHex([]byte(branchPrefix), tx.rec.req.key), callID: appendHex(nil, tx.rec.req.callID)}
+	if d, _ := r.tb.match(&m, tx.rec.dest, tx.conn(), r.tb.now()); d != dropNone {
+		t.Errorf("%d not matched: %v", code, d)
+	}
 }
 
 func seconds(ss ...float64) []time.Duration {
@@ -62,7 +72,8 @@ func seconds(ss ...float64) []time.Duration {
 }
 
 // TestTimerE: UDP retransmissions at T1 doubling to T2 (RFC 3261 section
-// 17.1.2.2) until the deadline, which ends the transaction exactly.
+// 17.1.2.2; docs/qualify-semantics.md §3.2) until the deadline, which
+// ends the transaction exactly.
 func TestTimerE(t *testing.T) {
 	cases := []struct {
 		timeout time.Duration
@@ -75,13 +86,13 @@ func TestTimerE(t *testing.T) {
 	for _, tc := range cases {
 		synctest.Test(t, func(t *testing.T) {
 			r := newTimerRig(t)
-			tx := r.startTx(tc.timeout, nil)
-			<-tx.ext.done
+			tx := r.startTx(t, tc.timeout, nil)
+			<-r.done
 			if got := time.Since(r.start); got != tc.timeout {
 				t.Errorf("timed out after %v, want %v", got, tc.timeout)
 			}
-			if tx.st.reason != qualify.ReasonTimeout || !slices.Equal(r.sends, tc.want) {
-				t.Errorf("reason %v, sends %v, want timeout with %v", tx.st.reason, r.sends, tc.want)
+			if tx.fsm.reason != qualify.ReasonTimeout || !slices.Equal(r.sends, tc.want) {
+				t.Errorf("reason %v, sends %v, want timeout with %v", tx.fsm.reason, r.sends, tc.want)
 			}
 		})
 	}
@@ -93,21 +104,19 @@ func TestTimerStreamAndCompletion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newTimerRig(t)
 		ready := make(chan *transaction, 1)
-		r.onSend = func() { // answer right after the first retransmission
-			tx := <-ready
-			r.tb.mu.Lock()
-			tx.st.code = 200
-			r.tb.complete(tx)
-			r.tb.mu.Unlock()
-		}
-		stream := r.startTx(2*time.Second, &streamConn{})
-		answered := r.startTx(10*time.Second, nil)
+		r.onSend = func() { r.respond(t, <-ready, 200) } // right after the first retransmission
+		stream := r.startTx(t, 2*time.Second, &streamConn{})
+		answered := r.startTx(t, 10*time.Second, nil)
 		ready <- answered
-		<-answered.ext.done
-		<-stream.ext.done
+		if got := <-r.done; got != answered || got.fsm.code != 200 {
+			t.Errorf("first completed: code %d, want the answered one", got.fsm.code)
+		}
+		if got := <-r.done; got != stream {
+			t.Error("second completed: not the stream")
+		}
 		synctest.Wait()
-		if stream.st.reason != qualify.ReasonTimeout || time.Since(r.start) != 2*time.Second {
-			t.Errorf("stream: reason %v at %v", stream.st.reason, time.Since(r.start))
+		if stream.fsm.reason != qualify.ReasonTimeout || time.Since(r.start) != 2*time.Second {
+			t.Errorf("stream: reason %v at %v", stream.fsm.reason, time.Since(r.start))
 		}
 		if want := seconds(0.5); !slices.Equal(r.sends, want) {
 			t.Errorf("sends %v, want %v", r.sends, want)
@@ -116,25 +125,17 @@ func TestTimerStreamAndCompletion(t *testing.T) {
 }
 
 // TestTimerEProceeding: after a provisional response Timer E continues at
-// T2 (RFC 3261 section 17.1.2.2), and the deadline does not move.
+// T2 (RFC 3261 section 17.1.2.2; docs/qualify-semantics.md §3.2), and
+// the deadline does not move.
 func TestTimerEProceeding(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newTimerRig(t)
 		ready := make(chan *transaction, 1)
 		var once sync.Once
-		r.onSend = func() { // a 180 right after the first retransmission
-			once.Do(func() {
-				tx := <-ready
-				m := message{code: 180, cseq: 1, cseqMethod: []byte("OPTIONS"),
-					branch: appendHex([]byte(branchPrefix), tx.st.req.key), callID: appendHex(nil, tx.st.req.callID)}
-				if d, prov := r.tb.match(&m, tx.st.dest, nil, r.tb.now()); d != dropNone || !prov {
-					t.Errorf("180 not matched as provisional: %v", d)
-				}
-			})
-		}
-		tx := r.startTx(10*time.Second, nil)
+		r.onSend = func() { once.Do(func() { r.respond(t, <-ready, 180) }) } // right after the first retransmission
+		tx := r.startTx(t, 10*time.Second, nil)
 		ready <- tx
-		<-tx.ext.done
+		<-r.done
 		if want := seconds(0.5, 1.5, 5.5, 9.5); !slices.Equal(r.sends, want) || time.Since(r.start) != 10*time.Second {
 			t.Errorf("sends %v, ended at %v; want %v, 10s", r.sends, time.Since(r.start), want)
 		}
@@ -187,8 +188,8 @@ func insertSorted(ts []instant, t instant) []instant {
 }
 
 // TestDrainReusesTheReadyList checks that completing and draining
-// asynchronous transactions allocates nothing once the list has grown:
-// the timeouts of dead contacts made the prober's only garbage (issue 7).
+// transactions allocates nothing once the list has grown: the timeouts
+// of dead contacts would otherwise be the prober's only garbage.
 func TestDrainReusesTheReadyList(t *testing.T) {
 	tb := newTable(&counters{})
 	finished := 0
@@ -226,9 +227,9 @@ func TestFireSendsABacklogInBatches(t *testing.T) {
 	n := 2 * maxArena / 500
 	for range n {
 		tx := tb.slab.acquire()
-		tx.st.req = request{ruri: uri, hdr: &headers{transport: "UDP"}, cseq: 1}
-		tx.st.sent, tx.st.deadline = start, start.add(time.Hour)
-		tb.register(tx, firstEvent(tx, start), nil)
+		tx.rec.req = request{ruri: uri, hdr: &headers{transport: "UDP"}, cseq: 1}
+		tx.rec.sent = start
+		tb.register(tx, tx.fsm.start(start, start.add(time.Hour), false).next, nil)
 	}
 	ts.fire(start.add(T1))
 	if sent != n {

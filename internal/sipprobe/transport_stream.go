@@ -24,10 +24,11 @@ type streamKey struct {
 
 // streamConn is one TCP or TLS connection with its reader goroutine.
 type streamConn struct {
-	c      net.Conn
-	sentBy string
-	wmu    sync.Mutex
-	broken atomic.Bool
+	c         net.Conn
+	transport transport // tcp or tlsTransport
+	sentBy    string
+	wmu       sync.Mutex
+	broken    atomic.Bool
 }
 
 // write sends one message; a failed write breaks the connection.
@@ -82,7 +83,7 @@ func (s *streams) get(ctx context.Context, key streamKey) (*streamConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &streamConn{c: c, sentBy: hostPort(c.LocalAddr().(*net.TCPAddr).AddrPort())}
+	sc := &streamConn{c: c, transport: key.transport, sentBy: hostPort(c.LocalAddr().(*net.TCPAddr).AddrPort())}
 	if !s.start(sc) {
 		return nil, errors.New("prober closed")
 	}

@@ -2,19 +2,19 @@ package sipprobe
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/emiago/sipgo/sip"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// probeAsync runs Start and waits for its result, which must come
+// startAndWait runs Start and waits for its result, which must come
 // with the probe's tag.
-func probeAsync(tb testing.TB, ctx context.Context, p *Prober, t qualify.Target) qualify.Result {
+func startAndWait(tb testing.TB, ctx context.Context, p *Prober, t qualify.Target) qualify.Result {
 	tb.Helper()
 	const tag = 0xfeedface0042
 	ch := make(chan qualify.Result, 1)
@@ -26,32 +26,13 @@ func probeAsync(tb testing.TB, ctx context.Context, p *Prober, t qualify.Target)
 	return <-ch
 }
 
-func TestStartAnswered(t *testing.T) {
-	for _, code := range []int{200, 503} {
-		t.Run(fmt.Sprint(code), func(t *testing.T) {
-			r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
-			p := newProber(t, Config{})
-			res := probeAsync(t, t.Context(), p, target(uriOf(r, ""), 3*time.Second))
-			if res.Reason != qualify.ReasonNone || res.Code != code || res.RTT <= 0 || res.Sent.IsZero() {
-				t.Fatalf("got %+v, want code %d with an RTT", res, code)
-			}
-			if want := "udp " + r.addr.String(); res.Addr() != want {
-				t.Errorf("Addr = %q, want %q", res.Addr(), want)
-			}
-			if s := p.Stats(); s.Probes != 1 || s.Matched != 1 {
-				t.Errorf("stats %+v", s)
-			}
-		})
-	}
-}
-
 // TestStartRetransmitsAndTimesOut: a silent peer gets the Timer E
-// retransmissions of a blocking probe, then the probe times out.
+// retransmissions of a probe, then the probe times out.
 func TestStartRetransmitsAndTimesOut(t *testing.T) {
 	r := newUDPResponder(t, func(*exchange) {})
 	p := newProber(t, Config{})
 	start := time.Now()
-	res := probeAsync(t, t.Context(), p, target(uriOf(r, ""), 1200*time.Millisecond))
+	res := startAndWait(t, t.Context(), p, target(uriOf(r, ""), 1200*time.Millisecond))
 	if res.Reason != qualify.ReasonTimeout || time.Since(start) < 1200*time.Millisecond {
 		t.Fatalf("got %+v after %v, want a timeout after 1.2 s", res, time.Since(start))
 	}
@@ -74,7 +55,7 @@ func TestStartCanceled(t *testing.T) {
 			t.Fatalf("got %+v, want canceled", res)
 		}
 	}
-	if res := probeAsync(t, ctx, p, target(uriOf(r, ""), time.Hour)); res.Detail != "canceled" {
+	if res := startAndWait(t, ctx, p, target(uriOf(r, ""), time.Hour)); res.Detail != "canceled" {
 		t.Fatalf("probe with a cancelled context: %+v", res)
 	}
 }
@@ -88,20 +69,20 @@ func TestStartClosed(t *testing.T) {
 	if res := <-ch; res.Reason != qualify.ReasonTransport {
 		t.Fatalf("probe in flight at Close: %+v", res)
 	}
-	if res := probeAsync(t, t.Context(), p, target(uriOf(r, ""), time.Hour)); res.Reason != qualify.ReasonTransport {
+	if res := startAndWait(t, t.Context(), p, target(uriOf(r, ""), time.Hour)); res.Reason != qualify.ReasonTransport {
 		t.Fatalf("probe after Close: %+v", res)
 	}
 }
 
-// TestStartFallsBack: targets that need more than one datagram to an
-// address (here a bad URI and a TCP peer) still get exactly one result.
-func TestStartFallsBack(t *testing.T) {
+// TestStartOtherRoutes: targets that are not a datagram to an address
+// (here a bad URI and a TCP peer) still get exactly one result.
+func TestStartOtherRoutes(t *testing.T) {
 	p := newProber(t, Config{})
-	if res := probeAsync(t, t.Context(), p, target("mailto:x", time.Second)); res.Reason != qualify.ReasonTransport {
+	if res := startAndWait(t, t.Context(), p, target("mailto:x", time.Second)); res.Reason != qualify.ReasonTransport {
 		t.Fatalf("bad URI: %+v", res)
 	}
 	r := newStreamResponder(t, nil, func(x *exchange) { x.reply(200) })
-	if res := probeAsync(t, t.Context(), p, target(uriOf(r, ";transport=tcp"), 3*time.Second)); res.Code != 200 {
+	if res := startAndWait(t, t.Context(), p, target(uriOf(r, ";transport=tcp"), 3*time.Second)); res.Code != 200 {
 		t.Fatalf("TCP peer: %+v", res)
 	}
 }
@@ -138,11 +119,56 @@ func TestStartNoGoroutinePerProbe(t *testing.T) {
 	}
 }
 
-// TestStartInFlightIsCompact: an asynchronous UDP probe in flight is
-// a transaction without the blocking path's extension, of at most 160
-// bytes, whose headers it shares with the probes of other contacts: what
-// a dead contact costs while its probe waits (issue 7: 448 bytes and
-// eight strings of its own before).
+// TestNoGoroutineWaitsForAResponse: probes over TCP and probes that
+// answer a digest challenge wait for their responses in the table, as UDP
+// probes do: a goroutine runs only for a dial or a write.
+func TestNoGoroutineWaitsForAResponse(t *testing.T) {
+	const n = 200
+	tcp := newStreamResponder(t, nil, nil) // silent
+	retried := map[string]bool{}           // Call-IDs: the responder's goroutine only
+	challenged := make(chan struct{})      // closed when every probe's retry came
+	digest := newUDPResponder(t, func(x *exchange) {
+		if x.req.GetHeader("Authorization") != nil && !retried[x.req.CallID().Value()] {
+			if retried[x.req.CallID().Value()] = true; len(retried) == n {
+				close(challenged)
+			}
+		}
+		if x.req.GetHeader("Authorization") == nil {
+			x.reply(401, func(r *sip.Response) {
+				r.AppendHeader(sip.NewHeader("WWW-Authenticate", `Digest realm="lab", nonce="n", qop="auth"`))
+			})
+		}
+	})
+	p := newProber(t, Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	before := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	wg.Add(2 * n)
+	done := func(uint64, qualify.Result) { wg.Done() }
+	tg := target(uriOf(digest, ""), time.Hour)
+	tg.Options = &qualify.ProbeOptions{Auth: qualify.Credentials{Username: "alice", Password: "secret"}}
+	for i := range n {
+		p.Start(ctx, target(uriOf(tcp, ";transport=tcp"), time.Hour), uint64(i), done)
+		p.Start(ctx, tg, uint64(i), done)
+	}
+	for range n {
+		tcp.next(t)
+	}
+	<-challenged // Timer E recovers what the loopback's buffers drop
+	if g := runtime.NumGoroutine(); g > before+10 {
+		t.Errorf("%d goroutines with %d TCP and %d digest probes in flight, %d before", g, n, n, before)
+	}
+	if s := p.Stats(); s.Probes != 3*n || s.AuthRetries != n {
+		t.Errorf("stats %+v, want %d transactions and %d retries", s, 3*n, n)
+	}
+	cancel()
+	wg.Wait()
+}
+
+// TestStartInFlightIsCompact: a UDP probe in flight is a transaction
+// without extension, of at most 160 bytes, whose headers it shares with
+// the probes of other contacts: what a dead contact costs while its probe
+// waits.
 func TestStartInFlightIsCompact(t *testing.T) {
 	if size := unsafe.Sizeof(transaction{}); size > 160 {
 		t.Errorf("transaction is %d bytes, want at most 160", size)
@@ -159,9 +185,9 @@ func TestStartInFlightIsCompact(t *testing.T) {
 	var hdrs []*headers
 	p.table.each(func(tx *transaction) {
 		if tx.ext != nil {
-			t.Errorf("probe of %s has a blocking extension", tx.st.req.ruri)
+			t.Errorf("probe of %s has an extension", tx.rec.req.ruri)
 		}
-		hdrs = append(hdrs, tx.st.req.hdr)
+		hdrs = append(hdrs, tx.rec.req.hdr)
 	})
 	p.table.mu.Unlock()
 	if len(hdrs) != 2 || hdrs[0] != hdrs[1] {
