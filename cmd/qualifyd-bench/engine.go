@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -38,7 +39,7 @@ type engineReport struct {
 // the engine's own cost, with no network.
 type instantProber struct{}
 
-func (instantProber) Start(_ context.Context, _ qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (instantProber) Start(_ context.Context, _ probe.Target, tag uint64, done func(uint64, qualify.Result)) {
 	done(tag, qualify.Result{Sent: time.Now(), Code: 200})
 }
 

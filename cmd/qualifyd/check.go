@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/asterisk"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 	"github.com/qualifyd/qualifyd/internal/sipprobe"
 )
@@ -72,8 +73,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer p.Close()
 	policy := qualify.Policy{Timeout: o.timeout, Only2xx: o.only2xx}
-	opts := &qualify.ProbeOptions{Transport: o.transport}
-	res := p.Probe(ctx, qualify.Target{URI: o.uri, Timeout: policy.ProbeTimeout(), Options: opts})
+	opts := &probe.Options{Transport: o.transport}
+	res := p.Probe(ctx, probe.Target{URI: o.uri, Timeout: policy.ProbeTimeout(), Options: opts})
 	ok, reason := policy.Judge(res)
 	fmt.Fprintln(stdout, checkLine(o.uri, res, ok, reason, policy.ProbeTimeout()))
 	if !ok {

@@ -65,7 +65,7 @@ func effective(a pjsip.AoR) aorJSON {
 		Name:          a.Name,
 		Contacts:      append([]string{}, a.Contacts...),
 		Report:        p.Report(),
-		OutboundProxy: a.ProbeOptions().OutboundProxy,
+		OutboundProxy: a.OptionsValue().OutboundProxy,
 	}
 }
 
@@ -125,7 +125,7 @@ func writeSummary(stdout io.Writer, file string, cfg *pjsip.Config) {
 // describe only counts: a million AoRs were a million copies.
 func summaryOf(a *pjsip.AoR) aorJSON {
 	p := a.PolicyValue()
-	return aorJSON{Name: a.Name, Contacts: a.Contacts, Report: p.Report(), OutboundProxy: a.ProbeOptions().OutboundProxy}
+	return aorJSON{Name: a.Name, Contacts: a.Contacts, Report: p.Report(), OutboundProxy: a.OptionsValue().OutboundProxy}
 }
 
 // describe writes one AoR's effective settings on one line, without its

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -204,8 +205,8 @@ func TestCheckConfigHelp(t *testing.T) {
 // byte for byte what one json.Encoder writes for the whole document,
 // escapes and empty lists included.
 func TestCheckConfigJSONMatchesEncoder(t *testing.T) {
-	odd := pjsip.AoR{AoR: qualify.AoR{Name: "a<&>\u2028", Contacts: []string{"sip:x@[::1]:5060;q=\"1\""}, Policy: new(qualify.DefaultPolicy())}}
-	plain := pjsip.AoR{AoR: qualify.AoR{Name: "b", Policy: new(qualify.DefaultPolicy())}}
+	odd := pjsip.AoR{AoR: probe.AoR{Name: "a<&>\u2028", Contacts: []string{"sip:x@[::1]:5060;q=\"1\""}, Policy: new(qualify.DefaultPolicy())}}
+	plain := pjsip.AoR{AoR: probe.AoR{Name: "b", Policy: new(qualify.DefaultPolicy())}}
 	for _, aors := range [][]pjsip.AoR{nil, {odd}, {odd, plain}} {
 		var got, want, stderr bytes.Buffer
 		if code := writeJSON(&got, &stderr, &pjsip.Config{AoRs: aors}); code != 0 {
@@ -228,11 +229,11 @@ func TestCheckConfigJSONMatchesEncoder(t *testing.T) {
 	}
 }
 
-// TestCheckConfigNilPolicy: an AoR whose Policy is nil, as qualify.AoR
+// TestCheckConfigNilPolicy: an AoR whose Policy is nil, as probe.AoR
 // allows (the zero Policy, qualify off), is reported like one, not a
 // crash; the reader never makes one, other callers may.
 func TestCheckConfigNilPolicy(t *testing.T) {
-	cfg := &pjsip.Config{AoRs: []pjsip.AoR{{AoR: qualify.AoR{Name: "a", Contacts: []string{"sip:a@192.0.2.1"}}}}}
+	cfg := &pjsip.Config{AoRs: []pjsip.AoR{{AoR: probe.AoR{Name: "a", Contacts: []string{"sip:a@192.0.2.1"}}}}}
 	var out, errb bytes.Buffer
 	writeSummary(&out, "x.conf", cfg)
 	if !strings.Contains(out.String(), "1 AoRs (0 qualified)") {

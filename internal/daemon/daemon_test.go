@@ -12,6 +12,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -27,9 +28,9 @@ func pbx07() *pjsip.Config {
 	policy := &qualify.Policy{Frequency: 60 * time.Second, Timeout: 3 * time.Second}
 	return &pjsip.Config{
 		AoRs: []pjsip.AoR{
-			{AoR: qualify.AoR{Name: "pbx07", Contacts: []string{uriA}, Policy: policy}},
-			{AoR: qualify.AoR{Name: "pbx07-b", Contacts: []string{uriB}, Policy: policy}},
-			{AoR: qualify.AoR{Name: "phone", Contacts: []string{"sip:phone@192.0.2.9"}, Policy: new(qualify.DefaultPolicy())}},
+			{AoR: probe.AoR{Name: "pbx07", Contacts: []string{uriA}, Policy: policy}},
+			{AoR: probe.AoR{Name: "pbx07-b", Contacts: []string{uriB}, Policy: policy}},
+			{AoR: probe.AoR{Name: "phone", Contacts: []string{"sip:phone@192.0.2.9"}, Policy: new(qualify.DefaultPolicy())}},
 		},
 		Endpoints: []pjsip.Endpoint{{Name: "pbx07", AoRs: []string{"pbx07", "pbx07-b"}}, {Name: "phone", AoRs: []string{"phone"}}},
 	}

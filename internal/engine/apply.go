@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -110,7 +111,7 @@ func newAoRs(aors defs, total int) (map[string]*aorState, []aorState, error) {
 			return nil, nil, err
 		}
 		n := len(def.Contacts)
-		states[i] = aorState{name: name, policy: intern(in.policies, def.PolicyValue()), probe: intern(in.probes, def.ProbeOptions()), ids: ids[:0:n]}
+		states[i] = aorState{name: name, policy: intern(in.policies, def.PolicyValue()), probe: intern(in.probes, def.OptionsValue()), ids: ids[:0:n]}
 		ids = ids[n:n]
 		next[name] = &states[i]
 	}
@@ -492,11 +493,11 @@ func duplicate(uris []string) (string, bool) {
 // AoRs of one Apply.
 type interner struct {
 	policies map[qualify.Policy]*qualify.Policy
-	probes   map[qualify.ProbeOptions]*qualify.ProbeOptions
+	probes   map[probe.Options]*probe.Options
 }
 
 func newInterner() *interner {
-	return &interner{policies: map[qualify.Policy]*qualify.Policy{}, probes: map[qualify.ProbeOptions]*qualify.ProbeOptions{}}
+	return &interner{policies: map[qualify.Policy]*qualify.Policy{}, probes: map[probe.Options]*probe.Options{}}
 }
 
 // intern returns the shared copy of v in m, adding one when there is none.

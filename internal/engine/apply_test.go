@@ -14,6 +14,7 @@ import (
 	"weak"
 
 	"github.com/qualifyd/qualifyd/internal/enginetest"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -72,7 +73,7 @@ func TestReloadResetsChangedContacts(t *testing.T) {
 			t.Fatalf("changed contact probed at %v, want a new first probe at 40", got)
 		}
 		// A changed probe option is a change too.
-		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p, Probe: &qualify.ProbeOptions{Transport: "tcp"}})
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p, Probe: &probe.Options{Transport: "tcp"}})
 		if c := h.e.Contacts()[0]; c.Status != qualify.NonQualified {
 			t.Fatalf("contact with new probe options kept status %v", c.Status)
 		}

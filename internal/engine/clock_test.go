@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -52,7 +53,7 @@ const (
 	deadURI = "sip:dead@192.0.2.2"
 )
 
-func (p *clockProber) Start(_ context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (p *clockProber) Start(_ context.Context, t probe.Target, tag uint64, done func(uint64, qualify.Result)) {
 	p.mu.Lock()
 	p.sent[t.URI] = append(p.sent[t.URI], time.Since(p.t0))
 	p.mu.Unlock()

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // handProbe is a probe started by a driven engine, which the test ends.
 type handProbe struct {
 	tag    uint64
-	target qualify.Target
+	target probe.Target
 	start  time.Time
 	done   func(uint64, qualify.Result)
 }
@@ -41,7 +42,7 @@ func newDriven(t *testing.T) *driven {
 	return h
 }
 
-func (h *driven) Start(_ context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (h *driven) Start(_ context.Context, t probe.Target, tag uint64, done func(uint64, qualify.Result)) {
 	h.started = append(h.started, handProbe{tag, t, h.now, done})
 }
 
@@ -163,7 +164,7 @@ func TestDriverResultAfterCancel(t *testing.T) {
 // instant answers every probe with 200 OK before its Start returns.
 type instant struct{}
 
-func (instant) Start(_ context.Context, _ qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (instant) Start(_ context.Context, _ probe.Target, tag uint64, done func(uint64, qualify.Result)) {
 	done(tag, qualify.Result{Code: 200, RTT: time.Millisecond})
 }
 

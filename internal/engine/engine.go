@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 	"github.com/qualifyd/qualifyd/internal/schedule"
 )
@@ -22,13 +23,13 @@ type Prober interface {
 	// cancelled, done must come promptly. An engine passes the same done
 	// to every probe and tells them apart by tag, so a probe in flight
 	// costs no closure.
-	Start(ctx context.Context, t qualify.Target, tag uint64, done func(tag uint64, r qualify.Result))
+	Start(ctx context.Context, t probe.Target, tag uint64, done func(tag uint64, r qualify.Result))
 }
 
 // AoR is one AoR to qualify, as the configuration defines it. It is
-// qualify.AoR, which a configuration reader's own AoR type can embed, so
+// probe.AoR, which a configuration reader's own AoR type can embed, so
 // that a caller applies its AoRs without copying them (see ApplyFunc).
-type AoR = qualify.AoR
+type AoR = probe.AoR
 
 // Config configures an Engine. Only Prober is required.
 type Config struct {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/enginetest"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -30,7 +31,7 @@ type sentProbe struct {
 	at  time.Duration
 }
 
-func (f *fakeProber) Start(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (f *fakeProber) Start(ctx context.Context, t probe.Target, tag uint64, done func(uint64, qualify.Result)) {
 	at := time.Since(f.t0)
 	r := f.script(t.URI, at)
 	f.mu.Lock()

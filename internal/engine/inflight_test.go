@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -97,7 +98,7 @@ func TestShutdownAnswersWaiters(t *testing.T) {
 // Run's cancellation, while Run waits for it.
 type lateProber struct{ release chan struct{} }
 
-func (p lateProber) Start(_ context.Context, _ qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (p lateProber) Start(_ context.Context, _ probe.Target, tag uint64, done func(uint64, qualify.Result)) {
 	go func() {
 		<-p.release
 		done(tag, qualify.Result{Sent: time.Now(), Code: 200})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -46,20 +47,20 @@ func (e *Engine) started(due time.Time) time.Time {
 
 // begin marks slot id's probe, started at start, in flight and returns
 // its target; false if the contact was removed meanwhile.
-func (e *Engine) begin(id uint32, start time.Time) (qualify.Target, bool) {
+func (e *Engine) begin(id uint32, start time.Time) (probe.Target, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := &e.slots[id]
 	if c.zombie {
-		return qualify.Target{}, false
+		return probe.Target{}, false
 	}
 	c.begin(e.stamp(start))
 	return e.target(c), true
 }
 
 // target is what a probe of c needs. Called with mu held.
-func (e *Engine) target(c *contact) qualify.Target {
-	return qualify.Target{AoR: c.name, URI: c.uri, Timeout: c.policy.ProbeTimeout(), Options: c.opts}
+func (e *Engine) target(c *contact) probe.Target {
+	return probe.Target{AoR: c.name, URI: c.uri, Timeout: c.policy.ProbeTimeout(), Options: c.opts}
 }
 
 // released frees a slot whose contact was removed while its probe was

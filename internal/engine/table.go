@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -11,7 +12,7 @@ import (
 type aorState struct {
 	name     string
 	policy   *qualify.Policy
-	probe    *qualify.ProbeOptions
+	probe    *probe.Options
 	ids      []uint32 // contact slots, in configuration order
 	routable int32    // how many of the contacts are routable
 	rank     int32    // its index in Engine.order
@@ -29,9 +30,9 @@ func (a *aorState) available() bool { return a.routable > 0 }
 type contact struct {
 	aor     *aorState // nil: the slot is free
 	uri     string
-	name    string                // aor.name
-	policy  *qualify.Policy       // aor.policy
-	opts    *qualify.ProbeOptions // aor.probe
+	name    string          // aor.name
+	policy  *qualify.Policy // aor.policy
+	opts    *probe.Options  // aor.probe
 	state   qualify.State
 	zombie  bool // removed while its probe runs; freed when the probe returns
 	running bool // a probe is in flight

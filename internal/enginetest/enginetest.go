@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -25,13 +26,13 @@ type Reply struct {
 // calls done with tag and the Result r.After later (t.Timeout when
 // silent), or as soon as ctx is done. A silent peer's timeout carries the
 // detail "no response"; a cancelled probe is a timeout without detail.
-func Start(ctx context.Context, t qualify.Target, r Reply, tag uint64, done func(uint64, qualify.Result)) {
+func Start(ctx context.Context, t probe.Target, r Reply, tag uint64, done func(uint64, qualify.Result)) {
 	sent := time.Now()
 	go func() { done(tag, answer(ctx, t, r, sent)) }()
 }
 
 // answer waits for the outcome of r for the probe of t sent at sent.
-func answer(ctx context.Context, t qualify.Target, r Reply, sent time.Time) qualify.Result {
+func answer(ctx context.Context, t probe.Target, r Reply, sent time.Time) qualify.Result {
 	wait := r.After
 	if r.Silent {
 		wait = t.Timeout
@@ -52,11 +53,11 @@ func answer(ctx context.Context, t qualify.Target, r Reply, sent time.Time) qual
 // NumberedAoRs returns n AoRs of one contact each, sip:cI@127.0.0.1:40000
 // named after it, with policy p: the million-contact tables of the
 // engine's and the API's benchmarks.
-func NumberedAoRs(n int, p qualify.Policy) []qualify.AoR {
-	aors := make([]qualify.AoR, n)
+func NumberedAoRs(n int, p qualify.Policy) []probe.AoR {
+	aors := make([]probe.AoR, n)
 	for i := range aors {
 		u := fmt.Sprintf("sip:c%d@127.0.0.1:40000", i)
-		aors[i] = qualify.AoR{Name: u[4:], Contacts: []string{u}, Policy: &p}
+		aors[i] = probe.AoR{Name: u[4:], Contacts: []string{u}, Policy: &p}
 	}
 	return aors
 }

@@ -6,12 +6,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // AoR is one address of record (a type=aor section, or the AoR a wizard
 // creates) with its static contacts and effective options, as the engine
-// applies it (qualify.AoR, embedded so that the daemon hands the engine
+// applies it (probe.AoR, embedded so that the daemon hands the engine
 // these AoRs instead of a copy), and where it was defined:
 //   - Name is the section's name.
 //   - Contacts are the static contact URIs (contact=), in order, without
@@ -22,7 +23,7 @@ import (
 //     endpoint's), and the transport protocol, From and credentials of the
 //     first endpoint, in file order, that lists this AoR in aors=.
 type AoR struct {
-	qualify.AoR
+	probe.AoR
 	// File and Line locate the section's header (the wizard's for a wizard
 	// AoR).
 	File string
@@ -144,7 +145,7 @@ func checkUint(_ *AoR, v string) error {
 // policy shared through pols.
 func readAoR(a *AoR, name, file string, line int, vars []variable, pols *policySet) error {
 	pols.draft = qualify.DefaultPolicy()
-	*a = AoR{AoR: qualify.AoR{Name: name, Policy: &pols.draft}, File: file, Line: line}
+	*a = AoR{AoR: probe.AoR{Name: name, Policy: &pols.draft}, File: file, Line: line}
 	err := readOptions(a, name, file, line, vars)
 	a.Policy = pols.get(pols.draft)
 	return err
@@ -211,6 +212,6 @@ func (a *AoR) own() {
 // setOutboundProxy gives the AoR options of its own until finish shares
 // them (see probeSet).
 func setOutboundProxy(a *AoR, v string) error {
-	a.Probe = &qualify.ProbeOptions{OutboundProxy: v}
+	a.Probe = &probe.Options{OutboundProxy: v}
 	return nil
 }

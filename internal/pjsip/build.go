@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // Options say where the reader finds files. The zero value reads the
@@ -145,7 +145,7 @@ type builder struct {
 	// AoRs, in file order, have been named, for finish's duplicates.
 	next, named int
 	endpoints   []*endpointDef
-	auths       map[string]qualify.Credentials
+	auths       map[string]probe.Credentials
 	transports  map[string]string
 	// seen holds the first object of each type and name, but AoRs:
 	// duplicate finds a second AoR of one name in the sorted names.
@@ -170,7 +170,7 @@ func build(sections sectionBlocks, files []string, texts *texts) (*Config, error
 		files:      files,
 		texts:      texts,
 		order:      byName(texts, &sections),
-		auths:      map[string]qualify.Credentials{},
+		auths:      map[string]probe.Credentials{},
 		transports: map[string]string{},
 		seen:       map[seenKey]place{},
 	}

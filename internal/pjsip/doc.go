@@ -1,7 +1,7 @@
 // Package pjsip reads Asterisk's pjsip.conf and pjsip_wizard.conf as
 // Asterisk does, and turns them into typed AoR and endpoint definitions for
 // qualifyd: each AoR's static contacts, its qualify.Policy and the
-// qualify.ProbeOptions that shape its OPTIONS.
+// probe.Options that shape its OPTIONS.
 //
 // qualifyd's own options (qualify_failures and the others of
 // docs/qualify-semantics.md §2) live in qualifyd's file, which includes

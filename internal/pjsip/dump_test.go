@@ -11,7 +11,7 @@ func dump(cfg *Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "max_initial_qualify_time %v\n", cfg.MaxInitialQualifyTime)
 	for _, a := range cfg.AoRs {
-		p, o := a.Policy, a.ProbeOptions()
+		p, o := a.Policy, a.OptionsValue()
 		fmt.Fprintf(&b, "aor %s %s:%d\n", a.Name, a.File, a.Line)
 		for _, c := range a.Contacts {
 			fmt.Fprintf(&b, "  contact %s\n", c)

@@ -3,7 +3,7 @@ package pjsip
 import (
 	"strings"
 
-	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // Endpoint is one endpoint (a type=endpoint section, or a wizard's) as far
@@ -47,8 +47,8 @@ func readEndpoint(name string, vars []variable) *endpointDef {
 }
 
 // readAuth takes an auth section's username, password and realm.
-func readAuth(vars []variable) qualify.Credentials {
-	var c qualify.Credentials
+func readAuth(vars []variable) probe.Credentials {
+	var c probe.Credentials
 	for _, v := range vars {
 		switch v.name {
 		case "username":

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // finish reports a second AoR of one name if one came before err (the
@@ -123,7 +123,7 @@ func (b *builder) endpointsByAoR() map[string]*endpointDef {
 // shared through probes. The AoR's own outbound_proxy wins over the
 // endpoint's, as Asterisk sets the contact's proxy after the endpoint's.
 func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) error {
-	o := a.ProbeOptions()
+	o := a.OptionsValue()
 	if e != nil {
 		if o.OutboundProxy == "" {
 			o.OutboundProxy = e.outboundProxy.value
@@ -144,18 +144,18 @@ func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) error {
 // probeSet shares probe options between the AoRs of a configuration:
 // nearly all AoRs have the same few, and a million AoRs each with its own
 // copy held 112 MB.
-type probeSet map[qualify.ProbeOptions]*qualify.ProbeOptions
+type probeSet map[probe.Options]*probe.Options
 
 // get returns the shared copy of o, or nil for no options. A new copy's
 // strings are cloned: they may be parts of a configuration file.
-func (s probeSet) get(o qualify.ProbeOptions) *qualify.ProbeOptions {
-	if o == (qualify.ProbeOptions{}) {
+func (s probeSet) get(o probe.Options) *probe.Options {
+	if o == (probe.Options{}) {
 		return nil
 	}
-	return share(s, o, func(o qualify.ProbeOptions) qualify.ProbeOptions {
-		return qualify.ProbeOptions{OutboundProxy: strings.Clone(o.OutboundProxy), Transport: strings.Clone(o.Transport),
+	return share(s, o, func(o probe.Options) probe.Options {
+		return probe.Options{OutboundProxy: strings.Clone(o.OutboundProxy), Transport: strings.Clone(o.Transport),
 			FromUser: strings.Clone(o.FromUser), FromDomain: strings.Clone(o.FromDomain),
-			Auth: qualify.Credentials{Username: strings.Clone(o.Auth.Username), Password: strings.Clone(o.Auth.Password),
+			Auth: probe.Credentials{Username: strings.Clone(o.Auth.Username), Password: strings.Clone(o.Auth.Password),
 				Realm: strings.Clone(o.Auth.Realm)}}
 	})
 }
@@ -191,10 +191,10 @@ func (b *builder) transportOf(e *endpointDef) (string, error) {
 }
 
 // authOf returns the credentials of e's first outbound_auth.
-func (b *builder) authOf(e *endpointDef) (qualify.Credentials, error) {
+func (b *builder) authOf(e *endpointDef) (probe.Credentials, error) {
 	names := splitList(e.outboundAuth.value)
 	if len(names) == 0 {
-		return qualify.Credentials{}, nil
+		return probe.Credentials{}, nil
 	}
 	c, ok := b.auths[names[0]]
 	if !ok {

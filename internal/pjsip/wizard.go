@@ -3,7 +3,7 @@ package pjsip
 import (
 	"strings"
 
-	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // defaultContactPattern is the wizard's contact_pattern default.
@@ -15,7 +15,7 @@ const defaultContactPattern = "sip:${REMOTE_HOST}"
 // NAME-oauth.
 type wizard struct {
 	endpoint *endpointDef
-	auth     *qualify.Credentials
+	auth     *probe.Credentials
 }
 
 // readWizard expands a wizard section, its AoR into aor. Its "aor/..."
@@ -136,7 +136,7 @@ func with(v variable, name, value string) variable {
 
 // wizardAuth reads outbound_auth/...; Asterisk requires a username when
 // the wizard sends_auth.
-func wizardAuth(s *def) (*qualify.Credentials, error) {
+func wizardAuth(s *def) (*probe.Credentials, error) {
 	vars := prefixed(s.vars, "outbound_auth/")
 	if _, ok := lastOf(vars, "username"); !ok {
 		v, _ := lastOf(s.vars, "sends_auth")

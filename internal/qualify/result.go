@@ -29,7 +29,7 @@ type Result struct {
 	// (or was going, when the transport failed); zero when no address was
 	// found (DNS). When the contact resolved to several targets they are
 	// those of the target whose result this is. Kept apart rather than as
-	// one string so that a probe formats nothing (issue 7): see Addr.
+	// one string so that a probe formats nothing: see Addr.
 	Transport string
 	Dest      netip.AddrPort
 	// Targets holds one Result per target when the contact's host name
@@ -46,41 +46,4 @@ func (r Result) Addr() string {
 		return ""
 	}
 	return r.Transport + " " + r.Dest.String()
-}
-
-// Credentials are an endpoint's outbound_auth, used to answer a 401/407
-// challenge once. The zero value means none.
-type Credentials struct {
-	Username string
-	Password string
-	Realm    string
-}
-
-// ProbeOptions are the per-AoR settings that shape the OPTIONS request,
-// taken from the AoR and its endpoint. The type is comparable: two AoRs
-// probe the same way when their options are ==.
-type ProbeOptions struct {
-	// OutboundProxy is a SIP URI the request is sent through (Route), or "".
-	OutboundProxy string
-	// Transport is the endpoint's transport protocol ("udp", "tcp", "tls"),
-	// used when the contact URI names none; "" means udp.
-	Transport string
-	// FromUser and FromDomain set the From header; empty means defaults.
-	FromUser   string
-	FromDomain string
-	// Auth answers 401/407 challenges.
-	Auth Credentials
-}
-
-// Target is one probe to send: the contact and how to reach it. It is
-// passed by value; Options points at the AoR's shared settings.
-type Target struct {
-	// AoR is the name of the contact's AoR.
-	AoR string
-	// URI is the contact URI, as configured.
-	URI string
-	// Timeout is the probe's deadline from its first send.
-	Timeout time.Duration
-	// Options shapes the request; nil means defaults.
-	Options *ProbeOptions
 }

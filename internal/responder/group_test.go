@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/sipprobe"
 )
 
@@ -25,7 +25,7 @@ func TestGroupSpreadsAndCounts(t *testing.T) {
 	}
 	defer p.Close()
 	for _, a := range addrs {
-		res := p.Probe(t.Context(), qualify.Target{URI: "sip:x@" + a.String(), Timeout: 3 * time.Second})
+		res := p.Probe(t.Context(), probe.Target{URI: "sip:x@" + a.String(), Timeout: 3 * time.Second})
 		if res.Code != 200 {
 			t.Fatalf("probe of %v: %+v", a, res)
 		}

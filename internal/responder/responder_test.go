@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 	"github.com/qualifyd/qualifyd/internal/sipprobe"
 )
@@ -31,7 +32,7 @@ func TestAnswersTheProber(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	target := qualify.Target{AoR: "a", URI: "sip:peer@" + r.Addr().String(), Timeout: 300 * time.Millisecond}
+	target := probe.Target{AoR: "a", URI: "sip:peer@" + r.Addr().String(), Timeout: 300 * time.Millisecond}
 	if res := p.Probe(t.Context(), target); res.Code != 200 || res.Reason != qualify.ReasonNone {
 		t.Fatalf("answered probe: %+v", res)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -93,7 +94,7 @@ func (s *sim) step(limit time.Time) bool {
 
 // Start is the engine's Prober: the peer decides the outcome of the probe
 // of t sent now, and the probe ends when the peer says.
-func (s *sim) Start(_ context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (s *sim) Start(_ context.Context, t probe.Target, tag uint64, done func(uint64, qualify.Result)) {
 	res, end := s.peer.probe(s.now, t.Timeout)
 	s.done = done
 	s.push(inFlight{tag: tag, end: end, res: res})

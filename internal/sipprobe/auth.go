@@ -6,14 +6,15 @@ import (
 	"strings"
 
 	"github.com/icholy/digest"
-	"github.com/qualifyd/qualifyd/internal/qualify"
+
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // authorization answers a 401 (WWW-Authenticate) or 407
 // (Proxy-Authenticate) challenge with digest credentials (RFC 3261 section
 // 22, RFC 8760: MD5, SHA-256 and SHA-512-256, qop=auth). It returns the
 // header name and value to add to the retried request.
-func authorization(challenge string, proxy bool, c qualify.Credentials, ruri string) (name, value string, err error) {
+func authorization(challenge string, proxy bool, c probe.Credentials, ruri string) (name, value string, err error) {
 	chal, err := digest.ParseChallenge(challenge)
 	if err != nil {
 		return "", "", fmt.Errorf("challenge: %w", err)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 	"github.com/icholy/digest"
+
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -70,23 +72,23 @@ func TestDigestAuth(t *testing.T) {
 		name      string
 		code      int
 		algorithm string
-		creds     qualify.Credentials
+		creds     probe.Credentials
 		want      int
 		retries   uint64
 	}{
-		{"md5 401", 401, "MD5", qualify.Credentials{Username: "alice", Password: "secret"}, 200, 1},
-		{"sha256 401", 401, "SHA-256", qualify.Credentials{Username: "alice", Password: "secret"}, 200, 1},
-		{"sha256 407", 407, "SHA-256", qualify.Credentials{Username: "alice", Password: "secret", Realm: "lab"}, 200, 1},
-		{"wrong password", 401, "MD5", qualify.Credentials{Username: "alice", Password: "nope"}, 403, 1},
-		{"no credentials", 401, "MD5", qualify.Credentials{}, 401, 0},
-		{"other realm", 401, "MD5", qualify.Credentials{Username: "alice", Password: "secret", Realm: "x"}, 401, 0},
+		{"md5 401", 401, "MD5", probe.Credentials{Username: "alice", Password: "secret"}, 200, 1},
+		{"sha256 401", 401, "SHA-256", probe.Credentials{Username: "alice", Password: "secret"}, 200, 1},
+		{"sha256 407", 407, "SHA-256", probe.Credentials{Username: "alice", Password: "secret", Realm: "lab"}, 200, 1},
+		{"wrong password", 401, "MD5", probe.Credentials{Username: "alice", Password: "nope"}, 403, 1},
+		{"no credentials", 401, "MD5", probe.Credentials{}, 401, 0},
+		{"other realm", 401, "MD5", probe.Credentials{Username: "alice", Password: "secret", Realm: "x"}, 401, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := digestPeer(t, tc.code, tc.algorithm)
 			p := newProber(t, Config{})
 			tg := target(uriOf(r, ""), 3*time.Second)
-			tg.Options = &qualify.ProbeOptions{Auth: tc.creds}
+			tg.Options = &probe.Options{Auth: tc.creds}
 			res := p.Probe(t.Context(), tg)
 			if res.Code != tc.want || res.Reason != qualify.ReasonNone {
 				t.Fatalf("got %+v, want code %d", res, tc.want)
@@ -107,7 +109,7 @@ func TestDigestAuthTCP(t *testing.T) {
 	r := newStreamResponder(t, nil, digestHandler(401, "MD5"))
 	p := newProber(t, Config{})
 	tg := target(uriOf(r, ";transport=tcp"), 3*time.Second)
-	tg.Options = &qualify.ProbeOptions{Auth: qualify.Credentials{Username: "alice", Password: "secret"}}
+	tg.Options = &probe.Options{Auth: probe.Credentials{Username: "alice", Password: "secret"}}
 	if res := p.Probe(t.Context(), tg); res.Code != 200 || res.Addr() != "tcp "+r.addr.String() {
 		t.Fatalf("got %+v, want 200 over tcp", res)
 	}
@@ -141,7 +143,7 @@ func TestChallengeAnsweredOnce(t *testing.T) {
 	})
 	p := newProber(t, Config{})
 	tg := target(uriOf(r, ""), 3*time.Second)
-	tg.Options = &qualify.ProbeOptions{Auth: qualify.Credentials{Username: "alice", Password: "secret"}}
+	tg.Options = &probe.Options{Auth: probe.Credentials{Username: "alice", Password: "secret"}}
 	if res := p.Probe(t.Context(), tg); res.Code != 401 {
 		t.Fatalf("got %+v, want 401", res)
 	}

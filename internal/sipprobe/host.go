@@ -10,7 +10,7 @@ import (
 
 // probeHost resolves rt.host (RFC 3263) and probes every target; it runs
 // in a goroutine of its own, for the lookup.
-func (p *Prober) probeHost(ctx context.Context, pr probe, rt *route, tag uint64, done func(uint64, qualify.Result)) {
+func (p *Prober) probeHost(ctx context.Context, pr spec, rt *route, tag uint64, done func(uint64, qualify.Result)) {
 	start := time.Now()
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.DNSTimeout)
 	addrs, err := p.dns.resolve(dctx, rt.host, rt.port, rt.transport)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -56,7 +57,7 @@ type txRecord struct {
 // connection and the digest exchange.
 type txExt struct {
 	conn *streamConn // nil for UDP
-	auth qualify.Credentials
+	auth probe.Credentials
 
 	challenge string // WWW-/Proxy-Authenticate value kept for wantChallenge
 	authName  string // Authorization or Proxy-Authorization of a retry, or ""

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -29,8 +30,8 @@ import (
 // "canceled". The table watches each distinct cancellable context once,
 // so ctx should be long-lived and shared by many probes; it must be
 // comparable, as the standard library's contexts are.
-func (p *Prober) Start(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
-	pr := probe{opts: t.Options, timeout: t.Timeout}
+func (p *Prober) Start(ctx context.Context, t probe.Target, tag uint64, done func(uint64, qualify.Result)) {
+	pr := spec{opts: t.Options, timeout: t.Timeout}
 	var fast route
 	if fastRoute(t.URI, t.Options, &fast) {
 		p.startUDP(ctx, pr, &fast, fast.dest, tag, done)
@@ -49,7 +50,7 @@ func (p *Prober) Start(ctx context.Context, t qualify.Target, tag uint64, done f
 }
 
 // Probe sends one probe of t, as Start does, and waits for its result.
-func (p *Prober) Probe(ctx context.Context, t qualify.Target) qualify.Result {
+func (p *Prober) Probe(ctx context.Context, t probe.Target) qualify.Result {
 	w := p.waiters.Get().(*waiter)
 	p.Start(ctx, t, 0, w.done)
 	r := <-w.res
@@ -70,22 +71,22 @@ func newWaiter() *waiter {
 	return w
 }
 
-// probe is what a probe needs of its Target. It is passed by value, so
+// spec is what a probe needs of its Target. It is passed by value, so
 // the Target itself never escapes to the heap.
-type probe struct {
-	opts    *qualify.ProbeOptions
+type spec struct {
+	opts    *probe.Options
 	timeout time.Duration
 }
 
 // hasCredentials reports whether the target answers digest challenges.
-func (pr probe) hasCredentials() bool {
+func (pr spec) hasCredentials() bool {
 	return pr.opts != nil && pr.opts.Auth.Username != ""
 }
 
 // startRoute starts the probe of rt to dest: over UDP at once, over
 // TCP/TLS in a goroutine that gets the connection (perhaps dialing it)
 // and writes the request. rt is the cached route, which may escape.
-func (p *Prober) startRoute(ctx context.Context, pr probe, rt *route, dest netip.AddrPort, tag uint64, done func(uint64, qualify.Result)) {
+func (p *Prober) startRoute(ctx context.Context, pr spec, rt *route, dest netip.AddrPort, tag uint64, done func(uint64, qualify.Result)) {
 	if rt.transport == udp {
 		p.startUDP(ctx, pr, rt, dest, tag, done)
 		return
@@ -94,7 +95,7 @@ func (p *Prober) startRoute(ctx context.Context, pr probe, rt *route, dest netip
 }
 
 // startUDP starts the probe of rt to dest over UDP. rt does not escape.
-func (p *Prober) startUDP(ctx context.Context, pr probe, rt *route, dest netip.AddrPort, tag uint64, done func(uint64, qualify.Result)) {
+func (p *Prober) startUDP(ctx context.Context, pr spec, rt *route, dest netip.AddrPort, tag uint64, done func(uint64, qualify.Result)) {
 	tx, err := p.newTx(pr, rt, dest)
 	if err == nil {
 		tx.rec.req.hdr, err = p.udpHeaders(rt, dest)
@@ -110,7 +111,7 @@ func (p *Prober) startUDP(ctx context.Context, pr probe, rt *route, dest netip.A
 
 // startStream starts the probe of rt to dest over TCP or TLS: the
 // deadline starts before the connection is got, which may mean dialing.
-func (p *Prober) startStream(ctx context.Context, pr probe, rt *route, dest netip.AddrPort, tag uint64, done func(uint64, qualify.Result)) {
+func (p *Prober) startStream(ctx context.Context, pr spec, rt *route, dest netip.AddrPort, tag uint64, done func(uint64, qualify.Result)) {
 	deadline := deadlineAfter(p.table.now(), pr.timeout)
 	tx, err := p.newTx(pr, rt, dest)
 	if err == nil {
@@ -130,7 +131,7 @@ var errTooMany = errors.New("too many probes in flight")
 // newTx returns a transaction of the slab with the request of a new
 // probe of rt to dest but its headers; a probe over TCP/TLS or with
 // credentials gets an extension.
-func (p *Prober) newTx(pr probe, rt *route, dest netip.AddrPort) (*transaction, error) {
+func (p *Prober) newTx(pr spec, rt *route, dest netip.AddrPort) (*transaction, error) {
 	tx := p.table.slab.acquire()
 	if tx == nil {
 		return nil, errTooMany

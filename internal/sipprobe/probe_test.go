@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -27,8 +29,8 @@ func newProber(t *testing.T, cfg Config) *Prober {
 	return p
 }
 
-func target(uri string, timeout time.Duration) qualify.Target {
-	return qualify.Target{AoR: "test", URI: uri, Timeout: timeout}
+func target(uri string, timeout time.Duration) probe.Target {
+	return probe.Target{AoR: "test", URI: uri, Timeout: timeout}
 }
 
 func uriOf(r *responder, params string) string {
@@ -38,9 +40,9 @@ func uriOf(r *responder, params string) string {
 // TestProbeAnswered: a final response of any class ends the probe with
 // its code and RTT, through Probe and through Start alike.
 func TestProbeAnswered(t *testing.T) {
-	ways := map[string]func(*testing.T, *Prober, qualify.Target) qualify.Result{
-		"Probe": func(t *testing.T, p *Prober, tg qualify.Target) qualify.Result { return p.Probe(t.Context(), tg) },
-		"Start": func(t *testing.T, p *Prober, tg qualify.Target) qualify.Result {
+	ways := map[string]func(*testing.T, *Prober, probe.Target) qualify.Result{
+		"Probe": func(t *testing.T, p *Prober, tg probe.Target) qualify.Result { return p.Probe(t.Context(), tg) },
+		"Start": func(t *testing.T, p *Prober, tg probe.Target) qualify.Result {
 			return startAndWait(t, t.Context(), p, tg)
 		},
 	}
@@ -215,7 +217,7 @@ func TestOutboundProxy(t *testing.T) {
 	p := newProber(t, Config{})
 	contact := "sip:pbx@127.0.0.1:9"
 	tg := target(contact, 3*time.Second)
-	tg.Options = &qualify.ProbeOptions{OutboundProxy: "sip:" + proxy.addr.String()}
+	tg.Options = &probe.Options{OutboundProxy: "sip:" + proxy.addr.String()}
 	if res := p.Probe(t.Context(), tg); res.Code != 200 || res.Addr() != "udp "+proxy.addr.String() {
 		t.Fatalf("got %+v", res)
 	}

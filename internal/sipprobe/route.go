@@ -7,7 +7,8 @@ import (
 	"sync"
 
 	"github.com/emiago/sipgo/sip"
-	"github.com/qualifyd/qualifyd/internal/qualify"
+
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // transport is a SIP transport protocol.
@@ -66,13 +67,13 @@ type routes struct {
 // out of route so that the fast path's route on the stack stays small.
 type parsedRoute struct {
 	route
-	opts qualify.ProbeOptions
+	opts probe.Options
 }
 
 // get returns the route of a contact URI with options, parsing it on
 // first use.
-func (rs *routes) get(uri string, opts *qualify.ProbeOptions) (*route, error) {
-	var o qualify.ProbeOptions
+func (rs *routes) get(uri string, opts *probe.Options) (*route, error) {
+	var o probe.Options
 	if opts != nil {
 		o = *opts
 	}
@@ -102,7 +103,7 @@ func (rs *routes) get(uri string, opts *qualify.ProbeOptions) (*route, error) {
 // neither sipgo's parser, nor the cache, nor an allocation (with more
 // contacts than the cache holds, nearly every lookup would miss and
 // parse). It reports false for anything else, which parseRoute handles.
-func fastRoute(uri string, o *qualify.ProbeOptions, rt *route) bool {
+func fastRoute(uri string, o *probe.Options, rt *route) bool {
 	if o != nil && (o.OutboundProxy != "" || (o.Transport != "" && !strings.EqualFold(o.Transport, "udp"))) {
 		return false
 	}
@@ -142,7 +143,7 @@ func ipHostPort(host string) (netip.AddrPort, bool) {
 
 // parseRoute builds the route of a contact URI: the destination is the
 // outbound proxy when there is one, else the contact.
-func parseRoute(uri string, o *qualify.ProbeOptions) (*route, error) {
+func parseRoute(uri string, o *probe.Options) (*route, error) {
 	contact, err := parseSIPURI(uri)
 	if err != nil {
 		return nil, err

@@ -3,14 +3,14 @@ package sipprobe
 import (
 	"testing"
 
-	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // TestFastRouteAgreesWithParser: every URI the fast path takes gives the
 // destination, transport and Request-URI that sipgo's parser gives; the
 // rest goes to the parser.
 func TestFastRouteAgreesWithParser(t *testing.T) {
-	o := &qualify.ProbeOptions{FromUser: "qd"}
+	o := &probe.Options{FromUser: "qd"}
 	for _, tc := range []struct {
 		uri  string
 		fast bool
@@ -43,10 +43,10 @@ func TestFastRouteAgreesWithParser(t *testing.T) {
 			t.Errorf("%s: fast %+v, parser %+v", tc.uri, rt, *want)
 		}
 	}
-	if fastRoute("sip:a@192.0.2.1", &qualify.ProbeOptions{OutboundProxy: "sip:proxy"}, &route{}) {
+	if fastRoute("sip:a@192.0.2.1", &probe.Options{OutboundProxy: "sip:proxy"}, &route{}) {
 		t.Error("fast path with an outbound proxy")
 	}
-	if fastRoute("sip:a@192.0.2.1", &qualify.ProbeOptions{Transport: "tcp"}, &route{}) {
+	if fastRoute("sip:a@192.0.2.1", &probe.Options{Transport: "tcp"}, &route{}) {
 		t.Error("fast path over TCP")
 	}
 }

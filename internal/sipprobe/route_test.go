@@ -3,6 +3,7 @@ package sipprobe
 import (
 	"testing"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -24,7 +25,7 @@ func TestParseRoute(t *testing.T) {
 		{"<sip:a@pbx.example>", "", "sip:192.0.2.9;transport=tcp", tcp, "192.0.2.9", "tcp 192.0.2.9:5060"},
 	}
 	for _, tc := range cases {
-		r, err := parseRoute(tc.uri, &qualify.ProbeOptions{Transport: tc.endpoint, OutboundProxy: tc.proxy})
+		r, err := parseRoute(tc.uri, &probe.Options{Transport: tc.endpoint, OutboundProxy: tc.proxy})
 		if err != nil {
 			t.Errorf("%s: %v", tc.uri, err)
 			continue

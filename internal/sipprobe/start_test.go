@@ -9,12 +9,14 @@ import (
 	"unsafe"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // startAndWait runs Start and waits for its result, which must come
 // with the probe's tag.
-func startAndWait(tb testing.TB, ctx context.Context, p *Prober, t qualify.Target) qualify.Result {
+func startAndWait(tb testing.TB, ctx context.Context, p *Prober, t probe.Target) qualify.Result {
 	tb.Helper()
 	const tag = 0xfeedface0042
 	ch := make(chan qualify.Result, 1)
@@ -146,7 +148,7 @@ func TestNoGoroutineWaitsForAResponse(t *testing.T) {
 	wg.Add(2 * n)
 	done := func(uint64, qualify.Result) { wg.Done() }
 	tg := target(uriOf(digest, ""), time.Hour)
-	tg.Options = &qualify.ProbeOptions{Auth: qualify.Credentials{Username: "alice", Password: "secret"}}
+	tg.Options = &probe.Options{Auth: probe.Credentials{Username: "alice", Password: "secret"}}
 	for i := range n {
 		p.Start(ctx, target(uriOf(tcp, ";transport=tcp"), time.Hour), uint64(i), done)
 		p.Start(ctx, tg, uint64(i), done)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -60,7 +62,7 @@ func TestTCPNoRetransmission(t *testing.T) {
 	r := newStreamResponder(t, nil, nil)
 	p := newProber(t, Config{})
 	tg := target(uriOf(r, ""), 1600*time.Millisecond)
-	tg.Options = &qualify.ProbeOptions{Transport: "tcp"}
+	tg.Options = &probe.Options{Transport: "tcp"}
 	if res := p.Probe(t.Context(), tg); res.Reason != qualify.ReasonTimeout {
 		t.Fatalf("got %+v, want timeout", res)
 	}

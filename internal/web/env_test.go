@@ -17,6 +17,7 @@ import (
 
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/enginetest"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -38,7 +39,7 @@ func (f *fakeProber) set(uri string, r reply) {
 	f.script[uri] = r
 }
 
-func (f *fakeProber) Start(ctx context.Context, t qualify.Target, tag uint64, done func(uint64, qualify.Result)) {
+func (f *fakeProber) Start(ctx context.Context, t probe.Target, tag uint64, done func(uint64, qualify.Result)) {
 	f.mu.Lock()
 	r, ok := f.script[t.URI]
 	f.mu.Unlock()
