@@ -136,7 +136,7 @@ func BenchmarkParseAoRs(b *testing.B) {
 // BenchmarkParseAppends parses a file of 20,000 AoRs, then as many
 // "[cN](+type=aor)" sections adding qualifyd's options to them, as
 // qualifyd.conf does to the PBX's file (doc.go). Finding each append's
-// section by scanning every section made this quadratic (issue 7).
+// section by scanning every section made this quadratic.
 func BenchmarkParseAppends(b *testing.B) {
 	src := bytes.NewBuffer(aorFile(20000))
 	for i := range 20000 {
@@ -152,7 +152,7 @@ func BenchmarkParseAppends(b *testing.B) {
 
 // BenchmarkParseEndpoints parses a file of 20,000 endpoints, each with its
 // AoR, as a hosted PBX's pjsip.conf has them. Finding each AoR's endpoint
-// by scanning all of them made this quadratic: 9 s at 40,000 (issue 7).
+// by scanning all of them made this quadratic: 9 s at 40,000.
 func BenchmarkParseEndpoints(b *testing.B) {
 	var src strings.Builder
 	for i := range 20000 {
