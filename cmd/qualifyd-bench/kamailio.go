@@ -15,13 +15,13 @@ import (
 	"time"
 )
 
-// kamGroup is the dispatcher set size: the lab (shared/lab/README.md)
+// kamGroup is the dispatcher set size: the lossy-network lab
 // measured 51-56 us per probe with small sets and 175-190 us with one set
 // of 10,000, because dispatcher scans a set linearly for every reply.
 const kamGroup = 50
 
 // kamConfig is the private dispatcher prober configuration, modelled on
-// shared/lab/prober.cfg: dispatcher probes every destination every
+// cmd/qualifyd-lab/lab/prober.cfg: dispatcher probes every destination every
 // ds_ping_interval with a tm transaction; fr_timer is the probe timeout.
 const kamConfig = `#!KAMAILIO
 debug=1
