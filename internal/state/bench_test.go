@@ -2,7 +2,6 @@ package state
 
 import (
 	"context"
-	"iter"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,21 +15,6 @@ import (
 type idleProber struct{}
 
 func (idleProber) Start(context.Context, qualify.Target, uint64, func(uint64, qualify.Result)) {}
-
-// Pages returns the engine's saved states, page by page, as a daemon
-// writes them.
-func pages(e *engine.Engine) iter.Seq[[]engine.Saved] {
-	return func(yield func([]engine.Saved) bool) {
-		var page []engine.Saved
-		for after, more := "", true; more; {
-			page, more = e.SavedPage(page, after, 1024)
-			if !yield(page) || !more {
-				return
-			}
-			after = page[len(page)-1].AoR
-		}
-	}
-}
 
 // BenchmarkStateWrite1M writes the state of a million probed contacts
 // (enginetest.NumberedAoRs, each restored with a result) to a file in
@@ -46,7 +30,7 @@ func BenchmarkStateWrite1M(b *testing.B) {
 	var st Stats
 	for b.Loop() {
 		var err error
-		if st, err = Write(path, Header{Written: time.Now(), Seq: e.Seq()}, pages(e)); err != nil {
+		if st, err = Write(path, Header{Written: time.Now(), Seq: e.Seq()}, Pages(e)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -89,7 +73,7 @@ func BenchmarkStateRead1M(b *testing.B) {
 	const n = 1_000_000
 	e := probed(b, n)
 	path := filepath.Join(b.TempDir(), "state")
-	if _, err := Write(path, Header{Written: time.Now()}, pages(e)); err != nil {
+	if _, err := Write(path, Header{Written: time.Now()}, Pages(e)); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

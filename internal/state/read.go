@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"time"
 
@@ -26,6 +27,34 @@ func Read(path string) (*File, error) {
 	f, err := Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Take reads the state file at path, as Read, for a process that
+// continues the event numbers of the one that wrote it. A clean file
+// (Header.Clean) is rewritten at once without its clean mark, so that
+// should this process die before it writes a clean file of its own, the
+// next one knows Seq is not its last number. The File returned keeps the
+// clean mark it was read with; when the rewrite fails, Take returns the
+// File with Clean false and the error.
+func Take(path string) (*File, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	if !f.Clean {
+		return f, nil
+	}
+	binary.LittleEndian.PutUint16(data[len(magic)+2:], 0)
+	binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(data[:len(data)-4], castagnoli))
+	if err := atomicWrite(path, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		f.Clean = false
+		return f, err
 	}
 	return f, nil
 }

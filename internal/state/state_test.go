@@ -231,3 +231,23 @@ func TestReadMissing(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestTake: Take gives a clean file back as it was and leaves it on disk
+// without its clean mark; a file that is not clean stays as it is.
+func TestTake(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	if _, err := Write(path, Header{Written: written, Seq: 7, Clean: true}, pagesOf(sample())); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Take(path)
+	if err != nil || !f.Clean || f.Seq != 7 || len(f.Contacts) != 3 {
+		t.Fatalf("Take = %+v, %v", f, err)
+	}
+	again, err := Read(path)
+	if err != nil || again.Clean || again.Seq != 7 || len(again.Contacts) != 3 || again.Seal(*sample()[3].Probe) != *again.Contacts[2].Probe {
+		t.Fatalf("after Take: %+v, %v", again, err)
+	}
+	if f, err := Take(path); err != nil || f.Clean {
+		t.Fatalf("Take of a file not clean = %+v, %v", f, err)
+	}
+}

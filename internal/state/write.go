@@ -34,34 +34,59 @@ type Stats struct {
 // are written (probed contacts of AoRs with qualify on). On error path is
 // left as it was.
 func Write(path string, h Header, pages iter.Seq[[]engine.Saved]) (Stats, error) {
+	var st Stats
+	err := atomicWrite(path, func(w io.Writer) (err error) {
+		st, err = Encode(w, h, pages)
+		return err
+	})
+	return st, err
+}
+
+// Pages yields e's saved states page by page (engine.SavedPage), for
+// Write: the engine's lock is held for one page at a time.
+func Pages(e *engine.Engine) iter.Seq[[]engine.Saved] {
+	return func(yield func([]engine.Saved) bool) {
+		var page []engine.Saved
+		for after, more := "", true; more; {
+			page, more = e.SavedPage(page, after, pageSize)
+			if !yield(page) || !more {
+				return
+			}
+			after = page[len(page)-1].AoR
+		}
+	}
+}
+
+// pageSize is how many contacts Pages takes per hold of the engine's
+// lock: about a third of a millisecond at a million contacts.
+const pageSize = 1024
+
+// atomicWrite writes path with fill: into a temporary file in path's
+// directory, fsynced, renamed over path, the directory fsynced. On error
+// path is left as it was.
+func atomicWrite(path string, fill func(io.Writer) error) error {
 	dir, base := filepath.Split(path)
 	tmp, err := os.CreateTemp(dir, "."+base+".*")
 	if err != nil {
-		return Stats{}, err
+		return fmt.Errorf("write state file %s: %w", path, err)
 	}
-	st, err := writeTo(tmp, h, pages)
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	err = fill(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
 	if err == nil {
 		err = commit(tmp, path)
 	}
 	if err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return Stats{}, fmt.Errorf("write state file %s: %w", path, err)
+		return fmt.Errorf("write state file %s: %w", path, err)
 	}
-	return st, nil
-}
-
-// writeTo encodes into f and fsyncs it.
-func writeTo(f *os.File, h Header, pages iter.Seq[[]engine.Saved]) (Stats, error) {
-	bw := bufio.NewWriterSize(f, 1<<20)
-	st, err := Encode(bw, h, pages)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	return st, err
+	return nil
 }
 
 // commit closes tmp, renames it to path and fsyncs path's directory.
