@@ -183,20 +183,20 @@ func countAttrs(conf *pjsip.Config) []slog.Attr {
 
 // Run runs everything until ctx is cancelled or the HTTP server fails;
 // SIGHUP reloads. With a state file, it restores the saved states before
-// the engine's first probe, writes the file while it runs and once more
-// when the engine has stopped. It closes the sockets when it returns;
+// the engine's first probe and the HTTP front's first answer, writes the
+// file while it runs and once more when the engine has stopped. It closes the sockets when it returns;
 // call it once.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.prober.Close()
 	d.log.Notice(slog.LevelInfo, "started", d.startAttrs()...)
+	var wg sync.WaitGroup
+	wg.Go(func() { d.follow(d.events) })
+	d.restoreState()
 	runCtx, cancel := context.WithCancel(ctx)
 	httpErr := make(chan error, 1)
 	if d.http != nil {
 		go func() { httpErr <- d.http.run(runCtx) }()
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { d.follow(d.events) })
-	d.restoreState()
 	wg.Go(func() { d.eng.Run(runCtx) })
 	wg.Go(func() { d.keepState(runCtx) })
 	err := d.watch(runCtx, httpErr)
