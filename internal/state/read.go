@@ -20,15 +20,21 @@ const maxFile = 1 << 30
 // ErrForeign, ErrVersion or ErrCorrupt, or is the file system's (a
 // missing file is fs.ErrNotExist).
 func Read(path string) (*File, error) {
+	_, f, err := load(path)
+	return f, err
+}
+
+// load reads and decodes path, returning its bytes too.
+func load(path string) ([]byte, *File, error) {
 	data, err := readFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f, err := Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("state file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("state file %s: %w", path, err)
 	}
-	return f, nil
+	return data, f, nil
 }
 
 // Take reads the state file at path, as Read, for a process that
@@ -39,16 +45,9 @@ func Read(path string) (*File, error) {
 // clean mark it was read with; when the rewrite fails, Take returns the
 // File with Clean false and the error.
 func Take(path string) (*File, error) {
-	data, err := readFile(path)
-	if err != nil {
-		return nil, err
-	}
-	f, err := Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("state file %s: %w", path, err)
-	}
-	if !f.Clean {
-		return f, nil
+	data, f, err := load(path)
+	if err != nil || !f.Clean {
+		return f, err
 	}
 	binary.LittleEndian.PutUint16(data[len(magic)+2:], 0)
 	binary.LittleEndian.PutUint32(data[len(data)-4:], crc32.Checksum(data[:len(data)-4], castagnoli))
@@ -291,15 +290,7 @@ func (d *decoder) u32() uint32 { return uint32(d.uvarint(1<<32 - 1)) }
 
 // uvarint reads an unsigned varint no larger than most.
 func (d *decoder) uvarint(most uint64) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.off += n
+	v := number(d, binary.Uvarint)
 	if v > most {
 		d.fail("%d out of range (at most %d)", v, most)
 		return 0
@@ -307,11 +298,14 @@ func (d *decoder) uvarint(most uint64) uint64 {
 	return v
 }
 
-func (d *decoder) varint() int64 {
+func (d *decoder) varint() int64 { return number(d, binary.Varint) }
+
+// number reads one varint with read (binary.Uvarint or binary.Varint).
+func number[T int64 | uint64](d *decoder, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b[d.off:])
+	v, n := read(d.b[d.off:])
 	if n <= 0 {
 		d.fail("bad varint")
 		return 0

@@ -190,12 +190,19 @@ func scenarioEnv(t *testing.T, cfg Config) *env {
 func scenarioEnvOf(t *testing.T, cfg Config, ecfg engine.Config) *env {
 	t.Helper()
 	v := newEnv(t, cfg, ecfg)
+	v.playScenario()
+	return v
+}
+
+// playScenario applies scenario() with its peers' answers and runs it to
+// 9 s.
+func (v *env) playScenario() {
+	v.t.Helper()
 	v.prober.set(gw2URI, reply{Silent: true})
 	v.prober.set(gw3URI, reply{After: 5 * time.Millisecond, Code: 503})
 	v.prober.set(bakURI, reply{Silent: true})
 	if err := v.e.Apply(scenario()); err != nil {
-		t.Fatal(err)
+		v.t.Fatal(err)
 	}
 	v.until(9 * time.Second)
-	return v
 }

@@ -364,13 +364,7 @@ func TestEventsContinueSavedSeq(t *testing.T) {
 				if tt.early {
 					open()
 				}
-				v.prober.set(gw2URI, reply{Silent: true})
-				v.prober.set(gw3URI, reply{After: 5 * time.Millisecond, Code: 503})
-				v.prober.set(bakURI, reply{Silent: true})
-				if err := v.e.Apply(scenario()); err != nil {
-					t.Fatal(err)
-				}
-				v.until(9 * time.Second)
+				v.playScenario()
 				if !tt.early {
 					open()
 				}
