@@ -74,8 +74,7 @@ func (d *Daemon) restoreState() {
 	// them.
 	chunk := max(cap(d.events.C)/4, 1)
 	for chunk := range slices.Chunk(f.Contacts, chunk) {
-		r := d.eng.Restore(chunk, f.Seal)
-		n.Restored, n.Changed, n.Stale, n.Probed = n.Restored+r.Restored, n.Changed+r.Changed, n.Stale+r.Stale, n.Probed+r.Probed
+		n.Add(d.eng.Restore(chunk, f.Seal))
 		d.caughtUp()
 	}
 	d.log.Notice(slog.LevelInfo, "state restored", slog.String("state_file", d.state.path), slog.Int("restored", n.Restored),

@@ -26,6 +26,11 @@ type Restored struct {
 	Probed int
 }
 
+// Add adds o's counts to r's.
+func (r *Restored) Add(o Restored) {
+	r.Restored, r.Changed, r.Stale, r.Probed = r.Restored+o.Restored, r.Changed+o.Changed, r.Stale+o.Stale, r.Probed+o.Probed
+}
+
 // Restore puts saved states back into the contacts they were taken from,
 // with the reload rule (qualify-semantics §8): a contact whose AoR, URI
 // and options are unchanged takes its saved status, counters and last

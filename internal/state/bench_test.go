@@ -85,3 +85,33 @@ func BenchmarkStateRead1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/contact")
 }
+
+// BenchmarkStateRestore1M is a start's cost of the state file of a
+// million contacts: reading it and restoring it into an engine that has
+// just applied the same AoRs (the engine's lock is held throughout, before
+// the first probe).
+func BenchmarkStateRestore1M(b *testing.B) {
+	const n = 1_000_000
+	path := filepath.Join(b.TempDir(), "state")
+	if _, err := Write(path, Header{Written: time.Now()}, Pages(probed(b, n))); err != nil {
+		b.Fatal(err)
+	}
+	p := qualify.Policy{Frequency: 60 * time.Second, Timeout: 3 * time.Second}
+	aors := enginetest.NumberedAoRs(n, p)
+	for b.Loop() {
+		b.StopTimer()
+		e, _ := engine.New(engine.Config{Prober: idleProber{}})
+		if err := e.Apply(aors); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		f, err := Read(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r := e.Restore(f.Contacts, f.Seal); r.Restored != n {
+			b.Fatalf("restored %+v", r)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/contact")
+}
