@@ -9,10 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/responder"
 )
 
@@ -76,6 +78,7 @@ func TestDaemonServesAPI(t *testing.T) {
 	writeFile(t, conf, fmt.Sprintf("[pbx07]\ntype=aor\ncontact=%s\nqualify_frequency=1\nqualify_timeout=0.5\n"+
 		"\n[pbx07]\ntype=endpoint\naors=pbx07,nosuch\n\n[lonely]\ntype=endpoint\n", uri))
 	writeFile(t, tokenFile, "s3cret\n")
+	before := engine.StartSeq(time.Now())
 	d := startDaemon(t, "--config", conf, "--http", "127.0.0.1:0", "--token-file", tokenFile)
 	started := d.expect("qualifyd: started")
 	base := regexp.MustCompile(`http=(http://\S+)`).FindStringSubmatch(started)[1]
@@ -101,7 +104,10 @@ func TestDaemonServesAPI(t *testing.T) {
 		t.Fatalf("unknown endpoint: %d %s", code, body)
 	}
 	ev := firstSSE(t, base+"/api/v1/events", `"to":"Reachable"`)
-	if !strings.Contains(ev, "event: status") || !strings.Contains(ev, "id: 1") ||
+	// The process's first id is past its start time in microseconds, past
+	// any id an earlier process issued.
+	id, _ := strconv.ParseUint(regexp.MustCompile(`(?m)^id: (\d+)$`).FindStringSubmatch(ev + "\nid: 0")[1], 10, 64)
+	if !strings.Contains(ev, "event: status") || id <= before || id >= 1<<53 ||
 		!strings.Contains(ev, `is now Reachable.  RTT: `) {
 		t.Fatalf("replayed event:\n%s", ev)
 	}

@@ -26,6 +26,7 @@ type runOptions struct {
 	tokenFile string
 	perAoR    int
 	coalesce  time.Duration
+	stateFile string
 }
 
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
@@ -40,6 +41,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.StringVar(&o.token, "token", "", "bearer token required by the API's write routes (prefer --token-file)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
 	fs.IntVar(&o.perAoR, "metrics-per-aor", 0, "export per-AoR metric series for at most this many AoRs (0: none)")
+	fs.StringVar(&o.stateFile, "state-file", "", "keep the contacts' state and the event ids across restarts in this file (e.g. /var/lib/qualifyd/state; default: none)")
 	fs.DurationVar(&o.coalesce, "coalesce", engine.DefaultCoalesce, "start the probes due within this window in one wake-up, each at most this late (0: each at its due time)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -89,7 +91,7 @@ func (o *runOptions) readToken() error {
 func (o runOptions) daemonConfig(stdout, stderr io.Writer) daemon.Config {
 	return daemon.Config{
 		ConfigFile: o.config, ConfigDir: o.configDir, SIPBind: o.sipBind, Coalesce: engineCoalesce(o.coalesce),
-		HTTPAddr: o.httpAddr, Token: o.token, PerAoR: o.perAoR, Version: version(),
+		HTTPAddr: o.httpAddr, Token: o.token, PerAoR: o.perAoR, Version: version(), StateFile: o.stateFile,
 		Log: stdout, LogFormat: o.logFormat, Errors: stderr,
 	}
 }

@@ -39,3 +39,20 @@ func TestRunCoalesceFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStateFileFlag: --state-file is off by default and reaches the
+// daemon's configuration.
+func TestRunStateFileFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{{nil, ""}, {[]string{"--state-file", "/var/lib/qualifyd/state"}, "/var/lib/qualifyd/state"}} {
+		o, err := parseRun(append([]string{"--config", "x.conf", "--http", ""}, c.args...), io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if got := o.daemonConfig(io.Discard, io.Discard).StateFile; got != c.want {
+			t.Errorf("%q: StateFile %q, want %q", c.args, got, c.want)
+		}
+	}
+}

@@ -31,6 +31,12 @@ type Config struct {
 	// for the first probes' delays.
 	Rand func() float64
 
+	// StateFile, if set, is where the contacts' state and the event
+	// numbers are kept across restarts (see package state): read at
+	// start, written every 10 s while anything changed and at shutdown.
+	// A file that cannot be used is logged and ignored.
+	StateFile string
+
 	// HTTPAddr is the API, metrics and status page address; empty
 	// disables HTTP.
 	HTTPAddr string

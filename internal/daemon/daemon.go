@@ -38,6 +38,8 @@ type Daemon struct {
 	events    *engine.Subscription // the log's
 	http      *httpFront           // nil without HTTPAddr
 	reloadMu  sync.Mutex           // one reload at a time
+	state     stateKeeper          // Config.StateFile
+	idle      chan struct{}        // the follower has taken every event
 }
 
 // eventBuffer is how many engine events the log may fall behind by before
@@ -58,7 +60,8 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log}
+	d := &Daemon{cfg: cfg, log: log, idle: make(chan struct{}, 1)}
+	d.readState()
 	if d.prober, err = sipprobe.New(sipprobe.Config{ListenAddr: cfg.SIPBind}); err != nil {
 		return nil, err
 	}
@@ -77,7 +80,7 @@ func (d *Daemon) build(conf *pjsip.Config) error {
 		return err
 	}
 	d.eng, err = engine.New(engine.Config{Prober: d.prober, MaxInitialQualifyTime: conf.MaxInitialQualifyTime,
-		Observe: d.metrics.ObserveProbe, Lateness: d.metrics.ObserveLateness, Coalesce: d.cfg.Coalesce, Rand: d.cfg.Rand})
+		Observe: d.metrics.ObserveProbe, Lateness: d.metrics.ObserveLateness, Coalesce: d.cfg.Coalesce, Rand: d.cfg.Rand, Seq: d.startSeq()})
 	if err != nil {
 		return err
 	}
@@ -179,18 +182,23 @@ func countAttrs(conf *pjsip.Config) []slog.Attr {
 }
 
 // Run runs everything until ctx is cancelled or the HTTP server fails;
-// SIGHUP reloads. It closes the sockets when it returns; call it once.
+// SIGHUP reloads. With a state file, it restores the saved states before
+// the engine's first probe and the HTTP front's first answer, writes the
+// file while it runs and once more when the engine has stopped. It closes the sockets when it returns;
+// call it once.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.prober.Close()
 	d.log.Notice(slog.LevelInfo, "started", d.startAttrs()...)
+	var wg sync.WaitGroup
+	wg.Go(func() { d.follow(d.events) })
+	d.restoreState()
 	runCtx, cancel := context.WithCancel(ctx)
 	httpErr := make(chan error, 1)
 	if d.http != nil {
 		go func() { httpErr <- d.http.run(runCtx) }()
 	}
-	var wg sync.WaitGroup
 	wg.Go(func() { d.eng.Run(runCtx) })
-	wg.Go(func() { d.follow(d.events) })
+	wg.Go(func() { d.keepState(runCtx) })
 	err := d.watch(runCtx, httpErr)
 	cancel()
 	if d.http != nil && err == nil {
@@ -198,6 +206,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.events.Close()
 	wg.Wait()
+	d.saveState(true)
 	d.log.Notice(slog.LevelInfo, "stopped")
 	return err
 }
@@ -243,6 +252,12 @@ func (d *Daemon) follow(sub *engine.Subscription) {
 			d.handle(<-sub.C) // only this goroutine receives: not closed yet
 		}
 		d.log.release()
+		if len(sub.C) == 0 {
+			select {
+			case d.idle <- struct{}{}:
+			default:
+			}
+		}
 		if n := sub.Dropped(); n != dropped {
 			d.lost(n-dropped, ev.Time)
 			dropped = n

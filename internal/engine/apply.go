@@ -264,7 +264,7 @@ type reload struct {
 // renewed where its options changed; new contacts are appended to
 // r.fresh. old's other contacts are removed. Called with mu held.
 func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32) {
-	same := old != nil && *old.policy == *a.policy && *old.probe == *a.probe
+	same := old != nil && sameOptions(old.policy, a.policy, old.probe, a.probe)
 	for k, u := range uris {
 		id := noSlot
 		if prev != nil {
@@ -293,6 +293,14 @@ func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32
 			e.publish(Event{Kind: AvailabilityChanged, Time: r.now, AoR: a.name, Available: a.available()})
 		}
 	}
+}
+
+// sameOptions is the reload rule's test of an AoR's options
+// (qualify-semantics §8): a contact keeps its state when its AoR's
+// qualify policy and request-shaping options are both unchanged, p and o
+// before, q and r after.
+func sameOptions(p, q *qualify.Policy, o, r *qualify.ProbeOptions) bool {
+	return *p == *q && *o == *r
 }
 
 // keep moves slot id, unchanged, into a.

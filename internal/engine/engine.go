@@ -60,6 +60,12 @@ type Config struct {
 	// Now returns the current time; nil means time.Now. A simulator that
 	// drives the engine in virtual time (see Drive) sets it.
 	Now func() time.Time
+	// Seq is the number of the event before the engine's first: events
+	// are numbered from Seq+1. A daemon continues its previous process's
+	// numbers (from a state file) or starts past them (StartSeq), so that
+	// an event stream's client resuming from an id of the previous
+	// process is never handed a different event under the same id.
+	Seq uint64
 }
 
 // Engine qualifies contacts. Create it with New, load AoRs with Apply, and
@@ -129,6 +135,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg:     cfg,
 		aors:    map[string]*aorState{},
 		waiters: map[uint32][]chan<- ContactResult{},
+		seq:     cfg.Seq,
 	}
 	if cfg.Coalesce == 0 {
 		cfg.Coalesce = DefaultCoalesce

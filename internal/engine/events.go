@@ -39,7 +39,8 @@ func (k EventKind) String() string {
 // Event is one edge. Contact events carry the contact and its counters;
 // AvailabilityChanged carries only AoR, Time and Available.
 type Event struct {
-	// Seq numbers events from 1, without gaps, in publication order.
+	// Seq numbers events from Config.Seq+1, without gaps, in publication
+	// order.
 	Seq  uint64
 	Kind EventKind
 	Time time.Time
@@ -73,6 +74,11 @@ type Subscription struct {
 	// C delivers the events in order. It is closed by Close.
 	C <-chan Event
 
+	// Seq is the number of the last event published before the
+	// subscription: the first event C delivers is Seq+1, unless it was
+	// dropped.
+	Seq uint64
+
 	ch      chan Event
 	dropped atomic.Uint64
 	e       *Engine
@@ -83,10 +89,27 @@ func (e *Engine) Subscribe(buffer int) *Subscription {
 	ch := make(chan Event, max(buffer, 1))
 	s := &Subscription{C: ch, ch: ch, e: e}
 	e.mu.Lock()
+	s.Seq = e.seq
 	e.subs = append(e.subs, s)
 	e.mu.Unlock()
 	return s
 }
+
+// Seq returns the number of the last event published; Config.Seq before
+// the first.
+func (e *Engine) Seq() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seq
+}
+
+// StartSeq returns a Config.Seq for an engine started at t that no
+// previous process can have reached: t's microseconds since the Unix
+// epoch, so that the ids of a process started later are larger as long
+// as no process publishes more than a million events a second on
+// average over its life. It stays below 2^53 (an exact JavaScript
+// number) until the year 2255.
+func StartSeq(t time.Time) uint64 { return uint64(max(t.UnixMicro(), 0)) }
 
 // Dropped returns how many events did not fit the buffer.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }

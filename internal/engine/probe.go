@@ -124,22 +124,30 @@ func (e *Engine) observe(name string, res qualify.Result, step qualify.Step) {
 // held.
 func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify.Result) {
 	c := &e.slots[id]
-	wasRoutable := e.routable(id)
-	e.sum.ByStatus[c.state.Status]--
-	e.sum.ByStatus[step.State.Status]++
-	c.state = step.State
 	c.wait(e.stamp(step.Next))
 	c.last = lastResult{at: end.UnixNano(), rtt: c.last.rtt, code: int16(res.Code), reason: step.Reason, ok: step.OK, detail: res.Detail}
 	if step.OK {
 		c.last.rtt = res.RTT
 	}
-	if kind := edgeKind(step); kind != 0 {
-		ev := e.contactEvent(kind, id, step.From, end)
+	e.transition(id, step, edgeKind(step), res, end)
+}
+
+// transition puts step's state in slot id at time at, keeps the counts,
+// and publishes the edge kind (none when 0) with res and the AoR's
+// availability when it flips. Called with mu held.
+func (e *Engine) transition(id uint32, step qualify.Step, kind EventKind, res qualify.Result, at time.Time) {
+	c := &e.slots[id]
+	wasRoutable := e.routable(id)
+	e.sum.ByStatus[c.state.Status]--
+	e.sum.ByStatus[step.State.Status]++
+	c.state = step.State
+	if kind != 0 {
+		ev := e.contactEvent(kind, id, step.From, at)
 		ev.Result, ev.Reason = res, step.Reason
 		e.publish(ev)
 	}
 	if now := e.routable(id); now != wasRoutable {
-		e.shiftRoutable(c.aor, now, end)
+		e.shiftRoutable(c.aor, now, at)
 	}
 }
 

@@ -97,6 +97,12 @@ func (e *Engine) AoRs() []AoRSnapshot {
 // listing page by page can pass the previous page back and allocate
 // nothing more. buf may be nil.
 func (e *Engine) ContactsPage(buf []ContactSnapshot, after string, limit int) (page []ContactSnapshot, more bool) {
+	return pageOf(e, buf, after, limit, e.snapshot)
+}
+
+// pageOf is a page of ContactsPage's, with each contact copied by take
+// (called with mu held) instead of snapshot.
+func pageOf[T any](e *Engine, buf []T, after string, limit int, take func(id uint32) T) (page []T, more bool) {
 	limit = max(limit, 1)
 	page = slices.Grow(buf[:0], min(limit, listPage))
 	e.mu.Lock()
@@ -108,7 +114,7 @@ func (e *Engine) ContactsPage(buf []ContactSnapshot, after string, limit int) (p
 			break
 		}
 		for _, id := range a.ids {
-			page = append(page, e.snapshot(id))
+			page = append(page, take(id))
 		}
 	}
 	return page, i < len(e.order)
@@ -201,9 +207,7 @@ func (e *Engine) snapshot(id uint32) ContactSnapshot {
 		Status: c.state.Status, Routable: p.Routable(c.state.Status), Phase: c.state.Phase(),
 		Failures: int(c.state.Failures), Successes: int(c.state.Successes),
 		FailureThreshold: p.FailureThreshold(), SuccessThreshold: p.SuccessThreshold(),
-		RTT: c.last.rtt,
-		Last: LastResult{At: fromUnixNano(c.last.at), OK: c.last.ok, Reason: c.last.reason,
-			Code: int(c.last.code), Detail: c.last.detail},
+		RTT: c.last.rtt, Last: c.last.public(),
 		NextProbe:   next.wall(),
 		InFlight:    c.running,
 		LatencyOnly: p.LatencyOnly,

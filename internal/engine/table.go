@@ -77,6 +77,11 @@ type lastResult struct {
 	detail string
 }
 
+// public returns l as snapshots show it.
+func (l *lastResult) public() LastResult {
+	return LastResult{At: fromUnixNano(l.at), OK: l.ok, Reason: l.reason, Code: int(l.code), Detail: l.detail}
+}
+
 // alloc returns a free slot for a new contact of a. Called with mu held.
 func (e *Engine) alloc(a *aorState, uri string) uint32 {
 	var id uint32

@@ -184,13 +184,26 @@ func scenario() []engine.AoR {
 // first verdict, none is in flight.
 func scenarioEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
-	v := newEnv(t, cfg, engine.Config{})
+	return scenarioEnvOf(t, cfg, engine.Config{})
+}
+
+// scenarioEnvOf is scenarioEnv with the engine's configuration ecfg.
+func scenarioEnvOf(t *testing.T, cfg Config, ecfg engine.Config) *env {
+	t.Helper()
+	v := newEnv(t, cfg, ecfg)
+	v.playScenario()
+	return v
+}
+
+// playScenario applies scenario() with its peers' answers and runs it to
+// 9 s.
+func (v *env) playScenario() {
+	v.t.Helper()
 	v.prober.set(gw2URI, reply{Silent: true})
 	v.prober.set(gw3URI, reply{After: 5 * time.Millisecond, Code: 503})
 	v.prober.set(bakURI, reply{Silent: true})
 	if err := v.e.Apply(scenario()); err != nil {
-		t.Fatal(err)
+		v.t.Fatal(err)
 	}
 	v.until(9 * time.Second)
-	return v
 }

@@ -15,12 +15,15 @@ type ring struct {
 	buf    []frame // circular, len(buf) is the capacity
 	start  int     // index of the oldest frame
 	n      int     // frames held
+	last   uint64  // newest sequence number pushed, or the ring's base
 	wake   chan struct{}
 	closed bool
 }
 
-func newRing(size int) *ring {
-	return &ring{buf: make([]frame, size), wake: make(chan struct{})}
+// newRing returns a ring of size frames whose first frame will follow
+// base, the engine's number of the last event before the subscription.
+func newRing(size int, base uint64) *ring {
+	return &ring{buf: make([]frame, size), wake: make(chan struct{}), last: base}
 }
 
 // push adds f, evicting the oldest frame when full, and wakes the readers.
@@ -36,6 +39,7 @@ func (r *ring) push(f frame) {
 	}
 	r.buf[(r.start+r.n)%len(r.buf)] = f
 	r.n++
+	r.last = max(r.last, f.seq)
 	close(r.wake)
 	r.wake = make(chan struct{})
 }
@@ -50,13 +54,14 @@ func (r *ring) close() {
 	}
 }
 
-// bounds returns the oldest and newest sequence numbers kept, (0, 0) when
-// empty.
+// bounds returns the oldest and newest sequence numbers kept; when none
+// is, the next and the last pushed (or the base), so that a client that
+// has seen every event before the ring's first resumes without a gap.
 func (r *ring) bounds() (first, last uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n == 0 {
-		return 0, 0
+		return r.last + 1, r.last
 	}
 	return r.at(0).seq, r.at(r.n - 1).seq
 }

@@ -92,8 +92,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, ErrNoEngine
 	}
 	cfg = withDefaults(cfg)
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), ring: newRing(cfg.RingSize)}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
 	s.sub = cfg.Engine.Subscribe(cfg.RingSize)
+	s.ring = newRing(cfg.RingSize, s.sub.Seq)
 	s.routes()
 	return s, nil
 }

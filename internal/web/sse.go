@@ -82,8 +82,9 @@ func lastEventID(r *http.Request) (id uint64, replay bool, err error) {
 
 // start places st's cursor: at the newest event for a live client, else
 // at last; pump sends a gap event if the ring no longer holds last+1. An
-// id newer than any kept comes from before a restart: the client gets a
-// gap event at once and everything kept.
+// id newer than any published comes from another process (the engine's
+// numbers never repeat across restarts, engine.Config.Seq): the client
+// gets a gap event at once and everything kept.
 func (s *Server) start(st *stream, last uint64, replay bool) error {
 	first, newest := s.ring.bounds()
 	switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -256,10 +257,10 @@ func TestRunEndsStreams(t *testing.T) {
 }
 
 func TestRing(t *testing.T) {
-	r := newRing(3)
-	if f, l := r.bounds(); f != 0 || l != 0 {
-		t.Fatalf("empty bounds %d %d", f, l)
+	if f, l := newRing(3, 41).bounds(); f != 42 || l != 41 {
+		t.Fatalf("empty bounds %d %d, want the base's next and the base", f, l)
 	}
+	r := newRing(3, 0)
 	for seq := uint64(1); seq <= 5; seq++ {
 		r.push(frame{seq: seq, data: []byte(fmt.Sprint(seq))})
 	}
@@ -304,4 +305,88 @@ func TestEventsHead(t *testing.T) {
 			t.Fatalf("got %d %q %q", w.Code, w.Header().Get("Content-Type"), w.Body)
 		}
 	})
+}
+
+// TestEventsAcrossProcesses: a client resuming from the last id of a
+// process (A) on the process that replaced it (B, started later,
+// numbering from its start time) gets a gap, then B's events: no id of B
+// is one A issued, however many events either published.
+func TestEventsAcrossProcesses(t *testing.T) {
+	var lastA uint64
+	var startA time.Time
+	synctest.Test(t, func(t *testing.T) {
+		startA = time.Now()
+		a := scenarioEnvOf(t, Config{}, engine.Config{Seq: engine.StartSeq(time.Now())})
+		lastA = a.e.Seq()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(startA.Add(time.Minute).Sub(time.Now())) // B starts a minute after A
+		b := scenarioEnvOf(t, Config{}, engine.Config{Seq: engine.StartSeq(time.Now())})
+		rec, stop := b.openStream("/api/v1/events", "Last-Event-ID", strconv.FormatUint(lastA, 10))
+		stop()
+		ids := eventIDs(rec.String())
+		if len(ids) != 7 || ids[0] != "gap" {
+			t.Fatalf("resuming B from A's last id %d: %v", lastA, ids)
+		}
+		first, _ := strconv.ParseUint(strings.Split(ids[1], ":")[0], 10, 64)
+		if first <= lastA || first >= 1<<53 {
+			t.Fatalf("B's first id %d, A's last %d", first, lastA)
+		}
+	})
+}
+
+// TestEventsContinueSavedSeq: a process that continues the numbers of a
+// cleanly stopped one (its state file's Seq) resumes a client that had
+// every event of the old one without a gap, whether the client comes
+// before the new process's first event or after; an older or a newer id
+// gets a gap.
+func TestEventsContinueSavedSeq(t *testing.T) {
+	const saved = 1_764_417_600_000_007
+	all := "1:status 2:status 3:status 4:availability 5:failure 6:status" // after saved
+	tests := []struct {
+		name  string
+		early bool // the client connects before the first event
+		last  uint64
+		want  string
+	}{
+		{"after the first events", false, saved, all},
+		{"before any event", true, saved, all},
+		{"from an older id", false, saved - 1, "gap " + all},
+		{"from a newer id", true, saved + 3, "gap " + all},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				v := newEnv(t, Config{}, engine.Config{Seq: saved})
+				var rec *streamRecorder
+				stop := func() {}
+				open := func() { rec, stop = v.openStream("/api/v1/events", "Last-Event-ID", strconv.FormatUint(tt.last, 10)) }
+				if tt.early {
+					open()
+				}
+				v.playScenario()
+				if !tt.early {
+					open()
+				}
+				stop()
+				if got, want := strings.Join(eventIDs(rec.String()), " "), idsAfter(saved, tt.want); got != want {
+					t.Fatalf("got %q, want %q", got, want)
+				}
+			})
+		})
+	}
+}
+
+// idsAfter rewrites the ids of want ("1:status", counted after base) as
+// event ids.
+func idsAfter(base uint64, want string) string {
+	var out []string
+	for _, w := range strings.Fields(want) {
+		if id, kind, ok := strings.Cut(w, ":"); ok {
+			n, _ := strconv.ParseUint(id, 10, 64)
+			w = strconv.FormatUint(base+n, 10) + ":" + kind
+		}
+		out = append(out, w)
+	}
+	return strings.Join(out, " ")
 }

@@ -1,0 +1,157 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/endpoint"
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// lockedBuffer is a log sink safe for the daemon's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// deadTrunk is an endpoint "trunk" on an AoR whose one contact is a
+// loopback port nobody answers on.
+func deadTrunk(t *testing.T) *pjsip.Config {
+	t.Helper()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() }) // held, never read: probes time out
+	policy := &qualify.Policy{Frequency: 60 * time.Second, Timeout: 200 * time.Millisecond}
+	return &pjsip.Config{
+		AoRs:      []pjsip.AoR{{AoR: qualify.AoR{Name: "dead", Contacts: []string{"sip:dead@" + c.LocalAddr().String()}, Policy: policy}}},
+		Endpoints: []pjsip.Endpoint{{Name: "trunk", AoRs: []string{"dead"}}},
+	}
+}
+
+// runUntilDown runs a daemon on conf with the state file path, first
+// probes at rand's fraction of F, until the endpoint goes unavailable,
+// then stops it and returns it.
+func runUntilDown(t *testing.T, conf *pjsip.Config, path string, rand float64, log *lockedBuffer) *Daemon {
+	t.Helper()
+	down := make(chan struct{}, 1)
+	d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0", StateFile: path,
+		Rand: func() float64 { return rand }, Log: log,
+		EndpointChanged: func(c endpoint.Change) {
+			if !c.Available {
+				down <- struct{}{}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- d.Run(ctx) }()
+	<-down
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestStateAcrossRestart: a daemon stopped with its trunk Unreachable
+// leaves a state file; the next one, started on it, has the trunk
+// Unreachable and its endpoint unavailable before its own first probe
+// (due only at 0.99 F), with the old process's last result (to the
+// microsecond the file keeps), logs the contact's line once, and numbers
+// its events on from the old process's last one (qualify-semantics §8).
+// The endpoint's log view starts offline, so it prints no line, as in
+// the first run (§10).
+func TestStateAcrossRestart(t *testing.T) {
+	conf := deadTrunk(t)
+	path := filepath.Join(t.TempDir(), "state")
+	var log1, log2 lockedBuffer
+	d1 := runUntilDown(t, conf, path, 0, &log1)
+	was, _ := d1.Engine().AoR("dead")
+	if was.Contacts[0].Status != qualify.Unreachable {
+		t.Fatalf("first run ended with %+v", was.Contacts[0])
+	}
+	last := d1.Engine().Seq()
+	if last < engine.StartSeq(time.Now().Add(-time.Minute)) {
+		t.Fatalf("first run's last event %d: not numbered from its start time", last)
+	}
+
+	d2 := runUntilDown(t, conf, path, 0.99, &log2)
+	got, _ := d2.Engine().AoR("dead")
+	c := got.Contacts[0]
+	if c.Status != qualify.Unreachable || got.Available || !c.Last.At.Equal(was.Contacts[0].Last.At.Truncate(time.Microsecond)) || c.Last.Reason != qualify.ReasonTimeout {
+		t.Fatalf("restored %+v, was %+v", got, was)
+	}
+	if n := d2.Engine().Counters().Probes; n != [qualify.NumReasons]uint64{} {
+		t.Fatalf("the second run probed before the check: %v", n)
+	}
+	if seq := d2.Engine().Seq(); seq != last+2 {
+		t.Fatalf("second run's events end at %d, want %d+2 (status and availability)", seq, last)
+	}
+	out := log2.String()
+	if strings.Contains(out, "Endpoint trunk") {
+		t.Errorf("second run logged an endpoint line:\n%s", out)
+	}
+	for _, want := range []string{"state restored state_file=" + path + " restored=1 changed=0 stale=0",
+		"Contact dead/" + conf.AoRs[0].Contacts[0] + " is now Unreachable."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("second run's log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestStateFileIgnored: a corrupt or foreign state file, or none, is
+// logged and the daemon starts without it, numbering its events from its
+// start time.
+func TestStateFileIgnored(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"corrupt": "qfydstat\x01\x00garbage", "foreign": "[global]\n", "missing": ""} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, name)
+			if content != "" {
+				if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var log lockedBuffer
+			before := engine.StartSeq(time.Now())
+			d, err := New(Config{Load: func() (*pjsip.Config, error) { return pbx07(), nil }, SIPBind: "127.0.0.1:0", StateFile: path, Log: &log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.prober.Close()
+			want := map[string]string{"corrupt": "state file ignored: state file " + path + ": truncated or corrupt state file",
+				"foreign": "state file ignored: state file " + path + ": not a qualifyd state file", "missing": "no state file yet"}[name]
+			if !strings.Contains(log.String(), want) {
+				t.Errorf("log lacks %q:\n%s", want, log.String())
+			}
+			if seq := d.Engine().Seq(); seq < before {
+				t.Errorf("events start after %d, before the start time %d", seq, before)
+			}
+		})
+	}
+}

@@ -1,0 +1,117 @@
+package state
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/enginetest"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// idleProber never runs: the benchmark's engine is not started.
+type idleProber struct{}
+
+func (idleProber) Start(context.Context, qualify.Target, uint64, func(uint64, qualify.Result)) {}
+
+// BenchmarkStateWrite1M writes the state of a million probed contacts
+// (enginetest.NumberedAoRs, each restored with a result) to a file in
+// the test's directory, through the engine's SavedPage as the daemon
+// does, fsync and rename included. It reports ns/contact, B/contact (the
+// file's size) and lock-wait-s, the longest a stand-in scheduler waited
+// for the engine's lock meanwhile. Run it with -benchtime=3x.
+func BenchmarkStateWrite1M(b *testing.B) {
+	const n = 1_000_000
+	e := probed(b, n)
+	path := filepath.Join(b.TempDir(), "state")
+	stop := enginetest.WatchLock(func() { _ = e.Summary() }, nil)
+	var st Stats
+	for b.Loop() {
+		var err error
+		if st, err = Write(path, Header{Written: time.Now(), Seq: e.Seq()}, Pages(e)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	wait := stop()
+	if st.Contacts != n {
+		b.Fatalf("wrote %d contacts", st.Contacts)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/contact")
+	b.ReportMetric(float64(st.Bytes)/n, "B/contact")
+	b.ReportMetric(wait.Seconds(), "lock-wait-s")
+}
+
+// probed returns an engine, not running, with n contacts, each restored
+// Reachable with a result of a second ago.
+func probed(b *testing.B, n int) *engine.Engine {
+	b.Helper()
+	e, err := engine.New(engine.Config{Prober: idleProber{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := qualify.Policy{Frequency: 60 * time.Second, Timeout: 3 * time.Second}
+	aors := enginetest.NumberedAoRs(n, p)
+	if err := e.Apply(aors); err != nil {
+		b.Fatal(err)
+	}
+	saved := make([]engine.Saved, n)
+	at := time.Now().Add(-time.Second)
+	for i, a := range aors {
+		saved[i] = engine.Saved{AoR: a.Name, URI: a.Contacts[0], Policy: a.Policy, Probe: &qualify.ProbeOptions{},
+			State: qualify.State{Status: qualify.Reachable}, Last: engine.LastResult{At: at, OK: true, Code: 200}, RTT: 12500 * time.Microsecond}
+	}
+	if r := e.Restore(saved, nil); r.Restored != n {
+		b.Fatalf("restored %+v", r)
+	}
+	return e
+}
+
+// BenchmarkStateRead1M reads back the file of BenchmarkStateWrite1M.
+func BenchmarkStateRead1M(b *testing.B) {
+	const n = 1_000_000
+	e := probed(b, n)
+	path := filepath.Join(b.TempDir(), "state")
+	if _, err := Write(path, Header{Written: time.Now()}, Pages(e)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := Read(path)
+		if err != nil || len(f.Contacts) != n {
+			b.Fatal(len(f.Contacts), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/contact")
+}
+
+// BenchmarkStateRestore1M is a start's cost of the state file of a
+// million contacts: reading it and restoring it into an engine that has
+// just applied the same AoRs (the engine's lock is held throughout, before
+// the first probe).
+func BenchmarkStateRestore1M(b *testing.B) {
+	const n = 1_000_000
+	path := filepath.Join(b.TempDir(), "state")
+	if _, err := Write(path, Header{Written: time.Now()}, Pages(probed(b, n))); err != nil {
+		b.Fatal(err)
+	}
+	p := qualify.Policy{Frequency: 60 * time.Second, Timeout: 3 * time.Second}
+	aors := enginetest.NumberedAoRs(n, p)
+	for b.Loop() {
+		b.StopTimer()
+		e, _ := engine.New(engine.Config{Prober: idleProber{}})
+		if err := e.Apply(aors); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		f, err := Read(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r := e.Restore(f.Contacts, f.Seal); r.Restored != n {
+			b.Fatalf("restored %+v", r)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/contact")
+}

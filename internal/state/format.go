@@ -1,0 +1,126 @@
+package state
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Version is the format this package writes and reads.
+const Version = 1
+
+// magic opens every state file.
+const magic = "qfydstat"
+
+// Sizes of the fixed parts.
+const (
+	saltSize    = 16
+	headerSize  = len(magic) + 2 + 2 + 8 + 8 + saltSize
+	trailerSize = 8 + 4
+	// minRecord is the fewest bytes a record takes: its status byte and
+	// fourteen one-byte varints.
+	minRecord = 15
+	// maxString bounds a name, URI or option string.
+	maxString = 64 << 10
+	// endOfRecords ends the records, where a status byte would be.
+	endOfRecords = 0xFF
+	// flagClean marks a file written after its engine stopped.
+	flagClean = 1
+)
+
+// Errors of Read and Decode, each wrapped with what was wrong.
+var (
+	// ErrForeign: the file is not a state file.
+	ErrForeign = errors.New("not a qualifyd state file")
+	// ErrVersion: a state file of a format this qualifyd does not read.
+	ErrVersion = errors.New("unsupported state file version")
+	// ErrCorrupt: a state file that is truncated or damaged.
+	ErrCorrupt = errors.New("truncated or corrupt state file")
+)
+
+// Header is what a state file says about itself.
+type Header struct {
+	// Written is when the state was taken.
+	Written time.Time
+	// Seq is the number of the last event the engine had published.
+	Seq uint64
+	// Clean means the file was written after the engine stopped, so that
+	// no event is newer than Seq.
+	Clean bool
+}
+
+// File is a state file read back.
+type File struct {
+	Header
+	// Contacts are the saved states, in the order written.
+	Contacts []engine.Saved
+
+	salt [saltSize]byte
+}
+
+// Seal returns o as f keeps probe options: the password replaced by its
+// digest. Pass it to engine.Restore, which compares the AoRs' options so.
+func (f *File) Seal(o qualify.ProbeOptions) qualify.ProbeOptions { return seal(o, &f.salt) }
+
+// seal replaces o's password, if any, with its SHA-256 digest under salt.
+func seal(o qualify.ProbeOptions, salt *[saltSize]byte) qualify.ProbeOptions {
+	if o.Auth.Password == "" {
+		return o
+	}
+	h := sha256.New()
+	h.Write(salt[:])
+	h.Write([]byte(o.Auth.Password))
+	o.Auth.Password = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return o
+}
+
+// kept reports whether a saved state is worth writing: engine.Restore
+// restores only probed contacts of AoRs with qualify on, and the reader
+// takes no name longer than maxString.
+func kept(s *engine.Saved) bool {
+	return !s.Last.At.IsZero() && s.Policy != nil && s.Policy.Enabled() && s.Probe != nil &&
+		len(s.AoR) <= maxString && len(s.URI) <= maxString
+}
+
+// packStatus is a record's first byte: status (bits 0-1), reason (2-4)
+// and OK (5).
+func packStatus(s *engine.Saved) byte {
+	b := byte(s.State.Status) | byte(s.Last.Reason)<<2
+	if s.Last.OK {
+		b |= 1 << 5
+	}
+	return b
+}
+
+// unpackStatus is the inverse of packStatus; false for a byte no record
+// starts with.
+func unpackStatus(b byte, s *engine.Saved) bool {
+	st, r := qualify.Status(b&3), qualify.Reason(b>>2&7)
+	if b>>6 != 0 || st > qualify.Unreachable || int(r) >= qualify.NumReasons {
+		return false
+	}
+	s.State.Status, s.Last.Reason, s.Last.OK = st, r, b&(1<<5) != 0
+	return true
+}
+
+// policyFlags packs the policy's booleans.
+func policyFlags(p *qualify.Policy) byte {
+	var b byte
+	if p.Only2xx {
+		b |= 1
+	}
+	if p.LatencyOnly {
+		b |= 2
+	}
+	return b
+}
+
+// probeStrings are the addresses of o's strings, in the file's order.
+func probeStrings(o *qualify.ProbeOptions) [7]*string {
+	return [7]*string{&o.OutboundProxy, &o.Transport, &o.FromUser, &o.FromDomain,
+		&o.Auth.Username, &o.Auth.Password, &o.Auth.Realm}
+}

@@ -1,0 +1,253 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+var written = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// sample is a few saved states: two AoRs sharing options, one with
+// credentials, a contact never probed and one of a qualify-off AoR
+// (neither written).
+func sample() []engine.Saved {
+	p := &qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Only2xx: true}
+	off := &qualify.Policy{Timeout: 3 * time.Second}
+	none := &qualify.ProbeOptions{}
+	auth := &qualify.ProbeOptions{Transport: "tcp", FromUser: "qualifyd", Auth: qualify.Credentials{Username: "u", Password: "secret", Realm: "r"}}
+	at := written.Add(-1500 * time.Millisecond)
+	return []engine.Saved{
+		{AoR: "pbx07", URI: "sip:pbx07@192.0.2.7:5060", Policy: p, Probe: none, State: qualify.State{Status: qualify.Unreachable, Failures: 3},
+			Last: engine.LastResult{At: at, Reason: qualify.ReasonTimeout, Detail: "no response"}, RTT: 12345 * time.Microsecond},
+		{AoR: "pbx07", URI: "sip:pbx07-b@192.0.2.8:5060", Policy: p, Probe: none, State: qualify.State{Status: qualify.Reachable},
+			Last: engine.LastResult{At: at, OK: true, Code: 200}, RTT: time.Millisecond},
+		{AoR: "pbx07", URI: "sip:never@192.0.2.9", Policy: p, Probe: none},
+		{AoR: "pbx08", URI: "sip:pbx08@192.0.2.10;transport=tcp", Policy: p, Probe: auth, State: qualify.State{Status: qualify.Unreachable, Failures: 3, Successes: 1},
+			Last: engine.LastResult{At: at.Add(-time.Hour), OK: true, Code: 401, Reason: qualify.ReasonNone}},
+		{AoR: "phone", URI: "sip:phone@192.0.2.11", Policy: off, Probe: none, Last: engine.LastResult{At: at, OK: true, Code: 200}},
+	}
+}
+
+// pagesOf yields ss in pages of two.
+func pagesOf(ss []engine.Saved) iter.Seq[[]engine.Saved] { return slices.Chunk(ss, 2) }
+
+func encoded(t *testing.T, h Header, ss []engine.Saved) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	st, err := Encode(&b, h, pagesOf(ss))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Bytes != int64(b.Len()) {
+		t.Fatalf("Stats.Bytes %d, wrote %d", st.Bytes, b.Len())
+	}
+	return b.Bytes()
+}
+
+// TestRoundTrip: what Encode writes, Decode gives back: the header, and
+// every state worth restoring with its options, the password sealed,
+// times to the microsecond.
+func TestRoundTrip(t *testing.T) {
+	h := Header{Written: written, Seq: 1_764_417_600_000_042, Clean: true}
+	f, err := Decode(encoded(t, h, sample()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Header != h {
+		t.Fatalf("header %+v, want %+v", f.Header, h)
+	}
+	in := sample()
+	want := []engine.Saved{in[0], in[1], in[3]}
+	if len(f.Contacts) != len(want) {
+		t.Fatalf("%d contacts, want %d: %+v", len(f.Contacts), len(want), f.Contacts)
+	}
+	for i, w := range want {
+		g := f.Contacts[i]
+		wo := f.Seal(*w.Probe)
+		if g.AoR != w.AoR || g.URI != w.URI || *g.Policy != *w.Policy || *g.Probe != wo || g.State != w.State ||
+			!g.Last.At.Equal(w.Last.At) || g.Last.OK != w.Last.OK || g.Last.Reason != w.Last.Reason ||
+			g.Last.Code != w.Last.Code || g.Last.Detail != w.Last.Detail || g.RTT != w.RTT {
+			t.Errorf("contact %d\n%+v %+v %+v\nwant\n%+v %+v %+v", i, g, *g.Policy, *g.Probe, w, *w.Policy, wo)
+		}
+	}
+	if f.Contacts[0].Policy != f.Contacts[1].Policy {
+		t.Error("equal options are not shared")
+	}
+	if p := f.Contacts[2].Probe.Auth.Password; p == "secret" || p == "" {
+		t.Errorf("password kept as %q", p)
+	}
+}
+
+// TestSealIsSalted: two files seal one password differently, each
+// matching its own seal.
+func TestSealIsSalted(t *testing.T) {
+	a, _ := Decode(encoded(t, Header{Written: written}, sample()))
+	b, _ := Decode(encoded(t, Header{Written: written}, sample()))
+	o := *sample()[3].Probe
+	if a.Seal(o) == b.Seal(o) || *a.Contacts[2].Probe != a.Seal(o) {
+		t.Fatal("seal not salted per file, or not matching its own file")
+	}
+}
+
+// TestTruncated: every prefix of a file is an error, never a state.
+func TestTruncated(t *testing.T) {
+	data := encoded(t, Header{Written: written}, sample())
+	for n := range len(data) {
+		if f, err := Decode(data[:n]); err == nil {
+			t.Fatalf("%d of %d bytes decoded: %+v", n, len(data), f)
+		} else if n >= len(magic) && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%d of %d bytes: %v, want ErrCorrupt", n, len(data), err)
+		}
+	}
+}
+
+// TestFlippedBits: a file with any one bit flipped is an error (CRC-32C
+// finds every single-bit error), never a state or a panic.
+func TestFlippedBits(t *testing.T) {
+	data := encoded(t, Header{Written: written}, sample())
+	for i := range len(data) * 8 {
+		bad := bytes.Clone(data)
+		bad[i/8] ^= 1 << (i % 8)
+		if _, err := Decode(bad); err == nil {
+			t.Fatalf("bit %d flipped: decoded", i)
+		}
+	}
+}
+
+// TestForeignAndFuture: a file of another kind is ErrForeign, one of a
+// later version ErrVersion.
+func TestForeignAndFuture(t *testing.T) {
+	data := encoded(t, Header{Written: written}, sample())
+	future := bytes.Clone(data)
+	future[len(magic)] = Version + 1
+	tests := []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"empty", nil, ErrCorrupt},
+		{"a JSON file", []byte(`{"contacts":[]}`), ErrForeign},
+		{"another magic", append([]byte("qfydstaT"), data[len(magic):]...), ErrForeign},
+		{"future version", future, ErrVersion},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Decode(tt.data); !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestCorruptBodies: files whose checksum is right but whose body is not
+// are errors: hand-made bodies a writer would never make.
+func TestCorruptBodies(t *testing.T) {
+	good := encoded(t, Header{Written: written}, sample())
+	body := good[:len(good)-4]
+	records := body[headerSize : len(body)-8-1]
+	tests := []struct {
+		name    string
+		records []byte
+		count   uint64
+	}{
+		{"count too large", records, 4},
+		{"count too small", records, 2},
+		{"count beyond the file", records, 1 << 40},
+		{"bad status", append([]byte{3}, records[1:]...), 3},
+		{"unknown options", []byte{0, 0, 0, 1, 'a', 0, 0, 1, 'b', 5}, 1},
+		{"shared prefix longer than the last name", []byte{0, 3, 0, 0}, 1},
+		{"shared suffix longer than the last name", []byte{0, 0, 2, 0}, 1},
+		{"no end of records", records[:len(records)-1], 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := append(bytes.Clone(body[:headerSize]), tt.records...)
+			if tt.name != "no end of records" {
+				b = append(b, endOfRecords)
+			}
+			b = appendTrailer(b, tt.count)
+			if _, err := Decode(b); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// appendTrailer appends the count and the CRC of everything before it.
+func appendTrailer(b []byte, n uint64) []byte {
+	b = binary.LittleEndian.AppendUint64(b, n)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// TestWrite: Write leaves the new file in place, readable by its owner
+// only, and no temporary file; a write that fails leaves the old file.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state")
+	if _, err := Write(path, Header{Written: written, Seq: 7}, pagesOf(sample())); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Write(path, Header{Written: written, Seq: 8}, pagesOf(sample()))
+	if err != nil || st.Contacts != 3 {
+		t.Fatalf("Write = %+v, %v", st, err)
+	}
+	f, err := Read(path)
+	if err != nil || f.Seq != 8 || len(f.Contacts) != 3 {
+		t.Fatalf("Read = %+v, %v", f, err)
+	}
+	fi, _ := os.Stat(path)
+	if fi.Mode().Perm() != 0o600 || fi.Size() != st.Bytes {
+		t.Errorf("mode %v size %d, want 0600 and %d", fi.Mode(), fi.Size(), st.Bytes)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("directory holds %v", ents)
+	}
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(dir, 0o700)
+	if _, err := Write(path, Header{Written: written, Seq: 9}, pagesOf(sample())); err == nil && os.Geteuid() != 0 {
+		t.Fatal("write into a read-only directory succeeded")
+	}
+	if f, err := Read(path); err != nil || f.Seq != 8 && os.Geteuid() != 0 {
+		t.Fatalf("after a failed write: %+v, %v", f, err)
+	}
+}
+
+// TestReadMissing: a missing file is the file system's error.
+func TestReadMissing(t *testing.T) {
+	if _, err := Read(filepath.Join(t.TempDir(), "none")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestTake: Take gives a clean file back as it was and leaves it on disk
+// without its clean mark; a file that is not clean stays as it is.
+func TestTake(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	if _, err := Write(path, Header{Written: written, Seq: 7, Clean: true}, pagesOf(sample())); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Take(path)
+	if err != nil || !f.Clean || f.Seq != 7 || len(f.Contacts) != 3 {
+		t.Fatalf("Take = %+v, %v", f, err)
+	}
+	again, err := Read(path)
+	if err != nil || again.Clean || again.Seq != 7 || len(again.Contacts) != 3 || again.Seal(*sample()[3].Probe) != *again.Contacts[2].Probe {
+		t.Fatalf("after Take: %+v, %v", again, err)
+	}
+	if f, err := Take(path); err != nil || f.Clean {
+		t.Fatalf("Take of a file not clean = %+v, %v", f, err)
+	}
+}
