@@ -14,6 +14,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -46,7 +47,7 @@ func deadTrunk(t *testing.T) *pjsip.Config {
 	t.Cleanup(func() { c.Close() }) // held, never read: probes time out
 	policy := &qualify.Policy{Frequency: 60 * time.Second, Timeout: 200 * time.Millisecond}
 	return &pjsip.Config{
-		AoRs:      []pjsip.AoR{{AoR: qualify.AoR{Name: "dead", Contacts: []string{"sip:dead@" + c.LocalAddr().String()}, Policy: policy}}},
+		AoRs:      []pjsip.AoR{{AoR: probe.AoR{Name: "dead", Contacts: []string{"sip:dead@" + c.LocalAddr().String()}, Policy: policy}}},
 		Endpoints: []pjsip.Endpoint{{Name: "trunk", AoRs: []string{"dead"}}},
 	}
 }

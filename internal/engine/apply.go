@@ -299,7 +299,7 @@ func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32
 // (qualify-semantics §8): a contact keeps its state when its AoR's
 // qualify policy and request-shaping options are both unchanged, p and o
 // before, q and r after.
-func sameOptions(p, q *qualify.Policy, o, r *qualify.ProbeOptions) bool {
+func sameOptions(p, q *qualify.Policy, o, r *probe.Options) bool {
 	return *p == *q && *o == *r
 }
 

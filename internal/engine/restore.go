@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -47,7 +48,7 @@ func (r *Restored) Add(o Restored) {
 // states keep them in (a secret replaced by a digest) before the options
 // are compared. Restore holds the engine's lock throughout: call it
 // before Run.
-func (e *Engine) Restore(saved []Saved, seal func(qualify.ProbeOptions) qualify.ProbeOptions) Restored {
+func (e *Engine) Restore(saved []Saved, seal func(probe.Options) probe.Options) Restored {
 	r := restorer{e: e, now: e.cfg.Now(), seal: seal}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -63,13 +64,13 @@ func (e *Engine) Restore(saved []Saved, seal func(qualify.ProbeOptions) qualify.
 type restorer struct {
 	e    *Engine
 	now  time.Time
-	seal func(qualify.ProbeOptions) qualify.ProbeOptions
+	seal func(probe.Options) probe.Options
 	n    Restored
 
 	a      *aorState
 	slots  oldSlots // a's contacts not restored yet
-	probe  *qualify.ProbeOptions
-	sealed qualify.ProbeOptions // probe, sealed
+	probe  *probe.Options
+	sealed probe.Options // probe, sealed
 }
 
 // one restores s if the rule allows. Called with mu held.
@@ -108,7 +109,7 @@ func (r *restorer) aor(name string) *aorState {
 }
 
 // sealedOf returns o sealed, sealing each interned options once in a row.
-func (r *restorer) sealedOf(o *qualify.ProbeOptions) *qualify.ProbeOptions {
+func (r *restorer) sealedOf(o *probe.Options) *probe.Options {
 	if r.seal == nil {
 		return o
 	}

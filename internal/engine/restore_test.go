@@ -5,13 +5,14 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // down is a saved state of trunk, Unreachable after the reference
 // policy's N failures, its last result (a timeout) taken ago before now.
 func down(now time.Time, ago time.Duration) Saved {
-	return Saved{AoR: "pbx07", URI: trunk, Policy: new(referencePolicy()), Probe: &qualify.ProbeOptions{},
+	return Saved{AoR: "pbx07", URI: trunk, Policy: new(referencePolicy()), Probe: &probe.Options{},
 		State: qualify.State{Status: qualify.Unreachable, Failures: 3},
 		Last:  LastResult{At: now.Add(-ago), Reason: qualify.ReasonTimeout, Detail: "no response"}, RTT: 12 * time.Millisecond}
 }
@@ -74,7 +75,7 @@ func TestRestoreRule(t *testing.T) {
 		{"AoR gone", func(s *Saved) { s.AoR = "pbx08" }, Restored{Changed: 1}},
 		{"URI changed", func(s *Saved) { s.URI = "sip:pbx07@192.0.2.7:5061" }, Restored{Changed: 1}},
 		{"policy changed", func(s *Saved) { s.Policy = &qualify.Policy{Frequency: 30 * time.Second, Failures: 2} }, Restored{Changed: 1}},
-		{"probe options changed", func(s *Saved) { s.Probe = &qualify.ProbeOptions{Transport: "tcp"} }, Restored{Changed: 1}},
+		{"probe options changed", func(s *Saved) { s.Probe = &probe.Options{Transport: "tcp"} }, Restored{Changed: 1}},
 		{"no options", func(s *Saved) { s.Policy = nil }, Restored{Changed: 1}},
 		{"10 F old", func(s *Saved) { s.Last.At = now.Add(-300 * time.Second) }, Restored{Restored: 1}},
 		{"older than 10 F", func(s *Saved) { s.Last.At = now.Add(-301 * time.Second) }, Restored{Stale: 1}},
@@ -144,7 +145,7 @@ func TestRestoreKeepsCounters(t *testing.T) {
 	}
 	var saved []Saved
 	for i, st := range states {
-		saved = append(saved, Saved{AoR: "pbx07", URI: uris[i], Policy: &p, Probe: &qualify.ProbeOptions{}, State: st,
+		saved = append(saved, Saved{AoR: "pbx07", URI: uris[i], Policy: &p, Probe: &probe.Options{}, State: st,
 			Last: LastResult{At: now.Add(-time.Second), OK: st.Successes > 0, Code: 200}, RTT: time.Millisecond})
 	}
 	if got := e.Restore(saved, nil); got != (Restored{Restored: 3}) {
@@ -188,7 +189,7 @@ func TestRestoreLeavesProbedContacts(t *testing.T) {
 // the AoR that has the password, and not one whose password changed.
 func TestRestoreSealsOptions(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	seal := func(o qualify.ProbeOptions) qualify.ProbeOptions {
+	seal := func(o probe.Options) probe.Options {
 		o.Auth.Password = "digest of " + o.Auth.Password
 		return o
 	}
@@ -196,10 +197,10 @@ func TestRestoreSealsOptions(t *testing.T) {
 		password string
 		want     Restored
 	}{{"secret", Restored{Restored: 1}}, {"changed", Restored{Changed: 1}}} {
-		live := &qualify.ProbeOptions{Auth: qualify.Credentials{Username: "u", Password: tt.password}}
+		live := &probe.Options{Auth: probe.Credentials{Username: "u", Password: tt.password}}
 		e := idleAt(t, now, AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy()), Probe: live})
 		s := down(now, time.Second)
-		s.Probe = &qualify.ProbeOptions{Auth: qualify.Credentials{Username: "u", Password: "digest of secret"}}
+		s.Probe = &probe.Options{Auth: probe.Credentials{Username: "u", Password: "digest of secret"}}
 		if got := e.Restore([]Saved{s}, seal); got != tt.want {
 			t.Errorf("password %q: Restore = %+v, want %+v", tt.password, got, tt.want)
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -15,7 +16,7 @@ type Saved struct {
 	// shared by the contacts of AoRs with equal options: never modify
 	// them through a Saved.
 	Policy *qualify.Policy
-	Probe  *qualify.ProbeOptions
+	Probe  *probe.Options
 	// State is the status and the consecutive counters; its phase follows
 	// from them.
 	State qualify.State

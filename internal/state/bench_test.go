@@ -8,13 +8,14 @@ import (
 
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/enginetest"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // idleProber never runs: the benchmark's engine is not started.
 type idleProber struct{}
 
-func (idleProber) Start(context.Context, qualify.Target, uint64, func(uint64, qualify.Result)) {}
+func (idleProber) Start(context.Context, probe.Target, uint64, func(uint64, qualify.Result)) {}
 
 // BenchmarkStateWrite1M writes the state of a million probed contacts
 // (enginetest.NumberedAoRs, each restored with a result) to a file in
@@ -59,7 +60,7 @@ func probed(b *testing.B, n int) *engine.Engine {
 	saved := make([]engine.Saved, n)
 	at := time.Now().Add(-time.Second)
 	for i, a := range aors {
-		saved[i] = engine.Saved{AoR: a.Name, URI: a.Contacts[0], Policy: a.Policy, Probe: &qualify.ProbeOptions{},
+		saved[i] = engine.Saved{AoR: a.Name, URI: a.Contacts[0], Policy: a.Policy, Probe: &probe.Options{},
 			State: qualify.State{Status: qualify.Reachable}, Last: engine.LastResult{At: at, OK: true, Code: 200}, RTT: 12500 * time.Microsecond}
 	}
 	if r := e.Restore(saved, nil); r.Restored != n {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -64,10 +65,10 @@ type File struct {
 
 // Seal returns o as f keeps probe options: the password replaced by its
 // digest. Pass it to engine.Restore, which compares the AoRs' options so.
-func (f *File) Seal(o qualify.ProbeOptions) qualify.ProbeOptions { return seal(o, &f.salt) }
+func (f *File) Seal(o probe.Options) probe.Options { return seal(o, &f.salt) }
 
 // seal replaces o's password, if any, with its SHA-256 digest under salt.
-func seal(o qualify.ProbeOptions, salt *[saltSize]byte) qualify.ProbeOptions {
+func seal(o probe.Options, salt *[saltSize]byte) probe.Options {
 	if o.Auth.Password == "" {
 		return o
 	}
@@ -120,7 +121,7 @@ func policyFlags(p *qualify.Policy) byte {
 }
 
 // probeStrings are the addresses of o's strings, in the file's order.
-func probeStrings(o *qualify.ProbeOptions) [7]*string {
+func probeStrings(o *probe.Options) [7]*string {
 	return [7]*string{&o.OutboundProxy, &o.Transport, &o.FromUser, &o.FromDomain,
 		&o.Auth.Username, &o.Auth.Password, &o.Auth.Realm}
 }

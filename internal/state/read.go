@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -143,7 +144,7 @@ type decoder struct {
 // options are one AoR's options as a file keeps them.
 type options struct {
 	p *qualify.Policy
-	o *qualify.ProbeOptions
+	o *probe.Options
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -194,7 +195,7 @@ func (d *decoder) options() options {
 	if i < uint64(len(d.opts)) {
 		return d.opts[i]
 	}
-	o := options{p: d.policy(), o: &qualify.ProbeOptions{}}
+	o := options{p: d.policy(), o: &probe.Options{}}
 	for _, s := range probeStrings(o.o) {
 		*s = d.string()
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -24,8 +25,8 @@ var written = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 func sample() []engine.Saved {
 	p := &qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Only2xx: true}
 	off := &qualify.Policy{Timeout: 3 * time.Second}
-	none := &qualify.ProbeOptions{}
-	auth := &qualify.ProbeOptions{Transport: "tcp", FromUser: "qualifyd", Auth: qualify.Credentials{Username: "u", Password: "secret", Realm: "r"}}
+	none := &probe.Options{}
+	auth := &probe.Options{Transport: "tcp", FromUser: "qualifyd", Auth: probe.Credentials{Username: "u", Password: "secret", Realm: "r"}}
 	at := written.Add(-1500 * time.Millisecond)
 	return []engine.Saved{
 		{AoR: "pbx07", URI: "sip:pbx07@192.0.2.7:5060", Policy: p, Probe: none, State: qualify.State{Status: qualify.Unreachable, Failures: 3},

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -130,7 +131,7 @@ func Encode(w io.Writer, h Header, pages iter.Seq[[]engine.Saved]) (Stats, error
 // optionsKey is an AoR's options as the engine interns them.
 type optionsKey struct {
 	p *qualify.Policy
-	o *qualify.ProbeOptions
+	o *probe.Options
 }
 
 // encoder appends records to buf, which flush hands to w and the CRC.
