@@ -39,6 +39,8 @@ type ContactSnapshot struct {
 	InFlight bool
 	// LatencyOnly mirrors the AoR's qualify_latency_only.
 	LatencyOnly bool
+	// Stats are the contact's running statistics.
+	Stats Stats
 }
 
 // AoRSnapshot is one AoR's state at one instant.
