@@ -309,3 +309,5 @@ func ExampleLevel() {
 	fmt.Println(Unknown, Up, Down)
 	// Output: unknown up down
 }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
