@@ -111,7 +111,7 @@ func TestDispatcherListSample(t *testing.T) {
 	f, _ := newFakeDispatcher(t)
 	got := f.list.byHost()
 	want := map[string][]dest{
-		"127.0.0.1:5080":   {{set: 1, uri: "sip:127.0.0.1:5080", state: 'A'}},
+		"127.0.0.1:5080":  {{set: 1, uri: "sip:127.0.0.1:5080", state: 'A'}},
 		"192.0.2.10:5060": {{set: 1, uri: "sip:192.0.2.10:5060", state: 'I'}},
 	}
 	if len(got) != len(want) || !slices.Equal(got["127.0.0.1:5080"], want["127.0.0.1:5080"]) ||
