@@ -185,8 +185,8 @@ func TestAMIPushesDeviceStatesAndHeartbeat(t *testing.T) {
 		f.split, f.noisy = true, true
 		a := newAMI(f, "s3cret", true)
 		r := newReconciler("pbx", a, Intervals{Heartbeat: 10 * time.Second}, nil, half)
-		r.Set(Key{Kind: KindEndpoint, Name: "pbx07"}, Down, 0)
-		r.Set(Key{Kind: KindAoR, Name: "pbx08"}, Up, 0)
+		r.Set(Key{Kind: KindDevice, Name: "pbx07"}, Down, 0)
+		r.Set(Key{Kind: KindDevice, Name: "pbx08"}, Up, 0)
 		stop := start(t, r)
 		defer stop()
 		synctest.Wait()
@@ -313,7 +313,7 @@ func TestAMIMaintenance(t *testing.T) {
 		a := newAMI(f, "s3cret", true)
 		a.Maintenance = true
 		r := newReconciler("pbx", a, Intervals{}, nil, half)
-		r.Set(Key{Kind: KindEndpoint, Name: "pbx07"}, Down, 0)
+		r.Set(Key{Kind: KindDevice, Name: "pbx07"}, Down, 0)
 		r.Set(Key{Kind: KindEndpoint, Name: "ghost"}, Down, 0)
 		stop := start(t, r)
 		defer stop()
@@ -324,7 +324,7 @@ func TestAMIMaintenance(t *testing.T) {
 		if s := r.Stats(); s.Error != 1 || s.LastError != "PJSIPSetMaintenance: Endpoint 'ghost' not found" {
 			t.Fatalf("stats %+v", s)
 		}
-		r.Set(Key{Kind: KindEndpoint, Name: "pbx07"}, Up, 0)
+		r.Set(Key{Kind: KindDevice, Name: "pbx07"}, Up, 0)
 		synctest.Wait()
 		if got := f.get(f.maint, "pbx07"); got != "off" {
 			t.Fatalf("pbx07 maintenance %q", got)

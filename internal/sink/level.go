@@ -49,9 +49,13 @@ const (
 	// KindHost is every contact with one host and port (Key.Name, as
 	// hostPort returns it), as a dispatcher destination.
 	KindHost
+	// KindDevice is an Asterisk device named after an endpoint, or after
+	// an AoR that no endpoint lists (Key.Name, without the prefix): one
+	// object per name, over every AoR behind it.
+	KindDevice
 )
 
-var kindLabels = [...]string{"", "contact", "aor", "endpoint", "host"}
+var kindLabels = [...]string{"", "contact", "aor", "endpoint", "host", "device"}
 
 // String returns the kind's name, as in the webhook's payload.
 func (k Kind) String() string {

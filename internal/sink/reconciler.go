@@ -567,3 +567,22 @@ func (tm *timers) stop() {
 		}
 	}
 }
+
+// adopt takes prev's objects, as confirmed by prev's router, so that a
+// replaced sink still retires what its predecessor pushed.
+func (r *Reconciler) adopt(prev *Reconciler) {
+	prev.mu.Lock()
+	objs := make(map[Key]object, len(prev.objs))
+	for k, o := range prev.objs {
+		o.flags &^= dirty
+		objs[k] = o
+	}
+	seq := prev.seq
+	prev.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq = max(r.seq, seq)
+	for k, o := range objs {
+		r.store(k, o)
+	}
+}
