@@ -157,15 +157,22 @@ type rpcResponse struct {
 // ignored). A JSON-RPC error object is a *Rejected with its message.
 func (k *Kamailio) call(ctx context.Context, method string, params []any, out any) error {
 	k.id++
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method, "params": params, "id": k.id})
+	req := map[string]any{"jsonrpc": "2.0", "method": method, "id": k.id}
+	if params != nil {
+		req["params"] = params // Kamailio refuses "params": null
+	}
+	body, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(ctx, k.Timeout)
 	defer cancel()
-	raw, err := k.post(ctx, body)
+	raw, status, err := k.post(ctx, body)
 	if err != nil {
 		return fmt.Errorf("kamailio %s: %s: %w", k.URL, method, err)
 	}
 	var r rpcResponse
 	if err := json.Unmarshal(raw, &r); err != nil || r.Version != "2.0" || (r.Error == nil && r.Result == nil) {
+		if status != http.StatusOK {
+			return fmt.Errorf("kamailio %s: %s: HTTP %d: %q", k.URL, method, status, clip(string(raw)))
+		}
 		return fmt.Errorf("kamailio %s: %s: not a JSON-RPC 2.0 response: %q", k.URL, method, clip(string(raw)))
 	}
 	if r.Error != nil {
@@ -184,11 +191,13 @@ func (k *Kamailio) call(ctx context.Context, method string, params []any, out an
 // destinations is about 10 MB.
 const maxResponse = 64 << 20
 
-// post sends body and returns the response body of a 200.
-func (k *Kamailio) post(ctx context.Context, body []byte) ([]byte, error) {
+// post sends body and returns the response's body and status. Kamailio
+// answers a JSON-RPC error with its code as the HTTP status (500), so the
+// body is read whatever the status.
+func (k *Kamailio) post(ctx context.Context, body []byte) ([]byte, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.URL, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	client := k.Client
@@ -197,15 +206,9 @@ func (k *Kamailio) post(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %s: %q", resp.Status, clip(string(raw)))
-	}
-	return raw, nil
+	return raw, resp.StatusCode, err
 }

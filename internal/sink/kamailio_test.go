@@ -43,7 +43,7 @@ func newFakeDispatcher(t *testing.T) (*fakeDispatcher, *httptest.Server) {
 func (f *fakeDispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Method string
-		Params []any
+		Params json.RawMessage
 		ID     any
 	}
 	f.mu.Lock()
@@ -57,18 +57,27 @@ func (f *fakeDispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.calls = append(f.calls, req.Method)
+	var params []any
+	if req.Params != nil && json.Unmarshal(req.Params, &params) != nil {
+		// As Kamailio: "params" absent, or an array or object.
+		http.Error(w, "params field is not an array or object", 500)
+		return
+	}
 	answer := map[string]any{"jsonrpc": "2.0", "id": req.ID}
 	switch req.Method {
 	case "dispatcher.list":
 		answer["result"] = map[string]any{"NRSETS": len(f.list.Records), "RECORDS": f.list.Records}
 	case "dispatcher.set_state":
-		if f.setState(req.Params) {
+		if f.setState(params) {
 			answer["result"] = "Ok. Dispatcher state updated."
 		} else {
 			answer["error"] = map[string]any{"code": 500, "message": "State Update Failed"}
 		}
 	default:
 		answer["error"] = map[string]any{"code": 500, "message": "Method Not Found"}
+	}
+	if answer["error"] != nil {
+		w.WriteHeader(500) // as Kamailio: the error's code is the HTTP status
 	}
 	json.NewEncoder(w).Encode(answer)
 }
@@ -170,7 +179,7 @@ func TestKamailioErrors(t *testing.T) {
 	if !errorsAs(err, &rej) || err.Error() != "dispatcher.set_state: State Update Failed" {
 		t.Fatalf("push: %v", err)
 	}
-	for _, raw := range []string{"garbage", `{"jsonrpc":"2.0","id":1}`} {
+	for _, raw := range []string{"garbage", `{"jsonrpc":"2.0","id":1}`} { // a 200 that is no JSON-RPC
 		f.mu.Lock()
 		f.raw = raw
 		f.mu.Unlock()
