@@ -50,7 +50,7 @@ const maxLine = 64 << 10
 func (a *AMI) connect(ctx context.Context) error {
 	conn, err := a.dial(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("ami %s: %w", a.Address, err)
 	}
 	a.conn, a.rd = conn, bufio.NewReaderSize(conn, maxLine)
 	a.stop = context.AfterFunc(ctx, func() { conn.Close() })
