@@ -41,6 +41,7 @@ func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
 		return 1
 	}
+	warnSecrets(stderr, cfg)
 	if *asJSON {
 		return writeJSON(stdout, stderr, cfg)
 	}
@@ -90,7 +91,17 @@ func writeJSON(stdout, stderr io.Writer, cfg *pjsip.Config) int {
 	if len(cfg.AoRs) > 0 {
 		w.WriteString("\n  ")
 	}
-	w.WriteString("]\n}\n")
+	w.WriteString("]")
+	if len(cfg.Sinks) > 0 {
+		b, err := json.MarshalIndent(sinksJSON(cfg.Sinks), "  ", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
+			return 1
+		}
+		w.WriteString(",\n  \"sinks\": ")
+		w.Write(b)
+	}
+	w.WriteString("\n}\n")
 	if err := w.Flush(); err != nil {
 		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
 		return 1
@@ -119,6 +130,7 @@ func writeSummary(stdout io.Writer, file string, cfg *pjsip.Config) {
 		describe(w, summaryOf(a))
 		w.WriteByte('\n')
 	}
+	writeSinks(w, cfg.Sinks)
 }
 
 // summaryOf is effective without the copy of the contacts, which

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"context"
 	"io"
+	"net"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/endpoint"
@@ -66,6 +68,9 @@ type Config struct {
 	// endpoint's availability, in order, from the goroutine that follows
 	// the engine's events; it must not block.
 	EndpointChanged func(endpoint.Change)
+
+	// SinkDial, if set, replaces the AMI sinks' network dial (tests).
+	SinkDial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// events is the log's subscription buffer; zero means eventBuffer.
 	// Tests make it small to lose events.

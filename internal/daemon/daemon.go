@@ -22,17 +22,19 @@ import (
 	"github.com/qualifyd/qualifyd/internal/metrics"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/sink"
 	"github.com/qualifyd/qualifyd/internal/sipprobe"
 )
 
 // Daemon is one running qualifyd: configuration, prober, engine, endpoint
-// table, log, metrics and the HTTP front.
+// table, sinks, log, metrics and the HTTP front.
 type Daemon struct {
 	cfg       Config
 	log       *Log
 	prober    *sipprobe.Prober
 	eng       *engine.Engine
 	endpoints *endpoint.Table
+	sinks     *sink.Group
 	reg       *prometheus.Registry
 	metrics   *metrics.Metrics
 	events    *engine.Subscription // the log's
@@ -89,6 +91,10 @@ func (d *Daemon) build(conf *pjsip.Config) error {
 		return err
 	}
 	d.endpoints = endpoint.New(d.eng)
+	d.sinks = sink.NewGroup(sink.Config{Source: d.eng, Notice: d.log.Notice, Dial: d.cfg.SinkDial})
+	if err := watchSinks(d.metrics, d.reg, d.sinks); err != nil {
+		return err
+	}
 	if err := d.apply(conf); err != nil {
 		return err
 	}
@@ -113,6 +119,9 @@ func (d *Daemon) Engine() *engine.Engine { return d.eng }
 // Endpoints is the daemon's endpoint table.
 func (d *Daemon) Endpoints() *endpoint.Table { return d.endpoints }
 
+// Sinks is the daemon's sinks.
+func (d *Daemon) Sinks() *sink.Group { return d.sinks }
+
 // Log is the daemon's log.
 func (d *Daemon) Log() *Log { return d.log }
 
@@ -128,7 +137,8 @@ func (d *Daemon) URL() string {
 	return d.http.URL()
 }
 
-// apply hands conf to the engine and the endpoint table, then returns the
+// apply hands conf to the engine, the endpoint table and the sinks, then
+// returns the
 // parse and reload garbage to the OS: at a million contacts a reload
 // peaks near 1.1 KiB per contact while the running table needs about
 // 400 B. It collects the reader's garbage (about 200 MB at a million AoRs)
@@ -145,6 +155,7 @@ func (d *Daemon) apply(conf *pjsip.Config) error {
 	for _, c := range lines {
 		d.log.endpoint(c, engine.Event{Time: time.Now()})
 	}
+	d.sinks.Configure(conf)
 	debug.FreeOSMemory()
 	return nil
 }
@@ -199,6 +210,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { d.eng.Run(runCtx) })
 	wg.Go(func() { d.keepState(runCtx) })
+	wg.Go(func() { d.sinks.Run(runCtx) })
 	err := d.watch(runCtx, httpErr)
 	cancel()
 	if d.http != nil && err == nil {
@@ -268,8 +280,9 @@ func (d *Daemon) follow(sub *engine.Subscription) {
 // maxBurst bounds the events logged in one write.
 const maxBurst = 1024
 
-// handle counts, logs and follows one engine event. An endpoint line
-// caused by a probe's verdict comes just before the contact's line, as
+// handle counts, logs and follows one engine event, and has the sinks
+// recompute what depends on a contact whose status changed. An endpoint
+// line caused by a probe's verdict comes just before the contact's line, as
 // Asterisk updates the endpoint before it logs the contact
 // (sip_options_contact_status_notify_task); one caused by a reload comes
 // after it (sip_options_remove_contact_status).
@@ -279,6 +292,7 @@ func (d *Daemon) handle(ev engine.Event) {
 	case engine.AvailabilityChanged:
 		d.endpointsChanged(d.endpoints.AoRChanged(ev))
 	case engine.StatusChanged:
+		d.sinks.AoRChanged(ev.AoR)
 		lines := d.endpoints.ContactChanged(ev)
 		if verdict(ev) {
 			d.endpointLines(lines, ev)
@@ -318,12 +332,13 @@ func (d *Daemon) endpointsChanged(changes []endpoint.Change) {
 }
 
 // lost reports n events the log could not keep up with (the engine never
-// waits for its subscribers), and re-reads every endpoint, whose state a
-// lost event may have changed. The API, the event stream and the contact
+// waits for its subscribers), and re-reads every endpoint and sink
+// object, whose state a lost event may have changed. The API, the event stream and the contact
 // gauges read the engine and lose nothing.
 func (d *Daemon) lost(n uint64, at time.Time) {
 	d.log.Notice(slog.LevelWarn, fmt.Sprintf("%d events were not logged: the log fell behind (qualifyd_events_dropped_total)", n))
 	changes, lines := d.endpoints.Resync(at)
+	d.sinks.Resync()
 	d.endpointsChanged(changes)
 	d.endpointLines(lines, engine.Event{Time: at})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/metrics"
+	"github.com/qualifyd/qualifyd/internal/sink"
 	"github.com/qualifyd/qualifyd/internal/sipprobe"
 	"github.com/qualifyd/qualifyd/internal/web"
 )
@@ -33,6 +34,19 @@ func watchEngine(m *metrics.Metrics, reg prometheus.Registerer, eng *engine.Engi
 		SIP:           func() metrics.SIPStats { return sipStats(p.Stats()) },
 		InFlight:      func() int { return eng.Counters().InFlight },
 		EventsDropped: sub.Dropped,
+	})
+}
+
+// watchSinks registers the sink series, read at scrape time from g.
+func watchSinks(m *metrics.Metrics, reg prometheus.Registerer, g *sink.Group) error {
+	return m.WatchSinks(reg, func() []metrics.SinkStats {
+		st := g.Status()
+		out := make([]metrics.SinkStats, len(st))
+		for i, s := range st {
+			out[i] = metrics.SinkStats{Name: s.Name, Up: s.Up, Pending: s.Pending, LastSuccess: s.LastSuccess,
+				OK: s.OK, Error: s.Error, Dropped: s.Dropped}
+		}
+		return out
 	})
 }
 
@@ -62,7 +76,7 @@ type httpFront struct {
 // logged to cfg.Errors and counted.
 func newHTTPFront(d *Daemon) (*httpFront, error) {
 	api, err := web.New(web.Config{
-		Engine: d.eng, Endpoints: d.endpoints, Reload: d.Reload, Token: d.cfg.Token, Gatherer: d.reg,
+		Engine: d.eng, Endpoints: d.endpoints, Sinks: d.sinks, Reload: d.Reload, Token: d.cfg.Token, Gatherer: d.reg,
 		Version: d.cfg.Version, Logger: slog.New(slog.NewTextHandler(orDiscard(d.cfg.Errors), nil)),
 		Panicked: d.metrics.CountPanic,
 	})

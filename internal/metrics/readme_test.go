@@ -37,6 +37,9 @@ func TestREADMEDocumentsEverySeries(t *testing.T) {
 		InFlight: func() int { return 0 }, EventsDropped: func() uint64 { return 0 }}); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.WatchSinks(reg, func() []SinkStats { return []SinkStats{{Name: "edge"}} }); err != nil {
+		t.Fatal(err)
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,8 @@ type Config struct {
 	// MaxInitialQualifyTime is the global max_initial_qualify_time; zero
 	// when unset.
 	MaxInitialQualifyTime time.Duration
+	// Sinks are the type=sink sections, in file order.
+	Sinks []*Sink
 }
 
 // parser reads the files of one configuration into sections.
@@ -122,9 +124,9 @@ func (p *parser) run(name, shown, src string) (*Config, error) {
 	if err := p.parseSource(name, shown, src, nil); err != nil {
 		return nil, err
 	}
-	sections, files, texts := p.sections, p.files, p.texts
+	sections, files, texts, secret := p.sections, p.files, p.texts, secretReader(p)
 	*p = parser{}
-	return build(sections, files, &texts)
+	return build(sections, files, &texts, secret)
 }
 
 // builder turns sections into objects, in file order.
@@ -152,6 +154,8 @@ type builder struct {
 	seen       map[seenKey]place
 	maxInitial int
 	policies   policySet
+	sinks      []*Sink
+	secret     func(name string) (string, error) // reads a sink's secret_file
 }
 
 type seenKey struct{ typ, name string }
@@ -165,8 +169,9 @@ type place struct {
 // build reads every non-template section with a type; sections without
 // one (unused templates, or plain Asterisk sections) are ignored. Each
 // block of sections is dropped once read.
-func build(sections sectionBlocks, files []string, texts *texts) (*Config, error) {
+func build(sections sectionBlocks, files []string, texts *texts, secret func(string) (string, error)) (*Config, error) {
 	b := &builder{
+		secret:     secret,
 		files:      files,
 		texts:      texts,
 		order:      byName(texts, &sections),
@@ -223,7 +228,7 @@ func (b *builder) def(s *section) *def {
 // ignored.
 func (b *builder) section(s *def, typ string) error {
 	switch typ {
-	case "endpoint", "auth", "transport", "wizard":
+	case "endpoint", "auth", "transport", "wizard", "sink":
 		if err := b.unique(s, typ); err != nil {
 			return err
 		}
@@ -245,6 +250,8 @@ func (b *builder) section(s *def, typ string) error {
 		return b.addGlobal(s)
 	case "wizard":
 		return b.addWizard(s)
+	case "sink":
+		return b.addSink(s)
 	}
 	return nil
 }
@@ -296,4 +303,13 @@ func (b *builder) addWizard(s *def) error {
 		b.auths[s.name+"-oauth"] = *w.auth
 	}
 	return nil
+}
+
+// addSink reads a type=sink section (sink.go).
+func (b *builder) addSink(s *def) error {
+	k, err := readSink(s, b.secret)
+	if err == nil {
+		b.sinks = append(b.sinks, k)
+	}
+	return err
 }

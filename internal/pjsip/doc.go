@@ -47,7 +47,9 @@
 // named after the section, as res_pjsip_config_wizard: contacts from
 // remote_hosts through contact_pattern unless aor/contact is given,
 // aor/... options as AoR options (qualifyd's included), endpoint/... and,
-// with sends_auth, outbound_auth/... likewise. Sections of other types, and
+// with sends_auth, outbound_auth/... likewise. type=sink is qualifyd's
+// own (sink.go): a router that qualifyd keeps in step with its verdicts,
+// read in full (unknown options are errors). Sections of other types, and
 // sections without a type, are ignored.
 //
 // # Deliberate differences from Asterisk

@@ -29,7 +29,12 @@ func (b *builder) finish(err error) (*Config, error) {
 			return nil, err
 		}
 	}
-	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second}
+	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second, Sinks: b.sinks}
+	for _, k := range b.sinks {
+		if err := checkSinkAoRs(k, b.aors); err != nil {
+			return nil, err
+		}
+	}
 	for _, e := range b.endpoints {
 		cfg.Endpoints = append(cfg.Endpoints, e.Endpoint)
 	}

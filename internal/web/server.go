@@ -44,6 +44,8 @@ type Config struct {
 	// Endpoints, if set, serves /api/v1/endpoints; nil answers an empty
 	// list there and 404 for each name.
 	Endpoints Endpoints
+	// Sinks, if set, serves /api/v1/sinks; nil answers an empty list.
+	Sinks Sinks
 	// Reload, if set, reloads the configuration for POST /api/v1/reload.
 	// An error is reported to the client as 422 with its text; the running
 	// configuration must then stay in force. Nil answers 501.

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sinksConf = `[pbx07]
+type=aor
+contact=sip:pbx07@192.0.2.7:5060
+qualify_frequency=30
+
+[asterisk]
+type=sink
+driver=ami
+address=127.0.0.1:5038
+username=qualifyd
+secret_file=ami.secret
+
+[edge]
+type=sink
+driver=kamailio
+url=http://127.0.0.1:5071/RPC
+aors=pbx07
+
+[alerts]
+type=sink
+driver=webhook
+url=https://hooks.example.net/qualifyd
+secret=inl1ne-s3cret
+`
+
+func TestCheckConfigSinks(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"q.conf": sinksConf, "ami.secret": "fil3-s3cret\n"})
+	file := filepath.Join(dir, "q.conf")
+	code, out, errOut := checkConfig(file)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := []string{
+		"  sink asterisk  driver=ami address=127.0.0.1:5038 tls=no username=qualifyd auth=md5 method=devstate device_prefix=Custom: secret=file:ami.secret aors=all-qualified reassert=300s heartbeat=10s timeout=5s",
+		"  sink edge  driver=kamailio url=http://127.0.0.1:5071/RPC aors=pbx07 reassert=300s resync=30s timeout=5s",
+		"  sink alerts  driver=webhook url=https://hooks.example.net/qualifyd secret=inline aors=all-qualified timeout=5s",
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if got := lines[len(lines)-3:]; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("sink lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	wantWarn := "qualifyd check-config: warning: " + file + `:19: section "alerts": secret= is in the file; secret_file= is the documented way` + "\n"
+	if errOut != wantWarn {
+		t.Fatalf("stderr %q, want %q", errOut, wantWarn)
+	}
+	code, js, _ := checkConfig("--json", file)
+	var doc struct {
+		Sinks []map[string]any `json:"sinks"`
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || code != 0 || len(doc.Sinks) != 3 {
+		t.Fatalf("exit %d, %v: %s", code, err, js)
+	}
+	if doc.Sinks[0]["secret"] != "file ami.secret" || doc.Sinks[2]["secret"] != "inline" || doc.Sinks[1]["aors"].([]any)[0] != "pbx07" {
+		t.Fatalf("sinks %v", doc.Sinks)
+	}
+	for _, text := range []string{out, errOut, js} {
+		if strings.Contains(text, "s3cret") {
+			t.Fatalf("check-config printed a secret:\n%s", text)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+)
+
+// TestREADMESinkExamples checks that the README's sink examples are the
+// files in testdata/sinks and testdata/kamailio, and that the qualifyd
+// example reads: the PBX's AoR qualified by qualifyd, the three sinks.
+func TestREADMESinkExamples(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"sinks/qualifyd.conf", "sinks/manager.conf", "sinks/extensions.conf", "kamailio/dispatcher.list"} {
+		b, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(readme), "```\n"+string(b)+"```\n") {
+			t.Errorf("the README does not show testdata/%s as it is", f)
+		}
+	}
+	kam, err := os.ReadFile(filepath.Join("testdata", "kamailio", "kamailio.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, excerpt, _ := strings.Cut(string(readme), "The lines qualifyd needs")
+	_, excerpt, _ = strings.Cut(excerpt, "```\n")
+	excerpt, _, _ = strings.Cut(excerpt, "```\n")
+	if !strings.Contains(excerpt, "jsonrpc_dispatch();") {
+		t.Fatalf("no kamailio.cfg excerpt in the README")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(excerpt), "\n") {
+		if !strings.Contains("\n"+string(kam), "\n"+line+"\n") {
+			t.Errorf("the README's kamailio.cfg line %q is not in testdata/kamailio/kamailio.cfg", line)
+		}
+	}
+	dir := filepath.Join("testdata", "sinks")
+	src, err := os.ReadFile(filepath.Join(dir, "qualifyd.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The example's secret files are absolute; read them from testdata.
+	src = []byte(strings.ReplaceAll(string(src), "/etc/qualifyd/", ""))
+	cfg, err := pjsip.Parse(filepath.Join(dir, "qualifyd.conf"), src, pjsip.Options{ConfigDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Sinks) != 3 || cfg.AoRs[0].PolicyValue().Frequency.Seconds() != 30 {
+		t.Fatalf("%d sinks, frequency %v", len(cfg.Sinks), cfg.AoRs[0].PolicyValue().Frequency)
+	}
+}

@@ -1,0 +1,42 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestSinkSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := []SinkStats{{Name: "edge", Up: true, Pending: 2, LastSuccess: time.Unix(1764590400, 500e6), OK: 12, Error: 1}}
+	if err := m.WatchSinks(reg, func() []SinkStats { return stats }); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP qualifyd_sink_last_success_timestamp_seconds Unix time of the sink's last successful request; 0 if none.
+# TYPE qualifyd_sink_last_success_timestamp_seconds gauge
+qualifyd_sink_last_success_timestamp_seconds{sink="edge"} 1.7645904005e+09
+# HELP qualifyd_sink_pending Objects whose state in the router differs from qualifyd's.
+# TYPE qualifyd_sink_pending gauge
+qualifyd_sink_pending{sink="edge"} 2
+# HELP qualifyd_sink_pushes_total Pushes to the sink by result (ok, error, dropped).
+# TYPE qualifyd_sink_pushes_total counter
+qualifyd_sink_pushes_total{result="dropped",sink="edge"} 0
+qualifyd_sink_pushes_total{result="error",sink="edge"} 1
+qualifyd_sink_pushes_total{result="ok",sink="edge"} 12
+# HELP qualifyd_sink_up 1 when the sink is connected and its last request succeeded.
+# TYPE qualifyd_sink_up gauge
+qualifyd_sink_up{sink="edge"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qualifyd_sink_up", "qualifyd_sink_pending",
+		"qualifyd_sink_pushes_total", "qualifyd_sink_last_success_timestamp_seconds"); err != nil {
+		t.Fatal(err)
+	}
+}

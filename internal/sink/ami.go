@@ -1,0 +1,240 @@
+package sink
+
+import (
+	"bufio"
+	"context"
+	"crypto/md5"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// AMI drives Asterisk through the Manager interface: one custom device
+// state per object (Setvar DEVICE_STATE(Custom:NAME)), or with
+// Maintenance the endpoint's PJSIPSetMaintenance, and a DBPut heartbeat
+// (qualifyd/heartbeat, unix seconds) that a dial plan checks to fail
+// open when qualifyd is gone.
+type AMI struct {
+	// Address is host:port; TLS wraps the connection.
+	Address string
+	TLS     bool
+	// Username and Secret log in; MD5 uses the Challenge login, so that
+	// the secret never crosses the wire.
+	Username, Secret string
+	MD5              bool
+	// Prefix names the devices ("Custom:").
+	Prefix string
+	// Maintenance pushes PJSIPSetMaintenance (on for Down) instead of a
+	// device state.
+	Maintenance bool
+	// Timeout bounds each request, the login included.
+	Timeout time.Duration
+	// Dial, if set, replaces the network dial (tests).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	conn    net.Conn
+	rd      *bufio.Reader
+	stop    func() bool // ends the ctx watch of the connection
+	id      uint64
+	skipped uint64 // events and replies to other actions, read and skipped
+}
+
+// maxLine bounds a Manager protocol line.
+const maxLine = 64 << 10
+
+func (a *AMI) connect(ctx context.Context) error {
+	conn, err := a.dial(ctx)
+	if err != nil {
+		return fmt.Errorf("ami %s: %w", a.Address, err)
+	}
+	a.conn, a.rd = conn, bufio.NewReaderSize(conn, maxLine)
+	a.stop = context.AfterFunc(ctx, func() { conn.Close() })
+	a.deadline()
+	banner, err := a.line()
+	if err != nil {
+		return fmt.Errorf("ami %s: banner: %w", a.Address, err)
+	}
+	if !strings.HasPrefix(banner, "Asterisk Call Manager/") {
+		return fmt.Errorf("ami %s: not an Asterisk Manager: banner %q", a.Address, clip(banner))
+	}
+	if err := a.login(); err != nil {
+		return fmt.Errorf("ami %s: login: %w", a.Address, err)
+	}
+	return nil
+}
+
+// dial connects, over TLS when asked, within Timeout.
+func (a *AMI) dial(ctx context.Context) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.Timeout)
+	defer cancel()
+	dial := a.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	conn, err := dial(ctx, "tcp", a.Address)
+	if err != nil || !a.TLS {
+		return conn, err
+	}
+	host, _, _ := net.SplitHostPort(a.Address)
+	tc := tls.Client(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// login logs in with Events: off, by MD5 challenge or plain secret. A
+// refusal is an error: the session cannot start.
+func (a *AMI) login() error {
+	fields := []string{"Username", a.Username}
+	if a.MD5 {
+		r, err := a.action("Challenge", "AuthType", "MD5")
+		if err != nil {
+			return err
+		}
+		sum := md5.Sum([]byte(r["Challenge"] + a.Secret))
+		fields = append(fields, "AuthType", "MD5", "Key", hex.EncodeToString(sum[:]))
+	} else {
+		fields = append(fields, "Secret", a.Secret)
+	}
+	_, err := a.action("Login", append(fields, "Events", "off")...)
+	var rej *Rejected
+	if errors.As(err, &rej) {
+		return rej.Err
+	}
+	return err
+}
+
+func (a *AMI) push(_ context.Context, o Object) error {
+	if a.Maintenance {
+		state := "off"
+		if o.Level == Down {
+			state = "on"
+		}
+		_, err := a.action("PJSIPSetMaintenance", "Endpoint", o.Name, "State", state)
+		return err
+	}
+	value := "NOT_INUSE"
+	if o.Level == Down {
+		value = "UNAVAILABLE"
+	}
+	_, err := a.action("Setvar", "Variable", "DEVICE_STATE("+a.Prefix+o.Name+")", "Value", value)
+	return err
+}
+
+func (a *AMI) heartbeat(context.Context) error {
+	_, err := a.action("DBPut", "Family", "qualifyd", "Key", "heartbeat", "Val", strconv.FormatInt(time.Now().Unix(), 10))
+	return err
+}
+
+func (a *AMI) close() {
+	if a.conn == nil {
+		return
+	}
+	a.stop()
+	a.conn.Close()
+	a.conn, a.rd = nil, nil
+}
+
+// action sends one action with a fresh ActionID and returns its reply's
+// fields. "Response: Error" is a *Rejected with the reply's Message;
+// a broken or stalled connection is any other error.
+func (a *AMI) action(name string, fields ...string) (map[string]string, error) {
+	a.id++
+	id := "qualifyd-" + strconv.FormatUint(a.id, 10)
+	var b strings.Builder
+	b.WriteString("Action: " + name + "\r\nActionID: " + id + "\r\n")
+	for i := 0; i+1 < len(fields); i += 2 {
+		b.WriteString(fields[i] + ": " + fields[i+1] + "\r\n")
+	}
+	b.WriteString("\r\n")
+	a.deadline()
+	if _, err := a.conn.Write([]byte(b.String())); err != nil {
+		return nil, fmt.Errorf("ami %s: %s: %w", a.Address, name, err)
+	}
+	r, err := a.reply(id)
+	if err != nil {
+		return nil, fmt.Errorf("ami %s: %s: %w", a.Address, name, err)
+	}
+	switch r["Response"] {
+	case "Success":
+		return r, nil
+	case "Error":
+		return nil, &Rejected{Err: fmt.Errorf("%s: %s", name, cmpOr(r["Message"], "Response: Error"))}
+	}
+	return nil, fmt.Errorf("ami %s: %s: unexpected response %q", a.Address, name, clip(r["Response"]))
+}
+
+// deadline bounds the next request.
+func (a *AMI) deadline() { a.conn.SetDeadline(time.Now().Add(a.Timeout)) }
+
+// reply reads messages until the one answering id, skipping events and
+// replies to other actions.
+func (a *AMI) reply(id string) (map[string]string, error) {
+	for {
+		m, err := a.message()
+		if err != nil {
+			return nil, err
+		}
+		if m["ActionID"] == id && m["Response"] != "" {
+			return m, nil
+		}
+		a.skipped++
+	}
+}
+
+// message reads one message: "Key: Value" lines up to an empty line.
+// Lines without ": " are skipped.
+func (a *AMI) message() (map[string]string, error) {
+	m := map[string]string{}
+	for {
+		line, err := a.line()
+		if err != nil {
+			return nil, err
+		}
+		if line == "" {
+			if len(m) > 0 {
+				return m, nil
+			}
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			if _, dup := m[k]; !dup {
+				m[k] = v
+			}
+		}
+	}
+}
+
+// line reads one line without its CRLF (or LF).
+func (a *AMI) line() (string, error) {
+	b, err := a.rd.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return "", errors.New("line too long")
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// clip shortens a router's text for an error message.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
+
+func cmpOr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

@@ -1,0 +1,348 @@
+package sink
+
+import (
+	"bufio"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeManager is a strict Asterisk Manager server, written from the
+// protocol's documentation: a banner line, then actions and replies of
+// "Key: Value" CRLF lines ended by an empty line, an ActionID echoed in
+// each reply, Challenge/Login (MD5 key = md5hex(challenge + secret)),
+// a session closed after a failed login, and Setvar, Getvar, DBPut and
+// PJSIPSetMaintenance.
+type fakeManager struct {
+	secret string
+	// split writes every reply a byte at a time; noisy adds events,
+	// replies to other ActionIDs and garbage lines before each reply.
+	split, noisy bool
+	// stall and cut name an action whose next reply never comes, or is
+	// cut off mid-way by closing the connection.
+	stall, cut string
+
+	mu      sync.Mutex
+	actions []map[string]string
+	vars    map[string]string
+	db      map[string]string
+	maint   map[string]string
+	dials   int
+}
+
+func newFakeManager(secret string) *fakeManager {
+	return &fakeManager{secret: secret, vars: map[string]string{}, db: map[string]string{}, maint: map[string]string{}}
+}
+
+func (f *fakeManager) dial(context.Context, string, string) (net.Conn, error) {
+	client, server := net.Pipe()
+	f.mu.Lock()
+	f.dials++
+	f.mu.Unlock()
+	go f.serve(server)
+	return client, nil
+}
+
+const challenge = "840415273"
+
+func (f *fakeManager) serve(c net.Conn) {
+	defer c.Close()
+	rd := bufio.NewReader(c)
+	if !f.write(c, "Asterisk Call Manager/9.0.0\r\n") {
+		return
+	}
+	authed := false
+	for {
+		m, ok := readAction(rd)
+		if !ok {
+			return
+		}
+		f.mu.Lock()
+		f.actions = append(f.actions, m)
+		f.mu.Unlock()
+		reply, end := f.answer(m, &authed)
+		if reply == "" {
+			continue
+		}
+		if f.noisy {
+			reply = "Event: FullyBooted\r\nPrivilege: system,all\r\nnot a header line\r\nStatus: Fully Booted\r\n\r\n" +
+				"Response: Success\r\nActionID: someone-else\r\nMessage: Variable Set\r\n\r\n" + reply
+		}
+		if !f.write(c, reply) || end {
+			return
+		}
+	}
+}
+
+// readAction reads one action, or false when the client hung up.
+func readAction(rd *bufio.Reader) (map[string]string, bool) {
+	m := map[string]string{}
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			return nil, false
+		}
+		if !strings.HasSuffix(line, "\r\n") {
+			panic(fmt.Sprintf("line without CRLF: %q", line))
+		}
+		line = strings.TrimSuffix(line, "\r\n")
+		if line == "" {
+			return m, true
+		}
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			panic(fmt.Sprintf("malformed header %q", line))
+		}
+		m[k] = v
+	}
+}
+
+// answer returns the reply to m ("" for none) and whether the session
+// ends after it.
+func (f *fakeManager) answer(m map[string]string, authed *bool) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, act := m["ActionID"], m["Action"]
+	if id == "" {
+		return "Response: Error\r\nMessage: qualifyd must send an ActionID\r\n\r\n", true
+	}
+	reply := func(resp, rest string) string {
+		return "Response: " + resp + "\r\nActionID: " + id + "\r\n" + rest + "\r\n"
+	}
+	switch {
+	case act == f.stall:
+		f.stall = ""
+		return "", false
+	case act == f.cut:
+		f.cut = ""
+		return "Response: Succ", true
+	case act == "Challenge" && m["AuthType"] == "MD5":
+		return reply("Success", "Challenge: "+challenge+"\r\n"), false
+	case act == "Login":
+		sum := md5.Sum([]byte(challenge + f.secret))
+		ok := m["Secret"] == f.secret || m["AuthType"] == "MD5" && m["Key"] == hex.EncodeToString(sum[:])
+		if !ok || m["Events"] != "off" {
+			return reply("Error", "Message: Authentication failed\r\n"), true
+		}
+		*authed = true
+		return reply("Success", "Message: Authentication accepted\r\n"), false
+	case !*authed:
+		return reply("Error", "Message: Authentication Required\r\n"), true
+	case act == "Setvar":
+		f.vars[m["Variable"]] = m["Value"]
+		return reply("Success", "Message: Variable Set\r\n"), false
+	case act == "Getvar":
+		return reply("Success", "Variable: "+m["Variable"]+"\r\nValue: "+f.vars[m["Variable"]]+"\r\n"), false
+	case act == "DBPut":
+		f.db[m["Family"]+"/"+m["Key"]] = m["Val"]
+		return reply("Success", "Message: Updated database successfully\r\n"), false
+	case act == "PJSIPSetMaintenance":
+		if m["Endpoint"] == "ghost" {
+			return reply("Error", "Message: Endpoint 'ghost' not found\r\n"), false
+		}
+		f.maint[m["Endpoint"]] = m["State"]
+		return reply("Success", "Message: Maintenance mode enabled\r\n"), false
+	}
+	return reply("Error", "Message: Invalid/unknown command: "+act+"\r\n"), false
+}
+
+func (f *fakeManager) write(c net.Conn, s string) bool {
+	if !f.split {
+		_, err := c.Write([]byte(s))
+		return err == nil
+	}
+	for i := range len(s) {
+		if _, err := c.Write([]byte{s[i]}); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fakeManager) get(m map[string]string, k string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return m[k]
+}
+
+func newAMI(f *fakeManager, secret string, md5 bool) *AMI {
+	return &AMI{Address: "pbx:5038", Username: "qualifyd", Secret: secret, MD5: md5, Prefix: "Custom:",
+		Timeout: 5 * time.Second, Dial: f.dial}
+}
+
+func TestAMIPushesDeviceStatesAndHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeManager("s3cret")
+		f.split, f.noisy = true, true
+		a := newAMI(f, "s3cret", true)
+		r := newReconciler("pbx", a, Intervals{Heartbeat: 10 * time.Second}, nil, half)
+		r.Set(Key{Kind: KindDevice, Name: "pbx07"}, Down, 0)
+		r.Set(Key{Kind: KindDevice, Name: "pbx08"}, Up, 0)
+		stop := start(t, r)
+		defer stop()
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx07)"); got != "UNAVAILABLE" {
+			t.Fatalf("pbx07 is %q", got)
+		}
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx08)"); got != "NOT_INUSE" {
+			t.Fatalf("pbx08 is %q", got)
+		}
+		if got, want := f.get(f.db, "qualifyd/heartbeat"), strconv.FormatInt(time.Now().Unix(), 10); got != want {
+			t.Fatalf("heartbeat %q, want %q", got, want)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got, want := f.get(f.db, "qualifyd/heartbeat"), strconv.FormatInt(time.Now().Unix(), 10); got != want {
+			t.Fatalf("heartbeat %q after 10 s, want %q", got, want)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		ids := map[string]bool{}
+		for _, m := range f.actions {
+			if ids[m["ActionID"]] {
+				t.Fatalf("ActionID %q used twice", m["ActionID"])
+			}
+			ids[m["ActionID"]] = true
+			if m["Secret"] != "" || strings.Contains(fmt.Sprint(m), "s3cret") {
+				t.Fatalf("the MD5 login sent the secret: %v", m)
+			}
+		}
+		if a.skipped == 0 || f.actions[0]["Action"] != "Challenge" || f.actions[1]["Events"] != "off" {
+			t.Fatalf("skipped %d; actions %v", a.skipped, f.actions)
+		}
+		if s := r.Stats(); !s.Up || s.OK != 2 {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+}
+
+func TestAMIPlainLogin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeManager("s3cret")
+		r := newReconciler("pbx", newAMI(f, "s3cret", false), Intervals{}, nil, half)
+		r.Set(key("pbx07"), Down, 0)
+		stop := start(t, r)
+		defer stop()
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx07)"); got != "UNAVAILABLE" {
+			t.Fatalf("pbx07 is %q", got)
+		}
+		if f.actions[0]["Action"] != "Login" || f.actions[0]["Secret"] != "s3cret" {
+			t.Fatalf("first action %v", f.actions[0])
+		}
+	})
+}
+
+func TestAMIWrongPasswordBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeManager("s3cret")
+		var notes []string
+		r := newReconciler("pbx", newAMI(f, "wrong", true), Intervals{}, func(_ slog.Level, msg string, _ ...slog.Attr) {
+			notes = append(notes, msg)
+		}, half)
+		r.Set(key("pbx07"), Down, 0)
+		stop := start(t, r)
+		time.Sleep(3500 * time.Millisecond)
+		synctest.Wait()
+		stop()
+		if f.dials != 3 {
+			t.Fatalf("%d dials in 3.5 s, want 3 (at 0, 1 and 3 s)", f.dials)
+		}
+		want := "sink pbx: ami pbx:5038: login: Login: Authentication failed"
+		if len(notes) != 3 || notes[0] != want {
+			t.Fatalf("notes %q, want %q each time", notes, want)
+		}
+		if s := r.Stats(); s.Up || s.Pending != 1 || s.LastError != strings.TrimPrefix(want, "sink pbx: ") {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+}
+
+func TestAMIStalledServerIsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeManager("s3cret")
+		f.stall = "Setvar"
+		r := newReconciler("pbx", newAMI(f, "s3cret", true), Intervals{}, nil, half)
+		r.Set(key("pbx07"), Down, 0)
+		t0 := time.Now()
+		stop := start(t, r)
+		defer stop()
+		synctest.Wait()
+		if s := r.Stats(); s.Pending != 1 {
+			t.Fatalf("stats %+v: the push must still wait", s)
+		}
+		time.Sleep(6 * time.Second) // the 5 s timeout, then the 1 s backoff
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx07)"); got != "UNAVAILABLE" || f.dials != 2 {
+			t.Fatalf("pbx07 is %q after %v and %d dials", got, time.Since(t0), f.dials)
+		}
+		if s := r.Stats(); !strings.Contains(s.LastError, "timeout") {
+			t.Fatalf("last error %q, want the timeout", s.LastError)
+		}
+	})
+}
+
+func TestAMIClosedMidReplyReconnects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeManager("s3cret")
+		f.cut = "Setvar"
+		r := newReconciler("pbx", newAMI(f, "s3cret", true), Intervals{}, nil, half)
+		r.Set(key("pbx07"), Down, 0)
+		stop := start(t, r)
+		defer stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx07)"); got != "UNAVAILABLE" || f.dials != 2 {
+			t.Fatalf("pbx07 is %q after %d dials", got, f.dials)
+		}
+	})
+}
+
+func TestAMIMaintenance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeManager("s3cret")
+		a := newAMI(f, "s3cret", true)
+		a.Maintenance = true
+		r := newReconciler("pbx", a, Intervals{}, nil, half)
+		r.Set(Key{Kind: KindDevice, Name: "pbx07"}, Down, 0)
+		r.Set(Key{Kind: KindEndpoint, Name: "ghost"}, Down, 0)
+		stop := start(t, r)
+		defer stop()
+		synctest.Wait()
+		if got := f.get(f.maint, "pbx07"); got != "on" {
+			t.Fatalf("pbx07 maintenance %q", got)
+		}
+		if s := r.Stats(); s.Error != 1 || s.LastError != "PJSIPSetMaintenance: Endpoint 'ghost' not found" {
+			t.Fatalf("stats %+v", s)
+		}
+		r.Set(Key{Kind: KindDevice, Name: "pbx07"}, Up, 0)
+		synctest.Wait()
+		if got := f.get(f.maint, "pbx07"); got != "off" {
+			t.Fatalf("pbx07 maintenance %q", got)
+		}
+	})
+}
+
+func TestAMIRefusesAForeignBanner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &AMI{Address: "h:1", Timeout: time.Second, Dial: func(context.Context, string, string) (net.Conn, error) {
+			c, s := net.Pipe()
+			go func() { s.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n")); s.Close() }()
+			return c, nil
+		}}
+		err := a.connect(t.Context())
+		a.close()
+		if err == nil || err.Error() != `ami h:1: not an Asterisk Manager: banner "SSH-2.0-OpenSSH_9.2"` {
+			t.Fatalf("error %v", err)
+		}
+	})
+}

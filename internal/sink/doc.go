@@ -1,0 +1,21 @@
+// Package sink keeps routers in step with qualifyd's verdicts: Asterisk
+// through the Manager interface (ami.go), Kamailio's dispatcher through
+// JSON-RPC (kamailio.go), and any HTTP receiver through a signed webhook
+// (webhook.go).
+//
+// Every driver sits behind one level-based reconciler (reconciler.go).
+// For each object a sink manages (an Asterisk device, a dispatcher
+// destination's host and port, a webhook's contact, AoR or endpoint) it
+// holds the level qualifyd wants and the level the router last
+// confirmed, and pushes the difference: a burst of changes coalesces to
+// the latest level of each object, memory is bounded by the number of
+// objects, and a slow or dead router never blocks the caller. On every
+// (re)connect and every reassert interval the whole state is pushed
+// again, so a lost request or a restarted router heals itself.
+//
+// The daemon never forwards raw events: on every event about an AoR it
+// asks the Group to recompute, from the engine's snapshot, the level of
+// every object that depends on that AoR (plan.go). A contact with no
+// verdict yet (NonQualified) has no level (Unknown): nothing is pushed
+// for it and the router keeps what it had (docs/qualify-semantics.md §6).
+package sink

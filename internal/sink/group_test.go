@@ -1,0 +1,136 @@
+package sink
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// fakeEngine is a Source whose contacts the test sets.
+type fakeEngine struct {
+	mu   sync.Mutex
+	aors map[string][]engine.ContactSnapshot
+}
+
+func (f *fakeEngine) AoR(name string) (engine.AoRSnapshot, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cs, ok := f.aors[name]
+	return engine.AoRSnapshot{Name: name, Contacts: append([]engine.ContactSnapshot(nil), cs...)}, ok
+}
+
+func (f *fakeEngine) set(aor string, st ...qualify.Status) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cs := f.aors[aor]
+	for i := range cs {
+		cs[i].Status = st[i]
+	}
+}
+
+func conf(aors map[string][]string, eps []pjsip.Endpoint, sinks ...*pjsip.Sink) *pjsip.Config {
+	c := &pjsip.Config{Endpoints: eps, Sinks: sinks}
+	on := &qualify.Policy{Frequency: time.Minute}
+	for _, name := range []string{"pbx07", "pbx08", "pbx09", "trunk"} {
+		if uris, ok := aors[name]; ok {
+			c.AoRs = append(c.AoRs, pjsip.AoR{AoR: probe.AoR{Name: name, Contacts: uris, Policy: on}})
+		}
+	}
+	return c
+}
+
+func amiSink() *pjsip.Sink {
+	return &pjsip.Sink{Name: "pbx", Driver: "ami", Address: "pbx:5038", Username: "qualifyd", Secret: "s3cret",
+		Auth: "md5", DevicePrefix: "Custom:", Method: "devstate", Timeout: 5 * time.Second}
+}
+
+func TestGroupFollowsTheEngine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		aors := map[string][]string{"pbx07": {"sip:a@192.0.2.7", "sip:b@192.0.2.8"}, "pbx08": {"sip:192.0.2.9"}, "trunk": {"sip:192.0.2.10"}}
+		src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{}}
+		for a, uris := range aors {
+			for _, u := range uris {
+				src.aors[a] = append(src.aors[a], engine.ContactSnapshot{AoR: a, URI: u})
+			}
+		}
+		f := newFakeManager("s3cret")
+		g := NewGroup(Config{Source: src, Dial: f.dial})
+		eps := []pjsip.Endpoint{{Name: "pbx07", AoRs: []string{"pbx07", "pbx08"}}}
+		g.Configure(conf(aors, eps, amiSink()))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { g.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		synctest.Wait()
+		if n := len(f.vars); n != 0 {
+			t.Fatalf("pushed %v before any verdict", f.vars)
+		}
+		src.set("pbx07", qualify.Unreachable, qualify.Unreachable)
+		g.AoRChanged("pbx07")
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx07)"); got != "NOT_INUSE" {
+			t.Fatalf("pbx07 is %q: pbx08 has no verdict yet, and NonQualified is routable", got)
+		}
+		src.set("pbx08", qualify.Unreachable)
+		src.set("trunk", qualify.Reachable)
+		g.AoRChanged("pbx08")
+		g.AoRChanged("trunk")
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx07)"); got != "UNAVAILABLE" {
+			t.Fatalf("endpoint pbx07 is %q", got)
+		}
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:trunk)"); got != "NOT_INUSE" {
+			t.Fatalf("trunk is %q", got)
+		}
+		// A reload drops the endpoint: its device is pushed up once and forgotten.
+		g.Configure(conf(aors, nil, amiSink()))
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx07)"); got != "UNAVAILABLE" {
+			t.Fatalf("the AoR pbx07 (now unlisted) is %q", got)
+		}
+		st := g.Status()
+		if len(st) != 1 || st[0].Name != "pbx" || st[0].Driver != "ami" || st[0].Objects != 3 || st[0].Pending != 0 || !st[0].Up {
+			t.Fatalf("status %+v", st)
+		}
+		g.Configure(conf(map[string][]string{"trunk": aors["trunk"]}, nil, amiSink()))
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx07)"); got != "NOT_INUSE" {
+			t.Fatalf("the removed AoR pbx07 is %q, want it pushed up", got)
+		}
+		if st := g.Status(); st[0].Objects != 1 {
+			t.Fatalf("status %+v", st)
+		}
+	})
+}
+
+func TestGroupReplacesAChangedSink(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		aors := map[string][]string{"pbx07": {"sip:192.0.2.7"}}
+		src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{"pbx07": {{URI: "sip:192.0.2.7", Status: qualify.Unreachable}}}}
+		f := newFakeManager("s3cret")
+		g := NewGroup(Config{Source: src, Dial: f.dial})
+		g.Configure(conf(aors, nil, amiSink()))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { g.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		synctest.Wait()
+		s := amiSink()
+		s.AoRs = []string{}
+		g.Configure(conf(aors, nil, s)) // follows nothing now
+		synctest.Wait()
+		if f.dials != 2 {
+			t.Fatalf("%d dials: want the changed sink reconnected", f.dials)
+		}
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:pbx07)"); got != "NOT_INUSE" {
+			t.Fatalf("pbx07 is %q: the new sink must retire what the old one pushed", got)
+		}
+	})
+}

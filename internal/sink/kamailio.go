@@ -1,0 +1,214 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Kamailio drives Kamailio's dispatcher through JSON-RPC 2.0 over HTTP
+// (jsonrpcs with xhttp). Its objects are hosts (KindHost): every
+// destination of any set whose host and port equal the object's is set
+// active ("a") when Up and inactive ("i") when Down. Destinations that
+// match no contact, and disabled ones ("D", the operator's), are never
+// touched. dispatcher.list is read at connect and at every resync, so a
+// dispatcher.reload or a restart of Kamailio is repaired.
+type Kamailio struct {
+	// URL is the JSON-RPC endpoint, such as http://127.0.0.1:5071/RPC.
+	URL string
+	// Timeout bounds each request.
+	Timeout time.Duration
+	// Client, if set, replaces a plain http.Client.
+	Client *http.Client
+
+	dests map[string][]dest // by hostPort, from the last dispatcher.list
+	id    uint64
+}
+
+// dest is one dispatcher destination.
+type dest struct {
+	set   int
+	uri   string
+	state byte // 'A'ctive, 'I'nactive, 'D'isabled, 'T'rying
+}
+
+func (k *Kamailio) connect(context.Context) error { return nil }
+
+func (k *Kamailio) close() {}
+
+// resync reads dispatcher.list and returns the router's level of each
+// host: Up when all its destinations are active, Down when all are
+// inactive, Unknown (so pushed again) when they differ or are trying.
+func (k *Kamailio) resync(ctx context.Context) (func(Key) (Level, bool), error) {
+	var list dispatcherList
+	if err := k.call(ctx, "dispatcher.list", nil, &list); err != nil {
+		var rej *Rejected
+		if !errors.As(err, &rej) || rej.Err.Error() != "dispatcher.list: No Destination Sets" {
+			return nil, unreject(err)
+		}
+	}
+	k.dests = list.byHost()
+	return func(key Key) (Level, bool) {
+		ds := k.dests[key.Name]
+		if key.Kind != KindHost || len(ds) == 0 {
+			return Unknown, false
+		}
+		return routerLevel(ds), true
+	}, nil
+}
+
+// routerLevel is the level the destinations of one host hold.
+func routerLevel(ds []dest) Level {
+	l := Unknown
+	for i, d := range ds {
+		var dl Level
+		switch d.state {
+		case 'A':
+			dl = Up
+		case 'I':
+			dl = Down
+		}
+		if i > 0 && dl != l {
+			return Unknown
+		}
+		l = dl
+	}
+	return l
+}
+
+// unreject turns a refusal of a read into a plain error: without the
+// router's state the session cannot go on.
+func unreject(err error) error {
+	var rej *Rejected
+	if errors.As(err, &rej) {
+		return rej.Err
+	}
+	return err
+}
+
+// push sets every destination of the host; the first refusal is
+// returned after trying them all.
+func (k *Kamailio) push(ctx context.Context, o Object) error {
+	state := "a"
+	if o.Level == Down {
+		state = "i"
+	}
+	var first error
+	for _, d := range k.dests[o.Name] {
+		err := k.call(ctx, "dispatcher.set_state", []any{state, d.set, d.uri}, nil)
+		var rej *Rejected
+		if err != nil && !errors.As(err, &rej) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// dispatcherList is dispatcher.list's result, as Kamailio 5.6 writes it
+// (testdata/kamailio/dispatcher.list.json).
+type dispatcherList struct {
+	Records []struct {
+		Set struct {
+			ID      int `json:"ID"`
+			Targets []struct {
+				Dest struct {
+					URI   string `json:"URI"`
+					Flags string `json:"FLAGS"`
+				} `json:"DEST"`
+			} `json:"TARGETS"`
+		} `json:"SET"`
+	} `json:"RECORDS"`
+}
+
+// byHost indexes the destinations by hostPort, disabled ones left out.
+func (l *dispatcherList) byHost() map[string][]dest {
+	out := map[string][]dest{}
+	for _, r := range l.Records {
+		for _, t := range r.Set.Targets {
+			hp, ok := hostPort(t.Dest.URI)
+			if !ok || t.Dest.Flags == "" || t.Dest.Flags[0] == 'D' {
+				continue
+			}
+			out[hp] = append(out[hp], dest{set: r.Set.ID, uri: t.Dest.URI, state: t.Dest.Flags[0]})
+		}
+	}
+	return out
+}
+
+// rpcResponse is a JSON-RPC 2.0 response.
+type rpcResponse struct {
+	Version string          `json:"jsonrpc"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// call makes one JSON-RPC call and decodes its result into out (nil:
+// ignored). A JSON-RPC error object is a *Rejected with its message.
+func (k *Kamailio) call(ctx context.Context, method string, params []any, out any) error {
+	k.id++
+	req := map[string]any{"jsonrpc": "2.0", "method": method, "id": k.id}
+	if params != nil {
+		req["params"] = params // Kamailio refuses "params": null
+	}
+	body, _ := json.Marshal(req)
+	ctx, cancel := context.WithTimeout(ctx, k.Timeout)
+	defer cancel()
+	raw, status, err := k.post(ctx, body)
+	if err != nil {
+		return fmt.Errorf("kamailio %s: %s: %w", k.URL, method, err)
+	}
+	var r rpcResponse
+	if err := json.Unmarshal(raw, &r); err != nil || r.Version != "2.0" || (r.Error == nil && r.Result == nil) {
+		if status != http.StatusOK {
+			return fmt.Errorf("kamailio %s: %s: HTTP %d: %q", k.URL, method, status, clip(string(raw)))
+		}
+		return fmt.Errorf("kamailio %s: %s: not a JSON-RPC 2.0 response: %q", k.URL, method, clip(string(raw)))
+	}
+	if r.Error != nil {
+		return &Rejected{Err: fmt.Errorf("%s: %s", method, r.Error.Message)}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(r.Result, out); err != nil {
+		return fmt.Errorf("kamailio %s: %s: unexpected result: %v", k.URL, method, err)
+	}
+	return nil
+}
+
+// maxResponse bounds a JSON-RPC response: a dispatcher.list of 100,000
+// destinations is about 10 MB.
+const maxResponse = 64 << 20
+
+// post sends body and returns the response's body and status. Kamailio
+// answers a JSON-RPC error with its code as the HTTP status (500), so the
+// body is read whatever the status.
+func (k *Kamailio) post(ctx context.Context, body []byte) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	client := k.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	return raw, resp.StatusCode, err
+}

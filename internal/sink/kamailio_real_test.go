@@ -1,0 +1,110 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestKamailioRealDispatcher runs the driver against a real Kamailio,
+// started on loopback with the kamailio.cfg the README shows
+// (cmd/qualifyd/testdata/kamailio).
+func TestKamailioRealDispatcher(t *testing.T) {
+	bin, err := exec.LookPath("kamailio")
+	if err != nil {
+		if bin, err = exec.LookPath("/usr/sbin/kamailio"); err != nil {
+			t.Skip("kamailio is not installed")
+		}
+	}
+	dir := "../../cmd/qualifyd/testdata/kamailio"
+	list, _ := filepath.Abs(filepath.Join(dir, "dispatcher.list"))
+	sipPort, rpcPort := freePort(t, "udp"), freePort(t, "tcp")
+	cmd := exec.Command(bin, "-DD", "-E", "-f", filepath.Join(dir, "kamailio.cfg"), "-w", t.TempDir(),
+		"-A", "SIP_PORT="+sipPort, "-A", "RPC_PORT="+rpcPort, "-A", fmt.Sprintf("DS_LIST=%q", list))
+	cmd.Stderr = os.Stderr
+	if !testing.Verbose() {
+		cmd.Stderr = nil
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Kamailio forks: stop the whole group
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	k := &Kamailio{URL: "http://127.0.0.1:" + rpcPort + "/RPC", Timeout: 5 * time.Second}
+	level := waitForRPC(t, k)
+	a, b := host("127.0.0.1:5081"), host("127.0.0.1:5082")
+	if l, ok := level(a); !ok || l != Up {
+		t.Fatalf("a is %v, %v at start", l, ok)
+	}
+	if _, ok := level(host("127.0.0.1:5083")); ok {
+		t.Fatal("a destination in no set matched")
+	}
+	if err := k.push(t.Context(), Object{Key: a, Level: Down}); err != nil {
+		t.Fatal(err)
+	}
+	level = mustResync(t, k)
+	if la, _ := level(a); la != Down {
+		t.Fatalf("a is %v after set_state i", la)
+	}
+	if lb, _ := level(b); lb != Up {
+		t.Fatalf("b is %v: it was not pushed", lb)
+	}
+	if err := k.call(t.Context(), "dispatcher.reload", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if la, _ := mustResync(t, k)(a); la != Up {
+		t.Fatalf("a is %v after dispatcher.reload", la)
+	}
+	err = k.call(t.Context(), "dispatcher.set_state", []any{"i", 1, "sip:127.0.0.1:5099"}, nil)
+	if err == nil || err.Error() != "dispatcher.set_state: State Update Failed" {
+		t.Fatalf("set_state of an unknown destination: %v", err)
+	}
+}
+
+// freePort returns a port free on loopback now.
+func freePort(t *testing.T, network string) string {
+	t.Helper()
+	var addr net.Addr
+	if network == "udp" {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = c.LocalAddr()
+		c.Close()
+	} else {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = l.Addr()
+		l.Close()
+	}
+	_, port, _ := net.SplitHostPort(addr.String())
+	return port
+}
+
+// waitForRPC reads dispatcher.list once Kamailio listens: it starts in
+// well under a second; the 20 s bound only stops a broken start.
+func waitForRPC(t *testing.T, k *Kamailio) func(Key) (Level, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		level, err := k.resync(ctx)
+		if err == nil {
+			return level
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("kamailio did not answer: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

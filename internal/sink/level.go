@@ -1,0 +1,172 @@
+package sink
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Level is what qualifyd wants a router to hold for one object. The zero
+// value is Unknown.
+type Level uint8
+
+const (
+	// Unknown: no verdict yet (every contact the object depends on is
+	// NonQualified); nothing is pushed.
+	Unknown Level = iota
+	// Up: the object may carry calls.
+	Up
+	// Down: none of the object's contacts is routable.
+	Down
+)
+
+var levelLabels = [...]string{"unknown", "up", "down"}
+
+// String returns the level's lower-case name, as in the webhook's
+// payload.
+func (l Level) String() string {
+	if int(l) < len(levelLabels) {
+		return levelLabels[l]
+	}
+	return "level(" + strconv.Itoa(int(l)) + ")"
+}
+
+// Kind says what an object of a router stands for.
+type Kind uint8
+
+const (
+	// KindContact is one contact of an AoR (Key.Name is the AoR, Key.URI
+	// the contact).
+	KindContact Kind = iota + 1
+	// KindAoR is an AoR (Key.Name).
+	KindAoR
+	// KindEndpoint is an endpoint (Key.Name), over the AoRs it lists that
+	// the sink follows.
+	KindEndpoint
+	// KindHost is every contact with one host and port (Key.Name, as
+	// hostPort returns it), as a dispatcher destination.
+	KindHost
+	// KindDevice is an Asterisk device named after an endpoint, or after
+	// an AoR that no endpoint lists (Key.Name, without the prefix): one
+	// object per name, over every AoR behind it.
+	KindDevice
+)
+
+var kindLabels = [...]string{"", "contact", "aor", "endpoint", "host", "device"}
+
+// String returns the kind's name, as in the webhook's payload.
+func (k Kind) String() string {
+	if int(k) < len(kindLabels) && k > 0 {
+		return kindLabels[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Key names one object of a router.
+type Key struct {
+	Kind Kind
+	// Name is the AoR, endpoint or host:port.
+	Name string
+	// URI is the contact's, for KindContact only.
+	URI string
+}
+
+// contactLevel is one contact's level: Unknown while NonQualified, Down
+// when Unreachable and not latency-only, else Up
+// (docs/qualify-semantics.md §6).
+func contactLevel(c *engine.ContactSnapshot) Level {
+	switch {
+	case c.Status == qualify.NonQualified:
+		return Unknown
+	case c.Status == qualify.Unreachable && !c.LatencyOnly:
+		return Down
+	}
+	return Up
+}
+
+// aggregate folds contact levels: Unknown while every contact is
+// Unknown (or there is none), else Down when none is routable, else Up.
+// An Unknown contact is routable (NonQualified carries calls), so it
+// makes a judged aggregate Up.
+type aggregate struct {
+	judged, routable bool
+}
+
+// add counts one contact.
+func (a *aggregate) add(c *engine.ContactSnapshot) {
+	l := contactLevel(c)
+	a.judged = a.judged || l != Unknown
+	a.routable = a.routable || l != Down
+}
+
+// level is the folded level.
+func (a aggregate) level() Level {
+	switch {
+	case !a.judged:
+		return Unknown
+	case a.routable:
+		return Up
+	}
+	return Down
+}
+
+// hostPort returns a SIP URI's host and port as a dispatcher destination
+// is matched: the host lower case (IP literals in their canonical form,
+// IPv6 in brackets), the port 5060 when the URI gives none (5061 for
+// sips:). ok is false for a URI without a host.
+func hostPort(uri string) (string, bool) {
+	lower := strings.ToLower(strings.TrimSpace(uri))
+	port := "5060"
+	rest, ok := strings.CutPrefix(lower, "sip:")
+	if !ok {
+		if rest, ok = strings.CutPrefix(lower, "sips:"); !ok {
+			return "", false
+		}
+		port = "5061"
+	}
+	if i := strings.IndexAny(rest, ";?>"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	host, p, ok := splitHost(rest)
+	if !ok {
+		return "", false
+	}
+	if p != "" {
+		port = p
+	}
+	return joinHost(host) + ":" + port, true
+}
+
+// splitHost splits "host", "host:port", "[v6]" or "[v6]:port".
+func splitHost(s string) (host, port string, ok bool) {
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return "", "", false
+		}
+		host, s = s[1:end], s[end+1:]
+		port, _ = strings.CutPrefix(s, ":")
+		return host, port, host != ""
+	}
+	host, port, _ = strings.Cut(s, ":")
+	return host, port, host != ""
+}
+
+// joinHost writes a host as hostPort keys it.
+func joinHost(host string) string {
+	host = strings.TrimSuffix(host, ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		a = a.Unmap().WithZone("")
+		if a.Is6() {
+			return "[" + a.String() + "]"
+		}
+		return a.String()
+	}
+	return host
+}

@@ -1,0 +1,89 @@
+package sink
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+func TestHostPort(t *testing.T) {
+	for uri, want := range map[string]string{
+		"sip:gw1@198.51.100.1":                "198.51.100.1:5060",
+		"sip:198.51.100.1:5070;transport=tcp": "198.51.100.1:5070",
+		"SIP:GW.Example.NET.":                 "gw.example.net:5060",
+		"sips:gw.example.net":                 "gw.example.net:5061",
+		"sip:[2001:DB8:0::1]:5080":            "[2001:db8::1]:5080",
+		"sip:u:pw@[::ffff:192.0.2.1]?h=v":     "192.0.2.1:5060",
+		"<sip:trunk@192.0.2.7:5060;lr>":       "",
+		"tel:+15551234":                       "",
+		"sip:[2001:db8::1":                    "",
+		"sip:192.0.2.7:5060;maddr=192.0.2.8":  "192.0.2.7:5060",
+		"  sip:user@host.example.org:5062  ":  "host.example.org:5062",
+	} {
+		got, ok := hostPort(uri)
+		if got != want || ok != (want != "") {
+			t.Errorf("hostPort(%q) = %q, %v; want %q", uri, got, ok, want)
+		}
+	}
+}
+
+func TestPlans(t *testing.T) {
+	on := &qualify.Policy{Frequency: 30}
+	conf := &pjsip.Config{
+		AoRs: []pjsip.AoR{
+			{AoR: probe.AoR{Name: "a", Contacts: []string{"sip:192.0.2.1", "sip:192.0.2.2:5060"}, Policy: on}},
+			{AoR: probe.AoR{Name: "b", Contacts: []string{"sip:x@192.0.2.1:5060"}, Policy: on}},
+			{AoR: probe.AoR{Name: "off", Contacts: []string{"sip:192.0.2.9"}}},
+		},
+		Endpoints: []pjsip.Endpoint{{Name: "e", AoRs: []string{"a", "off"}}},
+	}
+	keys := func(p *plan) []string {
+		var out []string
+		for k, deps := range p.deps {
+			out = append(out, k.Kind.String()+":"+k.Name+k.URI+"<"+strings.Join(deps, ","))
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		sink pjsip.Sink
+		want []string
+	}{
+		{pjsip.Sink{Driver: "ami"}, []string{"device:b<b", "device:e<a"}},
+		{pjsip.Sink{Driver: "ami", Method: "maintenance"}, []string{"device:e<a"}},
+		{pjsip.Sink{Driver: "ami", AoRs: []string{"off"}}, []string{"device:e<off"}},
+		{pjsip.Sink{Driver: "kamailio"}, []string{"host:192.0.2.1:5060<a,b", "host:192.0.2.2:5060<a"}},
+		{pjsip.Sink{Driver: "webhook", AoRs: []string{"a"}}, []string{"aor:a<a", "contact:asip:192.0.2.1<a",
+			"contact:asip:192.0.2.2:5060<a", "endpoint:e<a"}},
+	} {
+		if got := keys(newPlan(&tc.sink, conf)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s %s %v: objects %q, want %q", tc.sink.Driver, tc.sink.Method, tc.sink.AoRs, got, tc.want)
+		}
+	}
+	// A host shared by two AoRs is down only when both its contacts are.
+	src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{
+		"a": {{URI: "sip:192.0.2.1", Status: qualify.Unreachable, Last: engine.LastResult{Reason: qualify.ReasonTimeout}},
+			{URI: "sip:192.0.2.2:5060", Status: qualify.Reachable}},
+		"b": {{URI: "sip:x@192.0.2.1:5060", Status: qualify.Unreachable, LatencyOnly: true}},
+	}}
+	p := newPlan(&pjsip.Sink{Driver: "kamailio"}, conf)
+	if l, _ := p.level(host("192.0.2.1:5060"), src); l != Up {
+		t.Fatalf("shared host %v: the latency-only contact is routable", l)
+	}
+	src.aors["b"][0].LatencyOnly = false
+	if l, _ := p.level(host("192.0.2.1:5060"), src); l != Down {
+		t.Fatalf("shared host %v", l)
+	}
+	w := newPlan(&pjsip.Sink{Driver: "webhook"}, conf)
+	if l, r := w.level(Key{Kind: KindContact, Name: "a", URI: "sip:192.0.2.1"}, src); l != Down || r != qualify.ReasonTimeout {
+		t.Fatalf("contact %v %v", l, r)
+	}
+	if l, r := w.level(Key{Kind: KindAoR, Name: "a"}, src); l != Up || r != qualify.ReasonNone {
+		t.Fatalf("aor %v %v", l, r)
+	}
+}

@@ -1,0 +1,588 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Object is one push: the object, the level to push, and what the
+// router last confirmed.
+type Object struct {
+	Key
+	// Level is the level wanted now; never Unknown.
+	Level Level
+	// From is the level the router last confirmed; Unknown before the
+	// first confirmation.
+	From Level
+	// Retire marks the last push of an object that left the
+	// configuration (Level is Up); the reconciler forgets it once pushed.
+	Retire bool
+	// Seq numbers the sink's wanted changes, from 1, in the order they
+	// were set; Time is when the wanted level changed.
+	Seq  uint64
+	Time time.Time
+	// Reason is the failed probe's reason of a Down contact.
+	Reason qualify.Reason
+}
+
+// driver is what the reconciler drives: one router. Its methods are
+// called from the sink's loop goroutine only.
+type driver interface {
+	// connect opens a session (dial, log in); nil when the router is
+	// ready for pushes.
+	connect(ctx context.Context) error
+	// push sets one object in the router. A *Rejected error means the
+	// router answered and refused this object: the session goes on.
+	// Any other error ends the session.
+	push(ctx context.Context, o Object) error
+	// close ends the session; it is idempotent.
+	close()
+}
+
+// resyncer is a driver that reads back the router's state; a
+// differing read-back is pushed again.
+type resyncer interface {
+	// resync reads the router's state; level returns the router's level
+	// of k, and ok false when the router has no object for k (nothing
+	// would be pushed).
+	resync(ctx context.Context) (level func(k Key) (l Level, ok bool), err error)
+}
+
+// heartbeater is a driver that tells its router that qualifyd is alive.
+type heartbeater interface {
+	heartbeat(ctx context.Context) error
+}
+
+// Rejected is a router's refusal of one object's push (an AMI
+// "Response: Error", a JSON-RPC error object, a webhook's 4xx). The
+// session stays up; Drop says whether the change is given up (a
+// webhook's 4xx) or pushed again at the next reconnect or reassert.
+type Rejected struct {
+	Err  error
+	Drop bool
+}
+
+func (e *Rejected) Error() string { return e.Err.Error() }
+func (e *Rejected) Unwrap() error { return e.Err }
+
+// Intervals are a sink's timers; zero disables each.
+type Intervals struct {
+	// Reassert pushes every known level again.
+	Reassert time.Duration
+	// Resync reads the router's state back (drivers that can).
+	Resync time.Duration
+	// Heartbeat tells the router qualifyd is alive (drivers that can).
+	Heartbeat time.Duration
+}
+
+// Backoff bounds: 1 s doubling to 60 s, each ±20%.
+const (
+	minBackoff = time.Second
+	maxBackoff = 60 * time.Second
+	jitter     = 0.2
+)
+
+// maxBatch bounds the objects taken from the dirty set at once, so that
+// the lock is never held for a whole burst.
+const maxBatch = 256
+
+// object flags.
+const (
+	dirty  uint8 = 1 << iota // queued in Reconciler.queue
+	stale                    // push even when confirmed equals wanted
+	retire                   // forget once pushed
+)
+
+// object is one object's wanted and confirmed level: 24 bytes.
+type object struct {
+	want, have Level
+	flags      uint8
+	reason     qualify.Reason
+	seq        uint64
+	at         int64 // unix nanoseconds of the last wanted change
+}
+
+// Stats are a sink's counters at one instant.
+type Stats struct {
+	// Up is connected and the last request succeeded.
+	Up bool
+	// Objects counts the objects the sink manages.
+	Objects int
+	// Pending counts the objects whose confirmed level differs from the
+	// wanted one (Unknown excluded).
+	Pending int
+	// OK, Error and Dropped count pushes by result.
+	OK, Error, Dropped uint64
+	// LastSuccess is the time of the last successful request; zero if none.
+	LastSuccess time.Time
+	// LastError is the text of the last failure; "" if none.
+	LastError string
+}
+
+// Reconciler holds one sink's objects and pushes their levels through
+// its driver. Set and Retire never block on the router; Run is the
+// sink's only goroutine.
+type Reconciler struct {
+	name string
+	drv  driver
+	iv   Intervals
+	// notice logs a failure or a recovery; rand returns [0, 1) for the
+	// backoff's jitter.
+	notice func(level slog.Level, msg string, attrs ...slog.Attr)
+	rand   func() float64
+	// reasserts is false for a driver that delivers changes (webhook):
+	// a reconnect and the reassert timer push only what is pending.
+	reasserts bool
+
+	mu      sync.Mutex
+	objs    map[Key]object
+	queue   []Key // dirty objects, each once
+	seq     uint64
+	pending int // objects with want != Unknown && have != want
+	stats   Stats
+	wake    chan struct{} // capacity 1: a Set since the loop last looked
+}
+
+// newReconciler returns a reconciler of drv; notice and rnd may be nil.
+func newReconciler(name string, drv driver, iv Intervals, notice func(slog.Level, string, ...slog.Attr), rnd func() float64) *Reconciler {
+	if notice == nil {
+		notice = func(slog.Level, string, ...slog.Attr) {}
+	}
+	if rnd == nil {
+		rnd = rand.Float64
+	}
+	return &Reconciler{name: name, drv: drv, iv: iv, notice: notice, rand: rnd, reasserts: true,
+		objs: map[Key]object{}, wake: make(chan struct{}, 1)}
+}
+
+// Set records the level wanted for k: O(1), without blocking. Setting
+// the level already wanted does nothing; an Unknown level is recorded
+// (the object exists) but never pushed. reason is kept with a new level.
+func (r *Reconciler) Set(k Key, l Level, reason qualify.Reason) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.objs[k]
+	if ok && o.want == l && o.flags&retire == 0 {
+		return
+	}
+	r.count(o, -1, ok)
+	r.seq++
+	o.want, o.reason, o.seq, o.at = l, reason, r.seq, time.Now().UnixNano()
+	o.flags &^= retire
+	r.store(k, o)
+}
+
+// Retire pushes Up once for an object that left the configuration, then
+// forgets it: qualifyd never leaves a router holding a Down it no longer
+// watches. An object never pushed, or confirmed Up, is forgotten at once.
+func (r *Reconciler) Retire(k Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.objs[k]
+	if !ok || o.flags&retire != 0 {
+		return
+	}
+	if r.forget(o) {
+		r.count(o, -1, true)
+		delete(r.objs, k)
+		return
+	}
+	r.count(o, -1, true)
+	r.seq++
+	o.want, o.reason, o.seq, o.at, o.flags = Up, qualify.ReasonNone, r.seq, time.Now().UnixNano(), o.flags|retire
+	r.store(k, o)
+}
+
+// forget reports whether a retired object needs no last push: a level
+// driver's router already holds Up; a webhook was never told of it. A
+// level driver pushes Up even for an object it never pushed, as the
+// router may hold a Down from an earlier run.
+func (r *Reconciler) forget(o object) bool {
+	if r.reasserts {
+		return o.have == Up
+	}
+	return o.have == Unknown && o.want == Unknown
+}
+
+// Keys calls keep for every object and retires those it rejects.
+func (r *Reconciler) Keys(keep func(Key) bool) {
+	r.mu.Lock()
+	var gone []Key
+	for k, o := range r.objs {
+		if o.flags&retire == 0 && !keep(k) {
+			gone = append(gone, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, k := range gone {
+		r.Retire(k)
+	}
+}
+
+// store saves o, queues it when it needs a push, counts it, and wakes the
+// loop. Called with mu held.
+func (r *Reconciler) store(k Key, o object) {
+	if o.want != Unknown && o.flags&dirty == 0 {
+		o.flags |= dirty
+		r.queue = append(r.queue, k)
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	r.objs[k] = o
+	r.count(o, 1, true)
+}
+
+// count adds sign to the pending count for o, if it exists and is
+// pending. Called with mu held.
+func (r *Reconciler) count(o object, sign int, exists bool) {
+	if exists && o.want != Unknown && o.have != o.want {
+		r.pending += sign
+	}
+}
+
+// Stats returns the sink's counters.
+func (r *Reconciler) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stats
+	s.Objects, s.Pending = len(r.objs), r.pending
+	return s
+}
+
+// Run connects and pushes until ctx is done, reconnecting with capped
+// exponential backoff; it returns after closing the session.
+func (r *Reconciler) Run(ctx context.Context) {
+	defer r.drv.close()
+	step := 0
+	for ctx.Err() == nil {
+		err := r.drv.connect(ctx)
+		if err == nil {
+			r.requeue(r.reasserts)
+			err = r.session(ctx, &step)
+		}
+		r.drv.close()
+		if ctx.Err() != nil {
+			return
+		}
+		r.failed(err, step)
+		if !sleep(ctx, r.backoff(step)) {
+			return
+		}
+		step++
+	}
+}
+
+// backoff is the wait after the step-th failure in a row.
+func (r *Reconciler) backoff(step int) time.Duration {
+	d := maxBackoff
+	if step < 6 {
+		d = min(minBackoff<<step, maxBackoff)
+	}
+	return time.Duration(float64(d) * (1 - jitter + 2*jitter*r.rand()))
+}
+
+// failed records and logs a failure: once per backoff step, with the
+// router's own text.
+func (r *Reconciler) failed(err error, step int) {
+	r.mu.Lock()
+	r.stats.Up, r.stats.LastError = false, err.Error()
+	r.mu.Unlock()
+	r.notice(slog.LevelWarn, "sink "+r.name+": "+err.Error(), slog.Int("retry", step+1))
+}
+
+// succeeded records a successful request; the first after a failure is
+// logged.
+func (r *Reconciler) succeeded(step *int) {
+	r.mu.Lock()
+	was := r.stats.Up
+	r.stats.Up, r.stats.LastSuccess = true, time.Now()
+	r.mu.Unlock()
+	if !was && *step > 0 {
+		r.notice(slog.LevelInfo, "sink "+r.name+": connected")
+	}
+	*step = 0
+}
+
+// sleep waits d or until ctx is done, and reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// session pushes until an error ends it or ctx is done.
+func (r *Reconciler) session(ctx context.Context, step *int) error {
+	tm := newTimers(r.iv)
+	defer tm.stop()
+	if err := r.ticks(ctx, tm, true, true, step); err != nil {
+		return err
+	}
+	for {
+		if err := r.pushAll(ctx, step); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.wake:
+		case <-tm.reassert:
+			tm.resetReassert(r.iv.Reassert)
+			r.requeue(r.reasserts)
+		case <-tm.resync:
+			tm.resetResync(r.iv.Resync)
+			if err := r.ticks(ctx, tm, true, false, step); err != nil {
+				return err
+			}
+		case <-tm.heartbeat:
+			tm.resetHeartbeat(r.iv.Heartbeat)
+			if err := r.ticks(ctx, tm, false, true, step); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ticks runs a resync and a heartbeat, as the driver can.
+func (r *Reconciler) ticks(ctx context.Context, tm *timers, resync, beat bool, step *int) error {
+	if rs, ok := r.drv.(resyncer); ok && resync {
+		level, err := rs.resync(ctx)
+		if err != nil {
+			return err
+		}
+		r.succeeded(step)
+		r.readBack(level)
+	}
+	if hb, ok := r.drv.(heartbeater); ok && beat && r.iv.Heartbeat > 0 {
+		if err := hb.heartbeat(ctx); err != nil {
+			return err
+		}
+		r.succeeded(step)
+	}
+	return nil
+}
+
+// requeue queues every object that needs a push: all known levels when
+// all is set (a reconnect, a reassert), else those pending.
+func (r *Reconciler) requeue(all bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, o := range r.objs {
+		if o.want == Unknown || (!all && o.have == o.want) {
+			continue
+		}
+		if all {
+			o.flags |= stale
+		}
+		r.objs[k] = o
+		r.enqueue(k)
+	}
+}
+
+// enqueue queues k if it is not queued. Called with mu held.
+func (r *Reconciler) enqueue(k Key) {
+	o := r.objs[k]
+	if o.flags&dirty != 0 {
+		return
+	}
+	o.flags |= dirty
+	r.objs[k] = o
+	r.queue = append(r.queue, k)
+}
+
+// readBack takes the router's levels as confirmed: an object the router
+// holds at another level than confirmed is pending again; one the
+// router does not have needs no push.
+func (r *Reconciler) readBack(level func(Key) (Level, bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, o := range r.objs {
+		if o.want == Unknown {
+			continue
+		}
+		l, ok := level(k)
+		if !ok {
+			l = o.want
+		}
+		if l == o.have {
+			continue
+		}
+		r.count(o, -1, true)
+		o.have = l
+		r.objs[k] = o
+		r.count(o, 1, true)
+		if o.have != o.want {
+			r.enqueue(k)
+		}
+	}
+}
+
+// pushAll pushes the queue, a batch at a time, until it is empty.
+func (r *Reconciler) pushAll(ctx context.Context, step *int) error {
+	var batch []Object
+	for {
+		batch = r.take(batch[:0])
+		if len(batch) == 0 {
+			return nil
+		}
+		for i, o := range batch {
+			err := r.drv.push(ctx, o)
+			var rej *Rejected
+			if err != nil && !errors.As(err, &rej) {
+				r.putBack(batch[i:])
+				return err
+			}
+			r.pushed(o, rej, step)
+		}
+	}
+}
+
+// take moves up to maxBatch queued objects that need a push into buf.
+func (r *Reconciler) take(buf []Object) []Object {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for ; n < len(r.queue) && len(buf) < maxBatch; n++ {
+		k := r.queue[n]
+		o, ok := r.objs[k]
+		if !ok {
+			continue
+		}
+		o.flags &^= dirty
+		r.objs[k] = o
+		if o.want == Unknown || (o.have == o.want && o.flags&(stale|retire) == 0) {
+			continue
+		}
+		buf = append(buf, Object{Key: k, Level: o.want, From: o.have, Retire: o.flags&retire != 0,
+			Seq: o.seq, Time: time.Unix(0, o.at), Reason: o.reason})
+	}
+	r.queue = r.queue[n:]
+	if len(r.queue) == 0 {
+		r.queue = nil // let a burst's array go
+	}
+	return buf
+}
+
+// putBack queues objects whose push did not happen.
+func (r *Reconciler) putBack(objs []Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range objs {
+		if _, ok := r.objs[o.Key]; ok {
+			r.enqueue(o.Key)
+		}
+	}
+}
+
+// pushed records one push's result: confirmed on success (and forgotten
+// if retired), given up on a dropped rejection, left pending otherwise.
+func (r *Reconciler) pushed(p Object, rej *Rejected, step *int) {
+	if rej == nil {
+		r.succeeded(step)
+	} else {
+		r.notice(slog.LevelWarn, "sink "+r.name+": "+describe(p.Key)+": "+rej.Error())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case rej == nil:
+		r.stats.OK++
+	case rej.Drop:
+		r.stats.Dropped++
+		r.stats.LastError = rej.Error()
+	default:
+		r.stats.Error++
+		r.stats.Up, r.stats.LastError = false, rej.Error()
+	}
+	o, ok := r.objs[p.Key]
+	if !ok || (rej != nil && !rej.Drop) {
+		return
+	}
+	r.count(o, -1, true)
+	o.have = p.Level
+	if o.seq == p.Seq {
+		o.flags &^= stale
+		if o.flags&retire != 0 {
+			delete(r.objs, p.Key)
+			return
+		}
+	}
+	r.objs[p.Key] = o
+	r.count(o, 1, true)
+}
+
+// describe names k in a log line.
+func describe(k Key) string {
+	if k.Kind == KindContact {
+		return "contact " + k.Name + "/" + k.URI
+	}
+	return k.Kind.String() + " " + k.Name
+}
+
+// timers are a session's reassert, resync and heartbeat timers; a
+// disabled one's channel is nil. The first resync and heartbeat run at
+// connect, so their timers start one interval later.
+type timers struct {
+	r, s, h                     *time.Timer
+	reassert, resync, heartbeat <-chan time.Time
+}
+
+func newTimers(iv Intervals) *timers {
+	tm := &timers{}
+	tm.r, tm.reassert = startTimer(iv.Reassert)
+	tm.s, tm.resync = startTimer(iv.Resync)
+	tm.h, tm.heartbeat = startTimer(iv.Heartbeat)
+	return tm
+}
+
+// startTimer returns a timer of d, or none for d <= 0.
+func startTimer(d time.Duration) (*time.Timer, <-chan time.Time) {
+	if d <= 0 {
+		return nil, nil
+	}
+	t := time.NewTimer(d)
+	return t, t.C
+}
+
+func (tm *timers) resetReassert(d time.Duration)  { tm.r.Reset(d) }
+func (tm *timers) resetResync(d time.Duration)    { tm.s.Reset(d) }
+func (tm *timers) resetHeartbeat(d time.Duration) { tm.h.Reset(d) }
+
+func (tm *timers) stop() {
+	for _, t := range []*time.Timer{tm.r, tm.s, tm.h} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// adopt takes prev's objects, as confirmed by prev's router, so that a
+// replaced sink still retires what its predecessor pushed.
+func (r *Reconciler) adopt(prev *Reconciler) {
+	prev.mu.Lock()
+	objs := make(map[Key]object, len(prev.objs))
+	for k, o := range prev.objs {
+		o.flags &^= dirty
+		objs[k] = o
+	}
+	seq := prev.seq
+	prev.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq = max(r.seq, seq)
+	for k, o := range objs {
+		r.store(k, o)
+	}
+}

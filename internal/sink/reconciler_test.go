@@ -1,0 +1,313 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeDriver records what the reconciler does. gate, if set, blocks
+// connect until it receives; connectErr and pushErr fail them.
+type fakeDriver struct {
+	mu         sync.Mutex
+	gate       chan struct{}
+	connectErr error
+	pushErr    func(o Object) error
+	connects   []time.Time
+	pushes     []Object
+	closes     int
+}
+
+func (f *fakeDriver) connect(ctx context.Context) error {
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.connects = append(f.connects, time.Now())
+	return f.connectErr
+}
+
+func (f *fakeDriver) push(_ context.Context, o Object) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pushErr != nil {
+		if err := f.pushErr(o); err != nil {
+			return err
+		}
+	}
+	f.pushes = append(f.pushes, o)
+	return nil
+}
+
+func (f *fakeDriver) close() {
+	f.mu.Lock()
+	f.closes++
+	f.mu.Unlock()
+}
+
+// levels returns the pushed keys' names and levels, "name=level".
+func (f *fakeDriver) levels() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, o := range f.pushes {
+		out = append(out, o.Name+"="+o.Level.String())
+	}
+	return out
+}
+
+// start runs r until the test's bubble ends and returns its stop.
+func start(t *testing.T, r *Reconciler) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
+func half() float64 { return 0.5 }
+
+func key(name string) Key { return Key{Kind: KindAoR, Name: name} }
+
+func TestBurstCoalescesToLatest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeDriver{gate: make(chan struct{})}
+		r := newReconciler("x", f, Intervals{}, nil, half)
+		stop := start(t, r)
+		defer stop()
+		for i := range 100_000 {
+			r.Set(key("a"), Level(1+i%2), 0) // Up, Down, ..., ends Down
+		}
+		if s := r.Stats(); s.Pending != 1 || s.Objects != 1 {
+			t.Fatalf("stats %+v, want 1 object pending", s)
+		}
+		close(f.gate)
+		synctest.Wait()
+		if got := f.levels(); !slices.Equal(got, []string{"a=down"}) {
+			t.Fatalf("pushes %v, want one push of the latest level", got)
+		}
+		if s := r.Stats(); s.Pending != 0 || s.OK != 1 || !s.Up {
+			t.Fatalf("stats %+v, want confirmed and up", s)
+		}
+	})
+}
+
+func TestUnknownIsNeverPushed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeDriver{}
+		r := newReconciler("x", f, Intervals{Reassert: time.Minute}, nil, half)
+		stop := start(t, r)
+		defer stop()
+		r.Set(key("a"), Unknown, 0)
+		r.Set(key("b"), Down, 0)
+		synctest.Wait()
+		r.Set(key("b"), Unknown, 0) // a reload reset it: the router keeps Down
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := f.levels(); !slices.Equal(got, []string{"b=down"}) {
+			t.Fatalf("pushes %v", got)
+		}
+		if s := r.Stats(); s.Pending != 0 || s.Objects != 2 {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+}
+
+func TestBackoffDoublesToCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var notes []string
+		f := &fakeDriver{connectErr: errors.New("connection refused")}
+		r := newReconciler("x", f, Intervals{}, func(_ slog.Level, msg string, _ ...slog.Attr) {
+			notes = append(notes, msg)
+		}, half)
+		t0 := time.Now()
+		stop := start(t, r)
+		time.Sleep(200 * time.Second)
+		synctest.Wait()
+		stop()
+		var gaps []time.Duration
+		for _, c := range f.connects {
+			gaps = append(gaps, c.Sub(t0))
+			t0 = c
+		}
+		want := []time.Duration{0, 1, 2, 4, 8, 16, 32, 60, 60}
+		for i := range want {
+			want[i] *= time.Second
+		}
+		if !slices.Equal(gaps, want) {
+			t.Fatalf("connect gaps %v, want %v", gaps, want)
+		}
+		if len(notes) != len(want) || notes[0] != "sink x: connection refused" {
+			t.Fatalf("notes %q: want one per attempt, with the router's text", notes)
+		}
+		if s := r.Stats(); s.Up || s.LastError != "connection refused" {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+}
+
+func TestJitterStaysWithinTwentyPercent(t *testing.T) {
+	for _, x := range []float64{0, 0.999999} {
+		r := newReconciler("x", &fakeDriver{}, Intervals{}, nil, func() float64 { return x })
+		lo, hi := r.backoff(0), r.backoff(10)
+		if lo < 800*time.Millisecond || lo > 1200*time.Millisecond || hi < 48*time.Second || hi > 72*time.Second {
+			t.Fatalf("rand %v: backoff %v and %v", x, lo, hi)
+		}
+	}
+}
+
+func TestReassertAndReconnectPushEverything(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fail := true
+		f := &fakeDriver{}
+		r := newReconciler("x", f, Intervals{Reassert: 300 * time.Second}, nil, half)
+		r.Set(key("a"), Down, 0)
+		r.Set(key("b"), Up, 0)
+		stop := start(t, r)
+		defer stop()
+		synctest.Wait()
+		time.Sleep(300 * time.Second)
+		synctest.Wait()
+		if got := f.levels(); len(got) != 4 {
+			t.Fatalf("pushes %v: want both at connect and both at the reassert", got)
+		}
+		f.mu.Lock()
+		f.pushErr = func(Object) error {
+			if fail {
+				fail = false
+				return errors.New("broken pipe")
+			}
+			return nil
+		}
+		f.mu.Unlock()
+		r.Set(key("a"), Up, 0)
+		synctest.Wait()
+		time.Sleep(time.Second) // the first backoff step
+		synctest.Wait()
+		got := f.levels()[4:]
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"a=up", "b=up"}) || len(f.connects) != 2 {
+			t.Fatalf("after a failed push: pushes %v, %d connects", got, len(f.connects))
+		}
+	})
+}
+
+func TestRetirePushesUpOnceThenForgets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeDriver{}
+		r := newReconciler("x", f, Intervals{Reassert: time.Minute}, nil, half)
+		stop := start(t, r)
+		defer stop()
+		r.Set(key("down"), Down, 0)
+		r.Set(key("up"), Up, 0)
+		synctest.Wait()
+		r.Keys(func(k Key) bool { return false })
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		got := f.levels()
+		if !slices.Equal(got[2:], []string{"down=up"}) || !f.pushes[2].Retire {
+			t.Fatalf("pushes %v: want one retiring push of the Down object", got)
+		}
+		if s := r.Stats(); s.Objects != 0 {
+			t.Fatalf("stats %+v: want every object forgotten", s)
+		}
+	})
+}
+
+func TestRejectedStaysPendingAndOthersGoOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeDriver{pushErr: func(o Object) error {
+			if o.Name == "bad" {
+				return &Rejected{Err: errors.New("Endpoint 'bad' not found")}
+			}
+			return nil
+		}}
+		r := newReconciler("x", f, Intervals{Reassert: time.Minute}, nil, half)
+		r.Set(key("bad"), Down, 0)
+		r.Set(key("good"), Down, 0)
+		stop := start(t, r)
+		defer stop()
+		synctest.Wait()
+		s := r.Stats()
+		if got := f.levels(); !slices.Equal(got, []string{"good=down"}) || s.Pending != 1 || s.Error != 1 || s.OK != 1 {
+			t.Fatalf("pushes %v, stats %+v", got, s)
+		}
+		if s.LastError != "Endpoint 'bad' not found" || len(f.connects) != 1 {
+			t.Fatalf("stats %+v, %d connects: a rejection keeps the session", s, len(f.connects))
+		}
+	})
+}
+
+func TestReadBackRepairsDifferences(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &resyncDriver{router: map[string]Level{"a": Down, "b": Down}}
+		r := newReconciler("x", f, Intervals{Resync: 30 * time.Second}, nil, half)
+		r.Set(key("a"), Down, 0)
+		r.Set(key("b"), Down, 0)
+		r.Set(key("c"), Down, 0) // the router has no such object
+		stop := start(t, r)
+		defer stop()
+		synctest.Wait()
+		f.mu.Lock()
+		f.router["a"] = Up // a router reload reset it
+		f.mu.Unlock()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.router["a"] != Down || f.pushed != 4 || f.reads != 2 {
+			t.Fatalf("router %v after %d pushes and %d reads", f.router, f.pushed, f.reads)
+		}
+	})
+}
+
+// resyncDriver is a router with a readable state.
+type resyncDriver struct {
+	fakeDriver
+	router        map[string]Level
+	pushed, reads int
+}
+
+func (f *resyncDriver) push(_ context.Context, o Object) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pushed++
+	if _, ok := f.router[o.Name]; ok {
+		f.router[o.Name] = o.Level
+	}
+	return nil
+}
+
+func (f *resyncDriver) resync(context.Context) (func(Key) (Level, bool), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	copy := maps(f.router)
+	return func(k Key) (Level, bool) { l, ok := copy[k.Name]; return l, ok }, nil
+}
+
+func maps(m map[string]Level) map[string]Level {
+	out := make(map[string]Level, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func ExampleLevel() {
+	fmt.Println(Unknown, Up, Down)
+	// Output: unknown up down
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -1,0 +1,41 @@
+package web
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/sink"
+)
+
+type fakeSinks []sink.Status
+
+func (f fakeSinks) Status() []sink.Status { return f }
+
+func TestSinks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := fakeSinks{
+			{Name: "edge", Driver: "kamailio", Stats: sink.Stats{Up: true, Objects: 2, OK: 12, Error: 1,
+				LastSuccess: time.Date(2026, 11, 29, 12, 0, 1, 250e6, time.UTC), LastError: "dispatcher.set_state: State Update Failed"}},
+			{Name: "asterisk", Driver: "ami", Stats: sink.Stats{Objects: 1, Pending: 1,
+				LastError: "ami 127.0.0.1:5038: login: Login: Authentication failed"}},
+		}
+		for _, tc := range []struct {
+			sinks Sinks
+			body  string
+		}{
+			{st, `{"sinks":[{"name":"edge","driver":"kamailio","up":true,"objects":2,"pending":0,"pushes":{"ok":12,"error":1,"dropped":0},` +
+				`"last_success":"2026-11-29T12:00:01.250Z","last_error":"dispatcher.set_state: State Update Failed"},` +
+				`{"name":"asterisk","driver":"ami","up":false,"objects":1,"pending":1,"pushes":{"ok":0,"error":0,"dropped":0},` +
+				`"last_success":null,"last_error":"ami 127.0.0.1:5038: login: Login: Authentication failed"}]}`},
+			{nil, `{"sinks":[]}`},
+		} {
+			v := newEnv(t, Config{Sinks: tc.sinks}, engine.Config{})
+			w := v.do("GET", "/api/v1/sinks")
+			if w.Code != 200 || w.Body.String() != tc.body+"\n" {
+				t.Errorf("%d %s\nwant %s", w.Code, w.Body.String(), tc.body)
+			}
+		}
+	})
+}
