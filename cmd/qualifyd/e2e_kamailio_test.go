@@ -72,6 +72,16 @@ func (r *routing) qualifyd(t *testing.T, extra ...string) *daemonProc {
 	return d
 }
 
+// upThroughOneLostProbe starts the peers and qualifyd (with the sink if
+// sink is set) and runs the scenario's first two steps.
+func upThroughOneLostProbe(t *testing.T, sink bool) (*routing, *daemonProc) {
+	r := newRouting(t, sink)
+	d := r.qualifyd(t, "--http", "")
+	step(t, "1 both up", func(t *testing.T) { r.bothUp(t, d) })
+	step(t, "2 one lost probe leaves A active", func(t *testing.T) { r.loseOneProbe(t, d) })
+	return r, d
+}
+
 // step runs one step of a scenario; a failed step ends the scenario.
 func step(t *testing.T, name string, fn func(t *testing.T)) {
 	t.Helper()
@@ -177,24 +187,21 @@ func (d *daemonProc) drain() {
 // first attempt, a dead trunk still active is failed over, a reload resets
 // the states, and qualifyd probes both trunks through their relays.
 func TestKamailioHarness(t *testing.T) {
-	r := newRouting(t, false)
-	d := r.qualifyd(t, "--http", "")
-	step(t, "both up", func(t *testing.T) { r.bothUp(t, d) })
-	step(t, "one lost probe", func(t *testing.T) { r.loseOneProbe(t, d) })
-	step(t, "inactive by hand", func(t *testing.T) {
+	r, _ := upThroughOneLostProbe(t, false)
+	step(t, "3 A inactive by hand", func(t *testing.T) {
 		r.k.setState("i", r.a.dest)
 		if st := r.k.state(r.a.dest); st != "I" {
 			t.Fatalf("after set_state i, A is %q", st)
 		}
 		r.call(t, r.b, r.a, false)
 	})
-	step(t, "reload", func(t *testing.T) {
+	step(t, "4 reload resets A", func(t *testing.T) {
 		r.k.reload()
 		if st := r.k.state(r.a.dest); st != "A" {
 			t.Fatalf("after dispatcher.reload, A is %q, want A", st)
 		}
 	})
-	step(t, "failover", func(t *testing.T) {
+	step(t, "5 a dead A still active is failed over", func(t *testing.T) {
 		r.a.relay.setDead(true)
 		r.call(t, r.b, r.a, true)
 	})
@@ -204,10 +211,7 @@ func TestKamailioHarness(t *testing.T) {
 // a lost probe leaves A routable, a dead A is taken out of routing before
 // any call needs failover, and a dispatcher.reload is repaired.
 func TestKamailioFollowsQualifyd(t *testing.T) {
-	r := newRouting(t, true)
-	d := r.qualifyd(t, "--http", "")
-	step(t, "1 both up", func(t *testing.T) { r.bothUp(t, d) })
-	step(t, "2 one lost probe leaves A active", func(t *testing.T) { r.loseOneProbe(t, d) })
+	r, d := upThroughOneLostProbe(t, true)
 	step(t, "3 A stopped is inactive", func(t *testing.T) {
 		r.a.relay.setDead(true)
 		d.expect(contactLine(r.a) + "is now Unreachable.")
