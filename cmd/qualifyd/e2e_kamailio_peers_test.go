@@ -113,11 +113,13 @@ func startPeer(t *testing.T, name string, args ...string) *syncBuffer {
 func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(bound)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %v", what, bound)
 		}
-		time.Sleep(20 * time.Millisecond)
+		<-tick.C
 	}
 }
 
@@ -135,6 +137,8 @@ type kamailio struct {
 func startKamailio(t *testing.T, trunks ...*trunk) *kamailio {
 	t.Helper()
 	dir := t.TempDir()
+	// "SETID URI FLAGS PRIORITY": flags 0, not 8 (probing), since qualifyd
+	// probes; a higher priority is tried first.
 	var list strings.Builder
 	for i, tr := range trunks {
 		fmt.Fprintf(&list, "1 %s 0 %d\n", tr.dest, 10*(len(trunks)-i))
