@@ -266,10 +266,12 @@ func (k *kamailio) routes() []string {
 // sampler reads one destination's state over and over, in the background.
 type sampler struct {
 	stop, done chan struct{}
+	once       sync.Once
 	samples    []string // a state, or the error of a failed read
 }
 
-// watch samples uri's state until the returned sampler is ended.
+// watch samples uri's state until the returned sampler is ended (at the
+// latest when the test ends).
 func (k *kamailio) watch(uri string) *sampler {
 	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
@@ -288,14 +290,20 @@ func (k *kamailio) watch(uri string) *sampler {
 			}
 		}
 	}()
+	k.t.Cleanup(s.halt)
 	return s
+}
+
+// halt stops sampling; idempotent.
+func (s *sampler) halt() {
+	s.once.Do(func() { close(s.stop) })
+	<-s.done
 }
 
 // end stops sampling and fails the test unless every sample was want.
 func (s *sampler) end(t *testing.T, uri, want string) {
 	t.Helper()
-	close(s.stop)
-	<-s.done
+	s.halt()
 	if len(s.samples) == 0 || slices.ContainsFunc(s.samples, func(st string) bool { return st != want }) {
 		t.Fatalf("%s in dispatcher.list, sampled in order: %s; want %q throughout", uri, runs(s.samples), want)
 	}
