@@ -19,14 +19,16 @@ func TestKamailioRealDispatcher(t *testing.T) {
 	bin, err := exec.LookPath("kamailio")
 	if err != nil {
 		if bin, err = exec.LookPath("/usr/sbin/kamailio"); err != nil {
-			t.Skip("kamailio is not installed")
+			t.Fatal("kamailio is not installed (make deps installs it)")
 		}
 	}
 	dir := "../../cmd/qualifyd/testdata/kamailio"
 	list, _ := filepath.Abs(filepath.Join(dir, "dispatcher.list"))
 	sipPort, rpcPort := freePort(t, "udp"), freePort(t, "tcp")
-	cmd := exec.Command(bin, "-DD", "-E", "-f", filepath.Join(dir, "kamailio.cfg"), "-w", t.TempDir(),
-		"-A", "SIP_PORT="+sipPort, "-A", "RPC_PORT="+rpcPort, "-A", fmt.Sprintf("DS_LIST=%q", list))
+	run := t.TempDir()
+	cmd := exec.Command(bin, "-DD", "-E", "-f", filepath.Join(dir, "kamailio.cfg"), "-w", run, "-Y", run,
+		"-P", filepath.Join(run, "kamailio.pid"), "-A", "LISTEN=udp:127.0.0.1:"+sipPort, "-A", "HTTP_PORT="+rpcPort,
+		"-A", fmt.Sprintf("DSLIST=%q", list), "-A", fmt.Sprintf("CTLSOCK=%q", "unix:"+filepath.Join(run, "kamailio.ctl")))
 	cmd.Stderr = os.Stderr
 	if !testing.Verbose() {
 		cmd.Stderr = nil
