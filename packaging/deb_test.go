@@ -19,6 +19,7 @@ const (
 	confPath  = "/etc/qualifyd/qualifyd.conf"
 	manPath   = "/usr/share/man/man8/qualifyd.8.gz"
 	tokenPath = "/etc/qualifyd/token"
+	docPath   = "/usr/share/doc/qualifyd/changelog.gz"
 )
 
 // TestDebInstall installs the package $QUALIFYD_DEB (make deb-test, part
@@ -46,7 +47,7 @@ func TestDebInstall(t *testing.T) {
 
 	mustRun(t, "dpkg", "-r", "qualifyd")
 	checkStatus(t, "rc ")
-	checkGone(t, binPath, unitPath, manPath)
+	checkGone(t, binPath, unitPath, manPath, docPath)
 	checkPresent(t, confPath, tokenPath)
 
 	mustRun(t, "dpkg", "-P", "qualifyd")
@@ -84,6 +85,9 @@ func checkInstalled(t *testing.T, version string) {
 	}
 	checkUnit(t)
 	checkMan(t)
+	if !bytes.HasPrefix(gunzip(t, docPath), []byte("qualifyd ("+version+") ")) {
+		t.Errorf("%s: not a Debian changelog of %s", docPath, version)
+	}
 	checkToken(t)
 }
 
@@ -114,8 +118,9 @@ func checkStatic(t *testing.T, path string) {
 }
 
 // checkUnit runs the installed unit's ExecStartPre= line, the check
-// systemd runs before each start, and checks that every program the unit
-// starts is the packaged binary.
+// systemd runs before each start, checks that every program the unit
+// starts is the packaged binary, and has systemd-analyze, where there is
+// one, verify the unit.
 func checkUnit(t *testing.T) {
 	t.Helper()
 	unit, err := os.ReadFile(unitPath)
@@ -130,6 +135,12 @@ func checkUnit(t *testing.T) {
 		if key == "ExecStartPre=" {
 			args := strings.Fields(line)
 			mustRun(t, args[0], args[1:]...)
+		}
+	}
+	if _, err := exec.LookPath("systemd-analyze"); err == nil {
+		// verify exits 0 on unknown keys and bad values: any output fails.
+		if out, err := exec.Command("systemd-analyze", "verify", unitPath).CombinedOutput(); err != nil || len(out) > 0 {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", unitPath, err, out)
 		}
 	}
 	for _, want := range []string{"DynamicUser=yes", "StateDirectory=qualifyd", "ProtectSystem=strict", "CapabilityBoundingSet=\n"} {

@@ -68,7 +68,7 @@ func build(o options) (string, error) {
 	if o.man != "" {
 		return o.man, os.WriteFile(o.man, page, 0o644)
 	}
-	return writeDeb(o, page)
+	return writeDeb(o, page, date)
 }
 
 // sourceDate is $SOURCE_DATE_EPOCH (seconds since 1970), else now.
