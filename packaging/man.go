@@ -127,7 +127,7 @@ const manTail = `.SH FILES
 qualifyd's configuration, in pjsip.conf syntax; it may
 .B #include
 the PBX's files, as
-.I /etc/asterisk/pjsip.conf .
+.IR /etc/asterisk/pjsip.conf .
 .TP
 .I /etc/qualifyd/token
 The bearer token of the API's write routes, written at installation
