@@ -6,8 +6,14 @@ PKGS     := ./...
 # plus the commit when the build has VCS information).
 VERSION  ?= 0.1.0
 LDFLAGS  := -X main.buildVersion=$(VERSION)
+# SOURCE_DATE_EPOCH dates the package's files and man page: the last
+# commit's time, so one commit builds the same package.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+export SOURCE_DATE_EPOCH
+# DEB is the Debian package `make deb` writes.
+DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab lossy bench bench-engine bench-scale bench-daemon clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy bench bench-engine bench-scale bench-daemon clean
 
 all: build
 
@@ -19,6 +25,7 @@ build:
 # iproute2 and nftables for the lossy-network lab.
 deps:
 	$(GO) mod download
+	$(GO) -C packaging mod download
 	@missing=""; \
 	command -v sipp >/dev/null 2>&1 || missing="$$missing sip-tester"; \
 	command -v kamailio >/dev/null 2>&1 || missing="$$missing kamailio"; \
@@ -31,11 +38,13 @@ deps:
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) -C packaging vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+	$(GO) -C packaging test -race -count=1 ./...
 
 # lab is the short lossy-network run (about a minute, see lossy): it needs
 # root, ip, nft, sipp and kamailio, and fails without them.
@@ -49,8 +58,25 @@ lab: build
 smoke: build
 	QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -run '^(TestScaleSmoke|TestDaemonSmoke)$$' ./cmd/qualifyd-bench
 
+# deb builds the Debian package (packaging/, nfpm as a Go library, its own
+# module): a static, stripped binary stamped with VERSION, the systemd unit,
+# the sample configuration and the man page made from the binary's help.
+deb:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o bin/deb/qualifyd ./cmd/qualifyd
+	$(GO) -C packaging run . -bin $(CURDIR)/bin/deb/qualifyd -version $(VERSION) -out $(CURDIR)
+
+# man writes the man page alone, bin/qualifyd.8 (`man -l bin/qualifyd.8`).
+man: build
+	$(GO) -C packaging run . -bin $(CURDIR)/bin/qualifyd -version $(VERSION) -man $(CURDIR)/bin/qualifyd.8
+
+# deb-test installs the package with dpkg (as root), runs what it installed
+# and removes and purges it (about 10 s). It refuses to run where qualifyd is
+# installed by any other means.
+deb-test: deb
+	QUALIFYD_DEB=$(CURDIR)/$(DEB) $(GO) -C packaging test -count=1 -run '^TestDebInstall$$' .
+
 # test is the README's test command: dependencies, vet, every test.
-test: deps vet unit lab smoke
+test: deps vet unit lab smoke deb-test
 
 # lossy is the real-network experiment (about 4 minutes, as root):
 # qualifyd (N=1 and N=3) and Kamailio's dispatcher probing SIPp through
@@ -91,4 +117,4 @@ bench-daemon: build
 	bin/qualifyd-bench daemon --qualifyd bin/qualifyd --contacts 1000000 --frequency 60s --duration 30s --dead-share 1
 
 clean:
-	rm -rf bin
+	rm -rf bin $(DEB)

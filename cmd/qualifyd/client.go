@@ -48,6 +48,7 @@ func clientFlags(fs *flag.FlagSet) func() (*apiClient, error) {
 func parseClient(name, usage string, args []string, stderr io.Writer, valid func(pos []string) bool) (*apiClient, []string, int) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = usageFunc(fs, name+" "+usage)
 	client := clientFlags(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {

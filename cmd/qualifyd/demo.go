@@ -32,6 +32,7 @@ func demoPolicies(uri func(user string) string) []engine.AoR {
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = usageFunc(fs, "demo [--duration D] [--http ADDR]")
 	dur := fs.Duration("duration", demoCycleLength, "how long to run; 0 runs until interrupted")
 	addr := fs.String("http", "127.0.0.1:8089", "HTTP API address (an ephemeral port if busy); empty disables HTTP")
 	if err := fs.Parse(args); err != nil {

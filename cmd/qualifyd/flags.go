@@ -1,6 +1,9 @@
 package main
 
-import "flag"
+import (
+	"flag"
+	"fmt"
+)
 
 // parseInterspersed parses args with fs, allowing flags after positional
 // arguments ("check URI --timeout 1"), and returns the positional ones. A
@@ -20,5 +23,14 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
+	}
+}
+
+// usageFunc is fs's -h: "usage: qualifyd " and synopsis, then the flags.
+// The man page qualifyd(8) is made of these.
+func usageFunc(fs *flag.FlagSet, synopsis string) func() {
+	return func() {
+		fmt.Fprintln(fs.Output(), "usage: qualifyd "+synopsis)
+		fs.PrintDefaults()
 	}
 }

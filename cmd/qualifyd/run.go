@@ -33,6 +33,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	var o runOptions
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = usageFunc(fs, "run --config FILE [flags]")
 	fs.StringVar(&o.config, "config", "", "qualifyd's configuration file (pjsip.conf syntax; may #include the PBX's files)")
 	fs.StringVar(&o.configDir, "config-dir", "", "directory relative #include paths resolve against (Asterisk's astetcdir; default: the config file's directory)")
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8089", "HTTP API, metrics and status page address; empty disables HTTP")

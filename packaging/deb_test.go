@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"debug/elf"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The package's paths, as it installs them.
+const (
+	binPath   = "/usr/bin/qualifyd"
+	unitPath  = "/lib/systemd/system/qualifyd.service"
+	confPath  = "/etc/qualifyd/qualifyd.conf"
+	manPath   = "/usr/share/man/man8/qualifyd.8.gz"
+	tokenPath = "/etc/qualifyd/token"
+	docPath   = "/usr/share/doc/qualifyd/changelog.gz"
+)
+
+// TestDebInstall installs the package $QUALIFYD_DEB (make deb-test, part
+// of make test, builds it) with dpkg, runs what it installed, reinstalls it
+// over itself (an upgrade's scripts), then removes and purges it. It needs
+// root and changes the system, so it runs only when QUALIFYD_DEB is set;
+// then a missing privilege is a failure, not a skip. It refuses to touch a
+// system where qualifyd is installed, as a package or by hand.
+func TestDebInstall(t *testing.T) {
+	deb := os.Getenv("QUALIFYD_DEB")
+	if deb == "" {
+		t.Skip("installs a package as root: runs under make deb-test (QUALIFYD_DEB=FILE)")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("dpkg -i needs root")
+	}
+	refuseInstalled(t)
+	version := strings.TrimSpace(mustRun(t, "dpkg-deb", "-f", deb, "Version"))
+	t.Cleanup(func() { purge(t) })
+
+	mustRun(t, "dpkg", "-i", deb)
+	checkInstalled(t, version)
+	mustRun(t, "dpkg", "-i", deb)
+	checkInstalled(t, version)
+
+	mustRun(t, "dpkg", "-r", "qualifyd")
+	checkStatus(t, "rc ")
+	checkGone(t, binPath, unitPath, manPath, docPath)
+	checkPresent(t, confPath, tokenPath)
+
+	mustRun(t, "dpkg", "-P", "qualifyd")
+	checkStatus(t, "")
+	checkGone(t, confPath, tokenPath, filepath.Dir(confPath))
+}
+
+// refuseInstalled stops the test where it would overwrite or purge a
+// qualifyd it did not install: the package in any state, or any of its
+// files put there by other means.
+func refuseInstalled(t *testing.T) {
+	t.Helper()
+	if st := status(t); st != "" {
+		t.Fatalf("refusing: package qualifyd is on this system (dpkg status %q); dpkg -P qualifyd first", st)
+	}
+	for _, p := range []string{binPath, unitPath, confPath, manPath, tokenPath, "/var/lib/qualifyd"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Fatalf("refusing: %s exists and is not from the qualifyd package", p)
+		}
+	}
+}
+
+// checkInstalled checks the installed package: its metadata, its files,
+// the version the binary prints, the sample configuration the unit's
+// check passes, and the man page.
+func checkInstalled(t *testing.T, version string) {
+	t.Helper()
+	checkStatus(t, "ii ")
+	checkFields(t)
+	if got, want := mustRun(t, binPath, "--version"), "qualifyd "+version; !strings.HasPrefix(got, want+"\n") && !strings.HasPrefix(got, want+" (") {
+		t.Errorf("qualifyd --version = %q, want %q", got, want)
+	}
+	if out := mustRun(t, binPath, "check-config", confPath); !strings.Contains(out, "OK: 1 AoRs (1 qualified)") {
+		t.Errorf("check-config %s: %q, want its one example AoR", confPath, out)
+	}
+	checkUnit(t)
+	checkMan(t)
+	if !bytes.HasPrefix(gunzip(t, docPath), []byte("qualifyd ("+version+") ")) {
+		t.Errorf("%s: not a Debian changelog of %s", docPath, version)
+	}
+	checkToken(t)
+}
+
+// checkFields checks the control fields the package promises: a conffile,
+// section and priority, and no dependency (the binary is static).
+func checkFields(t *testing.T) {
+	t.Helper()
+	out := mustRun(t, "dpkg-query", "-W", "-f", "${Section} ${Priority} [${Depends}]\n${Conffiles}\n", "qualifyd")
+	if !strings.HasPrefix(out, "net optional []\n") || !strings.Contains(out, " "+confPath+" ") {
+		t.Errorf("dpkg-query: %q, want section net, priority optional, no Depends, conffile %s", out, confPath)
+	}
+	checkStatic(t, binPath)
+}
+
+// checkStatic checks that the ELF file at path asks for no dynamic loader.
+func checkStatic(t *testing.T, path string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s is dynamically linked", path)
+		}
+	}
+}
+
+// checkUnit runs the installed unit's ExecStartPre= line, the check
+// systemd runs before each start, checks that every program the unit
+// starts is the packaged binary, and has systemd-analyze, where there is
+// one, verify the unit.
+func checkUnit(t *testing.T) {
+	t.Helper()
+	unit, err := os.ReadFile(unitPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"ExecStartPre=", "ExecStart="} {
+		line := unitValue(string(unit), key)
+		if !strings.HasPrefix(line, binPath+" ") {
+			t.Errorf("%s: %s%q, want %s", unitPath, key, line, binPath)
+		}
+		if key == "ExecStartPre=" {
+			args := strings.Fields(line)
+			mustRun(t, args[0], args[1:]...)
+		}
+	}
+	if _, err := exec.LookPath("systemd-analyze"); err == nil {
+		// verify exits 0 on unknown keys and bad values: any output fails.
+		if out, err := exec.Command("systemd-analyze", "verify", unitPath).CombinedOutput(); err != nil || len(out) > 0 {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", unitPath, err, out)
+		}
+	}
+	for _, want := range []string{"DynamicUser=yes", "StateDirectory=qualifyd", "ProtectSystem=strict", "CapabilityBoundingSet=\n"} {
+		if !strings.Contains(string(unit), "\n"+want) {
+			t.Errorf("%s lacks %q", unitPath, want)
+		}
+	}
+}
+
+// unitValue is the value of the first line of unit that starts with key.
+func unitValue(unit, key string) string {
+	for line := range strings.Lines(unit) {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// checkMan checks that man finds qualifyd(8), when man is installed, and
+// that the page documents every command of `qualifyd help`.
+func checkMan(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("man"); err == nil {
+		if got := strings.TrimSpace(mustRun(t, "man", "-w", "qualifyd")); got != manPath {
+			t.Errorf("man -w qualifyd = %q, want %s", got, manPath)
+		}
+	}
+	page := gunzip(t, manPath)
+	help, err := output(binPath, "help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := parseCommandList(help)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cmds {
+		if !bytes.Contains(page, []byte("\n.SS "+roff(c.Name)+"\n")) {
+			t.Errorf("%s: no section for command %q", manPath, c.Name)
+		}
+	}
+}
+
+// checkToken checks that the API token exists, for root only.
+func checkToken(t *testing.T) {
+	t.Helper()
+	fi, err := os.Stat(tokenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 || fi.Size() < 32 {
+		t.Errorf("%s: mode %v, %d bytes; want 0600 and a token", tokenPath, fi.Mode().Perm(), fi.Size())
+	}
+}
+
+func gunzip(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return b
+}
+
+// status is dpkg's abbreviated status of qualifyd ("ii ", "rc ", ...), or
+// "" when dpkg knows no such package or knows it as not installed.
+func status(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("dpkg-query", "-W", "-f", "${db:Status-Abbrev}", "qualifyd").Output()
+	st := string(out)
+	if err != nil || st == "un " || st == "pn " {
+		return ""
+	}
+	return st
+}
+
+func checkStatus(t *testing.T, want string) {
+	t.Helper()
+	if got := status(t); got != want {
+		t.Fatalf("dpkg status of qualifyd = %q, want %q", got, want)
+	}
+}
+
+func checkGone(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+	}
+}
+
+func checkPresent(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
+
+// purge removes the package if a failed test left it installed.
+func purge(t *testing.T) {
+	if status(t) != "" {
+		if out, err := exec.Command("dpkg", "-P", "qualifyd").CombinedOutput(); err != nil {
+			t.Errorf("cleanup: dpkg -P qualifyd: %v\n%s", err, out)
+		}
+	}
+}
+
+// mustRun runs name with args, without standard input, and returns its
+// standard output; a failure ends the test with both outputs.
+func mustRun(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}

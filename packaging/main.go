@@ -1,0 +1,85 @@
+// Command packaging builds qualifyd's Debian package with nfpm, used as a
+// library, from nfpm.yaml beside it, and generates the package's man page,
+// qualifyd(8), from the help of the binary it packages. It runs from this
+// directory (make deb runs it with go -C packaging):
+//
+//	go run . -bin BIN -version V [-out DIR]   write DIR/qualifyd_V_amd64.deb
+//	go run . -bin BIN -version V -man FILE    write the man page alone
+//
+// The man page's date is $SOURCE_DATE_EPOCH when set (as nfpm's file
+// times are), else today.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the command's flags.
+type options struct {
+	bin, version, out, man string
+}
+
+// run parses args, then writes the package or the man page; it returns the
+// exit code (0 ok, 1 failure, 2 usage error).
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("packaging", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.bin, "bin", "", "the qualifyd binary to package and read the help of")
+	fs.StringVar(&o.version, "version", "", "the package version (what the binary's --version prints)")
+	fs.StringVar(&o.out, "out", ".", "directory the .deb is written to")
+	fs.StringVar(&o.man, "man", "", "write the man page (roff) to this file instead of building the package")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.bin == "" || o.version == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: packaging -bin BIN -version V [-out DIR | -man FILE]")
+		return 2
+	}
+	path, err := build(o)
+	if err != nil {
+		fmt.Fprintln(stderr, "packaging:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, path)
+	return 0
+}
+
+// build writes what o asks for and returns its path.
+func build(o options) (string, error) {
+	cmds, err := helpOf(o.bin)
+	if err != nil {
+		return "", err
+	}
+	date, err := sourceDate()
+	if err != nil {
+		return "", err
+	}
+	page := manPage(cmds, o.version, date)
+	if o.man != "" {
+		return o.man, os.WriteFile(o.man, page, 0o644)
+	}
+	return writeDeb(o, page, date)
+}
+
+// sourceDate is $SOURCE_DATE_EPOCH (seconds since 1970), else now.
+func sourceDate() (time.Time, error) {
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return time.Now(), nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH: %w", err)
+	}
+	return time.Unix(sec, 0), nil
+}
