@@ -47,6 +47,11 @@ type AMI struct {
 // maxLine bounds a Manager protocol line.
 const maxLine = 64 << 10
 
+// maxFields bounds the fields of one Manager message: a server that sends
+// lines without ever ending the message is a broken router, not a reason
+// to grow memory until the request's deadline.
+const maxFields = 1024
+
 func (a *AMI) connect(ctx context.Context) error {
 	conn, err := a.dial(ctx)
 	if err != nil {
@@ -190,10 +195,14 @@ func (a *AMI) reply(id string) (map[string]string, error) {
 }
 
 // message reads one message: "Key: Value" lines up to an empty line.
-// Lines without ": " are skipped.
+// Lines without ": " are skipped; a message of more than maxFields lines
+// is an error.
 func (a *AMI) message() (map[string]string, error) {
 	m := map[string]string{}
-	for {
+	for n := 0; ; n++ {
+		if n > maxFields {
+			return nil, fmt.Errorf("a message of more than %d lines", maxFields)
+		}
 		line, err := a.line()
 		if err != nil {
 			return nil, err
