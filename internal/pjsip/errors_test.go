@@ -2,6 +2,7 @@ package pjsip
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"testing/fstest"
 )
@@ -121,10 +122,12 @@ func TestErrors(t *testing.T) {
 			`pjsip.conf:1: syntax error: #inclde is not a directive (want #include or #tryinclude)`},
 		{"error in included file", "[a]\n#include a.conf", ErrUnknownOption,
 			`a.conf:2: section "a": option "qualify_frequncy": unknown option: Asterisk defines no AoR option "qualify_frequncy"`},
-		{"missing transport", "[a]\ntype=aor\n[a]\ntype=endpoint\naors=a\ntransport=udp", ErrReference,
-			`pjsip.conf:6: section "a": option "transport": missing reference: no transport section "udp"`},
-		{"missing outbound auth", "[a]\ntype=aor\n[e]\ntype=endpoint\naors=a\noutbound_auth=a-auth,b", ErrReference,
-			`pjsip.conf:6: section "e": option "outbound_auth": missing reference: no auth section "a-auth"`},
+		{"duplicate endpoint", "[e]\ntype=endpoint\n[x]\ntype=aor\n[e]\ntype=endpoint", ErrDuplicate,
+			`pjsip.conf:5: section "e": duplicate section: a second endpoint named "e" (the first is at pjsip.conf:1)`},
+		{"wizard clashes with endpoint", "[w]\ntype=endpoint\n[w]\ntype=wizard", ErrDuplicate,
+			`pjsip.conf:3: section "w": duplicate section: a second endpoint named "w" (the first is at pjsip.conf:1)`},
+		{"duplicate wizard", "[w]\ntype=wizard\n[w]\ntype=wizard", ErrDuplicate,
+			`pjsip.conf:3: section "w": duplicate section: a second wizard named "w" (the first is at pjsip.conf:1)`},
 		{"bad protocol", "[t]\ntype=transport\nprotocol=sctp", ErrValue,
 			`pjsip.conf:3: section "t": option "protocol": invalid value: "sctp" is not a transport protocol (udp, tcp, tls, ws, wss or flow)`},
 		{"bad max initial qualify time", "[global]\ntype=global\nmax_initial_qualify_time=1.5", ErrValue,
@@ -160,6 +163,50 @@ func TestErrors(t *testing.T) {
 			var e *Error
 			if !errors.As(err, &e) {
 				t.Errorf("error %T is not an *Error", err)
+			}
+		})
+	}
+}
+
+// TestWarnings checks what Asterisk logs and carries on from: each input
+// loads, with exactly these warnings.
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"none", "[a]\ntype=aor\ncontact=sip:a@192.0.2.1", nil},
+		{"missing transport", "[a]\ntype=aor\n[a]\ntype=endpoint\naors=a\ntransport=udp", []string{
+			`pjsip.conf:6: section "a": option "transport": missing reference: no transport section "udp": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 'udp'")`}},
+		{"missing outbound auth", "[a]\ntype=aor\n[e]\ntype=endpoint\naors=a\noutbound_auth=a-auth,b", []string{
+			`pjsip.conf:6: section "e": option "outbound_auth": missing reference: no auth section "a-auth": a challenge is not answered, as Asterisk does (it logs "Couldn't find auth 'a-auth'. Cannot authenticate")`}},
+		{"one warning per endpoint", "[a]\ntype=aor\n[b]\ntype=aor\n[e]\ntype=endpoint\naors=a,b\ntransport=t", []string{
+			`pjsip.conf:8: section "e": option "transport": missing reference: no transport section "t": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 't'")`}},
+		{"endpoint without aors is not looked up", "[e]\ntype=endpoint\ntransport=t", nil},
+		{"duplicate acl, once per type", "[acl]\ntype=acl\n[acl]\ntype=acl\n[acl]\ntype=acl\n[i]\ntype=identify\n[i]\ntype=identify", []string{
+			`pjsip.conf:3: section "acl": duplicate section: a second acl named "acl" (the first is at pjsip.conf:1); Asterisk loads no acl of this configuration`,
+			`pjsip.conf:9: section "i": duplicate section: a second identify named "i" (the first is at pjsip.conf:7); Asterisk loads no identify of this configuration`}},
+		{"duplicate transport drops every transport", "[t]\ntype=transport\n[u]\ntype=transport\n[t]\ntype=transport\n[a]\ntype=aor\n[a]\ntype=endpoint\naors=a\ntransport=u", []string{
+			`pjsip.conf:5: section "t": duplicate section: a second transport named "t" (the first is at pjsip.conf:1); Asterisk loads no transport of this configuration`,
+			`pjsip.conf:12: section "a": option "transport": missing reference: no transport section "u": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 'u'")`}},
+		{"duplicate auth drops every auth, not a wizard's", "[x]\ntype=auth\n[x]\ntype=auth\n[w]\ntype=wizard\nsends_auth=yes\noutbound_auth/username=w", []string{
+			`pjsip.conf:3: section "x": duplicate section: a second auth named "x" (the first is at pjsip.conf:1); Asterisk loads no auth of this configuration`}},
+		{"template and section of one name", "[acl](!)\ntype=acl\n[acl](acl)", nil},
+		{"same name, other types", "[n]\ntype=acl\n[n]\ntype=identify\n[n]\ntype=aor", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseFiles(tt.src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range cfg.Warnings {
+				got = append(got, w.Error())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("warnings\n got: %q\nwant: %q", got, tt.want)
 			}
 		})
 	}

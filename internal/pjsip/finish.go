@@ -2,6 +2,7 @@ package pjsip
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -19,17 +20,16 @@ func (b *builder) finish(err error) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.drop()
 	var owners map[string]*endpointDef
 	if len(b.endpoints) > 0 {
 		owners = b.endpointsByAoR()
 	}
 	probes := probeSet{}
 	for _, i := range b.slot {
-		if err := b.probe(&b.aors[i], owners[b.aors[i].Name], probes); err != nil {
-			return nil, err
-		}
+		b.probe(&b.aors[i], owners[b.aors[i].Name], probes)
 	}
-	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second}
+	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second, Warnings: b.warnings}
 	for _, e := range b.endpoints {
 		cfg.Endpoints = append(cfg.Endpoints, e.Endpoint)
 	}
@@ -118,27 +118,36 @@ func (b *builder) endpointsByAoR() map[string]*endpointDef {
 	return owners
 }
 
+// drop forgets the objects of the types unique dropped that qualifyd
+// reads, as Asterisk never loads them: an endpoint's transport or
+// outbound_auth then resolves late (see resolve).
+func (b *builder) drop() {
+	if b.dropped["transport"] {
+		clear(b.transports)
+	}
+	if b.dropped["auth"] {
+		clear(b.auths)
+	}
+	if b.dropped["global"] {
+		b.maxInitial = 0
+	}
+}
+
 // probe sets a.Probe from the AoR's own outbound_proxy and e, the first
 // endpoint, in file order, whose aors lists a (nil: none), to options
 // shared through probes. The AoR's own outbound_proxy wins over the
 // endpoint's, as Asterisk sets the contact's proxy after the endpoint's.
-func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) error {
+func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) {
 	o := a.OptionsValue()
 	if e != nil {
 		if o.OutboundProxy == "" {
 			o.OutboundProxy = e.outboundProxy.value
 		}
 		o.FromUser, o.FromDomain = e.fromUser.value, e.fromDomain.value
-		var err error
-		if o.Transport, err = b.transportOf(e); err != nil {
-			return err
-		}
-		if o.Auth, err = b.authOf(e); err != nil {
-			return err
-		}
+		b.resolve(e)
+		o.Transport, o.Auth, o.Unresolved = e.proto, e.auth, e.unresolved
 	}
 	a.Probe = probes.get(o)
-	return nil
 }
 
 // probeSet shares probe options between the AoRs of a configuration:
@@ -154,7 +163,7 @@ func (s probeSet) get(o probe.Options) *probe.Options {
 	}
 	return share(s, o, func(o probe.Options) probe.Options {
 		return probe.Options{OutboundProxy: strings.Clone(o.OutboundProxy), Transport: strings.Clone(o.Transport),
-			FromUser: strings.Clone(o.FromUser), FromDomain: strings.Clone(o.FromDomain),
+			FromUser: strings.Clone(o.FromUser), FromDomain: strings.Clone(o.FromDomain), Unresolved: strings.Clone(o.Unresolved),
 			Auth: probe.Credentials{Username: strings.Clone(o.Auth.Username), Password: strings.Clone(o.Auth.Password),
 				Realm: strings.Clone(o.Auth.Realm)}}
 	})
@@ -176,29 +185,52 @@ func share[T comparable](m map[T]*T, v T, own func(T) T) *T {
 	return p
 }
 
-// transportOf returns the protocol of e's transport, "" when it names
-// none.
-func (b *builder) transportOf(e *endpointDef) (string, error) {
-	name := e.transport.value
-	if name == "" {
-		return "", nil
+// resolve looks up e's transport and first outbound_auth, once, and
+// warns of each that does not exist. Asterisk resolves both only when it
+// sends (qualify-semantics §6), and qualifyd probes as it then does:
+//   - a transport it cannot find is logged ("Unable to retrieve PJSIP
+//     transport") and the request goes without a transport selector, by
+//     the contact URI alone: create_out_of_dialog_request (res_pjsip.c)
+//     ignores ast_sip_set_tpselector_from_ep_or_uri's failure;
+//   - an auth it cannot find is logged ("Couldn't find auth") by
+//     ast_sip_retrieve_auths, the challenge is not answered, and the 401
+//     or 407 is the final response.
+//
+// Each goes into the probes' Unresolved note, which the prober adds to
+// a failure's detail.
+func (b *builder) resolve(e *endpointDef) {
+	if e.resolved {
+		return
 	}
-	proto, ok := b.transports[name]
-	if !ok {
-		return "", optErr(e.Name, e.transport, causef(ErrReference, "no transport section %q", name))
+	e.resolved = true
+	var notes []string
+	if name := e.transport.value; name != "" {
+		proto, ok := b.transports[name]
+		if !ok {
+			b.lateReference(e, e.transport, "transport", name,
+				"probes go by the contact URI alone, as Asterisk sends them (it logs \"Unable to retrieve PJSIP transport '%s'\")")
+			notes = append(notes, fmt.Sprintf("transport %q is not defined: sent by the contact URI alone, as Asterisk does", name))
+		}
+		e.proto = proto
 	}
-	return proto, nil
+	if names := splitList(e.outboundAuth.value); len(names) > 0 {
+		c, ok := b.wizardAuths[names[0]]
+		if !ok {
+			c, ok = b.auths[names[0]]
+		}
+		if !ok {
+			b.lateReference(e, e.outboundAuth, "auth", names[0],
+				"a challenge is not answered, as Asterisk does (it logs \"Couldn't find auth '%s'. Cannot authenticate\")")
+			notes = append(notes, fmt.Sprintf("auth %q is not defined: a challenge is not answered, as Asterisk does", names[0]))
+		}
+		e.auth = c
+	}
+	e.unresolved = strings.Join(notes, "; ")
 }
 
-// authOf returns the credentials of e's first outbound_auth.
-func (b *builder) authOf(e *endpointDef) (probe.Credentials, error) {
-	names := splitList(e.outboundAuth.value)
-	if len(names) == 0 {
-		return probe.Credentials{}, nil
-	}
-	c, ok := b.auths[names[0]]
-	if !ok {
-		return c, optErr(e.Name, e.outboundAuth, causef(ErrReference, "no auth section %q", names[0]))
-	}
-	return c, nil
+// lateReference warns that e's option v names a typ section that does
+// not exist; then says what happens, with the name in its %s.
+func (b *builder) lateReference(e *endpointDef, v variable, typ, name, then string) {
+	b.warnings = append(b.warnings, &Error{File: v.file, Line: v.line, Section: e.Name, Option: v.key,
+		Err: causef(ErrReference, "no %s section %q: %s", typ, name, fmt.Sprintf(then, name))})
 }
