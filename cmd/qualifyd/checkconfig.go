@@ -15,8 +15,8 @@ import (
 
 // runCheckConfig is "qualifyd check-config [--json] [--config-dir DIR]
 // FILE": it reads FILE as qualifyd would and exits 0 with a summary (or
-// the effective AoR settings as JSON), 1 with the error on stderr, or 2 on
-// a usage error.
+// the effective AoR settings as JSON) and the configuration's warnings on
+// stderr, 1 with the error on stderr, or 2 on a usage error.
 func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -40,6 +40,9 @@ func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
 		return 1
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stderr, "qualifyd check-config: warning: %v\n", w)
 	}
 	if *asJSON {
 		return writeJSON(stdout, stderr, cfg)
