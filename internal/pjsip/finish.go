@@ -27,7 +27,9 @@ func (b *builder) finish(err error) (*Config, error) {
 	}
 	probes := probeSet{}
 	for _, i := range b.slot {
-		b.probe(&b.aors[i], owners[b.aors[i].Name], probes)
+		if err := b.probe(&b.aors[i], owners[b.aors[i].Name], probes); err != nil {
+			return nil, err
+		}
 	}
 	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second, Warnings: b.warnings}
 	for _, e := range b.endpoints {
@@ -136,11 +138,15 @@ func (b *builder) drop() {
 // probe sets a.Probe from the AoR's own outbound_proxy and e, the first
 // endpoint, in file order, whose aors lists a (nil: none), to options
 // shared through probes. The AoR's own outbound_proxy wins over the
-// endpoint's, as Asterisk sets the contact's proxy after the endpoint's.
-func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) {
+// endpoint's, as Asterisk sets the contact's proxy after the endpoint's;
+// an endpoint's proxy that no probe could go through is an error.
+func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) error {
 	o := a.OptionsValue()
 	if e != nil {
-		if o.OutboundProxy == "" {
+		if o.OutboundProxy == "" && e.outboundProxy.value != "" {
+			if err := checkProxy(e.outboundProxy.value); err != nil {
+				return optErr(e.Name, e.outboundProxy, err)
+			}
 			o.OutboundProxy = e.outboundProxy.value
 		}
 		o.FromUser, o.FromDomain = e.fromUser.value, e.fromDomain.value
@@ -148,6 +154,7 @@ func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) {
 		o.Transport, o.Auth, o.Unresolved = e.proto, e.auth, e.unresolved
 	}
 	a.Probe = probes.get(o)
+	return nil
 }
 
 // probeSet shares probe options between the AoRs of a configuration:

@@ -13,6 +13,18 @@ import (
 // or tls would fail every probe with the same error. Asterisk accepts
 // these (ast_sip_validate_uri_length checks the host's length only).
 func checkProbeable(uri string) error {
+	return checkURI(uri, "contact %q cannot be probed: %v")
+}
+
+// checkProxy rejects an outbound proxy the prober could never send
+// through, as checkProbeable a contact.
+func checkProxy(uri string) error {
+	return checkURI(uri, "outbound proxy %q cannot be used: %v")
+}
+
+// checkURI checks uri with sipuri.Check; an error is an ErrValue of
+// format, with uri and why.
+func checkURI(uri, format string) error {
 	err := sipuri.Check(uri)
 	if err == nil {
 		return nil
@@ -21,5 +33,5 @@ func checkProbeable(uri string) error {
 	if errors.As(err, &e) {
 		err = e.Err
 	}
-	return causef(ErrValue, "contact %q cannot be probed: %v", uri, err)
+	return causef(ErrValue, format, uri, err)
 }
