@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"testing/fstest"
+
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // parseFiles parses src as pjsip.conf with files as the other files of the
@@ -187,6 +189,9 @@ func TestWarnings(t *testing.T) {
 			`pjsip.conf:6: section "e": option "outbound_auth": missing reference: no auth section "a-auth": a challenge is not answered, as Asterisk does (it logs "Couldn't find auth 'a-auth'. Cannot authenticate")`}},
 		{"one warning per endpoint", "[a]\ntype=aor\n[b]\ntype=aor\n[e]\ntype=endpoint\naors=a,b\ntransport=t", []string{
 			`pjsip.conf:8: section "e": option "transport": missing reference: no transport section "t": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 't'")`}},
+		{"both missing", "[a]\ntype=aor\n[e]\ntype=endpoint\naors=a\ntransport=t\noutbound_auth=x", []string{
+			`pjsip.conf:6: section "e": option "transport": missing reference: no transport section "t": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 't'")`,
+			`pjsip.conf:7: section "e": option "outbound_auth": missing reference: no auth section "x": a challenge is not answered, as Asterisk does (it logs "Couldn't find auth 'x'. Cannot authenticate")`}},
 		{"endpoint without aors is not looked up", "[e]\ntype=endpoint\ntransport=t", nil},
 		{"duplicate acl, once per type", "[acl]\ntype=acl\n[acl]\ntype=acl\n[acl]\ntype=acl\n[i]\ntype=identify\n[i]\ntype=identify", []string{
 			`pjsip.conf:3: section "acl": duplicate section: a second acl named "acl" (the first is at pjsip.conf:1); Asterisk loads no acl of this configuration`,
@@ -239,5 +244,19 @@ func TestLoadMissingFile(t *testing.T) {
 	_, err := Load("/nonexistent/pjsip.conf", Options{FS: fstest.MapFS{}})
 	if !errors.Is(err, ErrInclude) {
 		t.Fatalf("Load of a missing file: %v, want ErrInclude", err)
+	}
+}
+
+// TestUnresolvedNote: the probes of an AoR whose endpoint names an
+// undefined transport and auth go without them, with both noted.
+func TestUnresolvedNote(t *testing.T) {
+	cfg, err := parseFiles("[a]\ntype=aor\ncontact=sip:a@192.0.2.1\n[e]\ntype=endpoint\naors=a\ntransport=t\noutbound_auth=x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.AoRs[0].OptionsValue()
+	want := `transport "t" is not defined: sent by the contact URI alone, as Asterisk does; auth "x" is not defined: a challenge is not answered, as Asterisk does`
+	if o.Transport != "" || o.Auth != (probe.Credentials{}) || o.Unresolved != want {
+		t.Fatalf("options %+v, want no transport, no auth, note %q", o, want)
 	}
 }

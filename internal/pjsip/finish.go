@@ -194,7 +194,7 @@ func share[T comparable](m map[T]*T, v T, own func(T) T) *T {
 
 // resolve looks up e's transport and first outbound_auth, once, and
 // warns of each that does not exist. Asterisk resolves both only when it
-// sends (qualify-semantics §6), and qualifyd probes as it then does:
+// sends (qualify-semantics §3.1), and qualifyd probes as it then does:
 //   - a transport it cannot find is logged ("Unable to retrieve PJSIP
 //     transport") and the request goes without a transport selector, by
 //     the contact URI alone: create_out_of_dialog_request (res_pjsip.c)
@@ -210,29 +210,45 @@ func (b *builder) resolve(e *endpointDef) {
 		return
 	}
 	e.resolved = true
-	var notes []string
-	if name := e.transport.value; name != "" {
-		proto, ok := b.transports[name]
-		if !ok {
-			b.lateReference(e, e.transport, "transport", name,
-				"probes go by the contact URI alone, as Asterisk sends them (it logs \"Unable to retrieve PJSIP transport '%s'\")")
-			notes = append(notes, fmt.Sprintf("transport %q is not defined: sent by the contact URI alone, as Asterisk does", name))
-		}
-		e.proto = proto
+	notes := []string{b.resolveTransport(e), b.resolveAuth(e)}
+	e.unresolved = strings.Join(slices.DeleteFunc(notes, func(n string) bool { return n == "" }), "; ")
+}
+
+// resolveTransport sets e.proto, and returns the note of a transport
+// that is not defined, or "".
+func (b *builder) resolveTransport(e *endpointDef) string {
+	name := e.transport.value
+	if name == "" {
+		return ""
 	}
-	if names := splitList(e.outboundAuth.value); len(names) > 0 {
-		c, ok := b.wizardAuths[names[0]]
-		if !ok {
-			c, ok = b.auths[names[0]]
-		}
-		if !ok {
-			b.lateReference(e, e.outboundAuth, "auth", names[0],
-				"a challenge is not answered, as Asterisk does (it logs \"Couldn't find auth '%s'. Cannot authenticate\")")
-			notes = append(notes, fmt.Sprintf("auth %q is not defined: a challenge is not answered, as Asterisk does", names[0]))
-		}
-		e.auth = c
+	proto, ok := b.transports[name]
+	e.proto = proto
+	if ok {
+		return ""
 	}
-	e.unresolved = strings.Join(notes, "; ")
+	b.lateReference(e, e.transport, "transport", name,
+		"probes go by the contact URI alone, as Asterisk sends them (it logs \"Unable to retrieve PJSIP transport '%s'\")")
+	return fmt.Sprintf("transport %q is not defined: sent by the contact URI alone, as Asterisk does", name)
+}
+
+// resolveAuth sets e.auth from the first outbound_auth (a wizard's own
+// first), and returns the note of one that is not defined, or "".
+func (b *builder) resolveAuth(e *endpointDef) string {
+	names := splitList(e.outboundAuth.value)
+	if len(names) == 0 {
+		return ""
+	}
+	c, ok := b.wizardAuths[names[0]]
+	if !ok {
+		c, ok = b.auths[names[0]]
+	}
+	e.auth = c
+	if ok {
+		return ""
+	}
+	b.lateReference(e, e.outboundAuth, "auth", names[0],
+		"a challenge is not answered, as Asterisk does (it logs \"Couldn't find auth '%s'. Cannot authenticate\")")
+	return fmt.Sprintf("auth %q is not defined: a challenge is not answered, as Asterisk does", names[0])
 }
 
 // lateReference warns that e's option v names a typ section that does
