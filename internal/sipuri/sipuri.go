@@ -103,13 +103,14 @@ func portText(s string) (string, bool) {
 	return rest, true
 }
 
-// checkPort accepts 1 to 5 decimal digits of a port in 1..65535.
+// checkPort accepts decimal digits (RFC 3261's 1*DIGIT, leading zeros
+// too, as sipgo and net/netip read them) of a port in 1..65535.
 func checkPort(p string) error {
 	if p == "" {
 		return errors.New("empty port")
 	}
 	n, err := strconv.ParseUint(p, 10, 32)
-	if err != nil || len(p) > 5 || n < 1 || n > 65535 {
+	if err != nil || n < 1 || n > 65535 {
 		return fmt.Errorf("port %q is not a number in 1-65535", p)
 	}
 	return nil
