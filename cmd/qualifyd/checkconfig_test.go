@@ -265,3 +265,23 @@ func TestCheckConfigNilPolicy(t *testing.T) {
 		t.Errorf("--json: %q %q", out.String(), errb.String())
 	}
 }
+
+// TestCheckConfigAsteriskSamples: the shapes of Asterisk's sample files,
+// every example enabled, pass check-config with every AoR and with the
+// warnings Asterisk's own complaints correspond to (the reader's golden
+// trees).
+func TestCheckConfigAsteriskSamples(t *testing.T) {
+	for _, c := range []struct {
+		file, summary string
+		warnings      int
+	}{
+		{"asterisk-sample/pjsip.conf", "OK: 4 AoRs (0 qualified), 3 static contacts, 4 endpoints", 7},
+		{"asterisk-wizard/qualifyd.conf", "OK: 2 AoRs (1 qualified), 2 static contacts, 2 endpoints", 2},
+	} {
+		file := filepath.Join("..", "..", "internal", "pjsip", "testdata", "golden", c.file)
+		code, stdout, stderr := checkConfig(file)
+		if code != 0 || !strings.Contains(stdout, c.summary) || strings.Count(stderr, "qualifyd check-config: warning: ") != c.warnings {
+			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", c.file, code, stdout, stderr)
+		}
+	}
+}

@@ -32,15 +32,15 @@ func (e *Error) Error() string { return fmt.Sprintf("URI %q: %v", e.URI, e.Err) 
 // Unwrap returns why.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Transports are the transport parameter values a probe can be sent
+// transports are the transport parameter values a probe can be sent
 // over, lower case.
-var Transports = []string{"udp", "tcp", "tls"}
+var transports = []string{"udp", "tcp", "tls"}
 
 // Parse parses a sip: or sips: URI, optionally in angle brackets, with
 // sipgo's parser, and checks what a request to it needs: a host that is
 // an IP literal or a host name (RFC 3261 section 25.1), a port in
 // 1..65535 when one is written, and a transport parameter, if any, of
-// Transports. Its errors are *Error.
+// udp, tcp or tls. Its errors are *Error.
 func Parse(s string) (sip.Uri, error) {
 	var u sip.Uri
 	s = strings.Trim(s, "<>")
@@ -62,7 +62,7 @@ func parse(s string, u *sip.Uri) error {
 	if u.Scheme != "sip" && u.Scheme != "sips" {
 		return fmt.Errorf("scheme %q is not sip or sips", u.Scheme)
 	}
-	if err := CheckHost(u.Host); err != nil {
+	if err := checkHost(u.Host); err != nil {
 		return err
 	}
 	if t, _ := u.UriParams.Get("transport"); t != "" && !isTransport(t) {
@@ -116,13 +116,13 @@ func checkPort(p string) error {
 	return nil
 }
 
-// CheckHost accepts an IPv4 address, an IPv6 reference ("[::1]") and a
+// checkHost accepts an IPv4 address, an IPv6 reference ("[::1]") and a
 // host name of at most MaxHost characters: dot-separated labels of
 // letters, digits, '-' and '_' (pjproject's host characters), none empty
 // or starting or ending with '-', an optional final dot, and a last
 // label that starts with a letter (RFC 3261's toplabel), so that a cut
 // or mistyped IPv4 address such as "127." or "10.0.0" is no host name.
-func CheckHost(h string) error {
+func checkHost(h string) error {
 	switch {
 	case h == "":
 		return errors.New("no host")
@@ -168,7 +168,7 @@ func isLabel(l string) bool {
 }
 
 func isTransport(t string) bool {
-	for _, name := range Transports {
+	for _, name := range transports {
 		if strings.EqualFold(t, name) {
 			return true
 		}
