@@ -64,10 +64,11 @@
 //     inherits from the first section of the file); a section inheriting
 //     from itself is a copy, bounded at 65536 options (Asterisk loops).
 //   - Two AoRs, endpoints or wizards with one name are an error: Asterisk
-//     would load none of that type. A contact URI the prober can never
-//     use (a port outside 1-65535 or empty, a host that is neither an IP
-//     address nor a host name, a transport parameter other than udp, tcp
-//     or tls) is an error; Asterisk accepts it and fails each request.
+//     would load none of that type. A contact URI or outbound proxy the
+//     prober can never use (a port outside 1-65535 or empty, a host that
+//     is neither an IP address nor a host name, a transport parameter
+//     other than udp, tcp or tls) is an error; Asterisk accepts it and
+//     fails each request.
 //   - Glob braces {a,b} are not expanded; in a wizard only ${REMOTE_HOST}
 //     is substituted (any other ${...} is an error), and the last value of
 //     each wizard option wins, as in current Asterisk.
