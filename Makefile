@@ -13,7 +13,7 @@ export SOURCE_DATE_EPOCH
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy bench bench-engine bench-scale bench-daemon clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz bench bench-engine bench-scale bench-daemon clean
 
 all: build
 
@@ -84,6 +84,21 @@ test: deps vet unit lab smoke deb-test
 lossy: build
 	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
 	bin/qualifyd-lab lossy --qualifyd bin/qualifyd $(LOSSY_FLAGS)
+
+# fuzz runs every fuzz target of the repository, found with
+# `go test -list '^Fuzz'` in each package, for FUZZTIME each, one after
+# the other, and stops at the first failure. The seeds are each
+# package's testdata/fuzz/FuzzNAME corpus and its f.Add calls; go test
+# writes a crasher there, to be committed as a regression input.
+FUZZTIME ?= 10m
+fuzz:
+	@for pkg in $$($(GO) list $(PKGS)); do \
+		targets=$$($(GO) test -list '^Fuzz' $$pkg) || { echo "$$targets"; exit 1; }; \
+		for target in $$(echo "$$targets" | grep '^Fuzz'); do \
+			echo "fuzz: $$pkg $$target for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
 
 # bench runs the micro and engine benchmarks (figures go in docs/performance.md).
 bench:

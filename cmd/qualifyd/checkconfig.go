@@ -15,8 +15,8 @@ import (
 
 // runCheckConfig is "qualifyd check-config [--json] [--config-dir DIR]
 // FILE": it reads FILE as qualifyd would and exits 0 with a summary (or
-// the effective AoR settings as JSON), 1 with the error on stderr, or 2 on
-// a usage error.
+// the effective AoR settings as JSON) and the configuration's warnings on
+// stderr, 1 with the error on stderr, or 2 on a usage error.
 func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -42,6 +42,9 @@ func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) 
 		return 1
 	}
 	warnSecrets(stderr, cfg)
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stderr, "qualifyd check-config: warning: %v\n", w)
+	}
 	if *asJSON {
 		return writeJSON(stdout, stderr, cfg)
 	}

@@ -129,6 +129,26 @@ func TestCheckConfigJSON(t *testing.T) {
 	}
 }
 
+// TestCheckConfigWarnings: a configuration Asterisk loads with a warning
+// passes, and check-config prints the warning on stderr, the summary or
+// the JSON on stdout as without one.
+func TestCheckConfigWarnings(t *testing.T) {
+	conf := "[acl]\ntype=acl\n[acl]\ntype=acl\n[t]\ntype=wizard\ntransport=ipv4\nremote_hosts=192.0.2.1\n"
+	dir := writeConfig(t, map[string]string{"pjsip.conf": conf})
+	file := filepath.Join(dir, "pjsip.conf")
+	want := "qualifyd check-config: warning: " + file + `:3: section "acl": duplicate section: a second acl named "acl" (the first is at ` + file + ":1); Asterisk loads no acl of this configuration\n" +
+		"qualifyd check-config: warning: " + file + `:7: section "t": option "transport": missing reference: no transport section "ipv4": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 'ipv4'")` + "\n"
+	for _, args := range [][]string{{file}, {"--json", file}} {
+		code, stdout, stderr := checkConfig(args...)
+		if code != 0 || stderr != want {
+			t.Errorf("%q: exit %d, stderr\n%s\nwant\n%s", args, code, stderr, want)
+		}
+		if !strings.Contains(stdout, "sip:192.0.2.1") && !strings.Contains(stdout, "1 static contacts") {
+			t.Errorf("%q: stdout %q", args, stdout)
+		}
+	}
+}
+
 func TestCheckConfigDownFallsBackToFrequency(t *testing.T) {
 	dir := writeConfig(t, map[string]string{"pjsip.conf": "[a]\ntype=aor\nqualify_frequency=20\n"})
 	code, stdout, _ := checkConfig("-json", filepath.Join(dir, "pjsip.conf"))
@@ -243,5 +263,25 @@ func TestCheckConfigNilPolicy(t *testing.T) {
 	writeJSON(&out, &errb, cfg)
 	if !strings.Contains(out.String(), `"name": "a"`) {
 		t.Errorf("--json: %q %q", out.String(), errb.String())
+	}
+}
+
+// TestCheckConfigAsteriskSamples: the shapes of Asterisk's sample files,
+// every example enabled, pass check-config with every AoR and with the
+// warnings Asterisk's own complaints correspond to (the reader's golden
+// trees).
+func TestCheckConfigAsteriskSamples(t *testing.T) {
+	for _, c := range []struct {
+		file, summary string
+		warnings      int
+	}{
+		{"asterisk-sample/pjsip.conf", "OK: 4 AoRs (0 qualified), 3 static contacts, 4 endpoints", 7},
+		{"asterisk-wizard/qualifyd.conf", "OK: 2 AoRs (1 qualified), 2 static contacts, 2 endpoints", 2},
+	} {
+		file := filepath.Join("..", "..", "internal", "pjsip", "testdata", "golden", c.file)
+		code, stdout, stderr := checkConfig(file)
+		if code != 0 || !strings.Contains(stdout, c.summary) || strings.Count(stderr, "qualifyd check-config: warning: ") != c.warnings {
+			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", c.file, code, stdout, stderr)
+		}
 	}
 }

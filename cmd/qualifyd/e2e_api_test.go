@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,4 +136,36 @@ func TestDaemonRefusesOpenAPIWithoutToken(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "token") {
 		t.Fatalf("exit %v, output %s", err, out)
 	}
+}
+
+// TestDaemonReloadShrink: a reload that would drop every AoR (here an
+// emptied file) is refused, by SIGHUP and by the API, until the API
+// forces it or the daemon runs with --reload-allow-shrink.
+func TestDaemonReloadShrink(t *testing.T) {
+	const refused = "reload refused: the new configuration has no AoR and would drop all 1 running"
+	conf := filepath.Join(t.TempDir(), "q.conf")
+	writeFile(t, conf, "[a]\ntype=aor\ncontact=sip:a@127.0.0.1:9\nqualify_frequency=60\n")
+	d := startDaemon(t, "--config", conf, "--http", "127.0.0.1:0", "--sip-bind", "127.0.0.1:0")
+	base := regexp.MustCompile(`http=(http://\S+)`).FindStringSubmatch(d.expect("qualifyd: started"))[1]
+	writeFile(t, conf, "")
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	d.expect("reload failed, keeping the running configuration: " + refused)
+	if code, body := get(t, "POST", base+"/api/v1/reload", ""); code != 422 || !strings.Contains(body, refused) {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if code, body := get(t, "POST", base+"/api/v1/reload?force=1", ""); code != 200 {
+		t.Fatalf("forced reload: %d %s", code, body)
+	}
+	d.expect("qualifyd: configuration reloaded aors=0 contacts=0")
+
+	writeFile(t, conf, "[a]\ntype=aor\ncontact=sip:a@127.0.0.1:9\nqualify_frequency=60\n")
+	allowed := startDaemon(t, "--config", conf, "--http", "", "--sip-bind", "127.0.0.1:0", "--reload-allow-shrink")
+	allowed.expect("qualifyd: started")
+	writeFile(t, conf, "")
+	if err := allowed.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	allowed.expect("qualifyd: configuration reloaded aors=0 contacts=0")
 }

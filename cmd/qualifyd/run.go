@@ -27,6 +27,8 @@ type runOptions struct {
 	perAoR    int
 	coalesce  time.Duration
 	stateFile string
+	// allowShrink lets a reload drop every AoR or most contacts.
+	allowShrink bool
 }
 
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
@@ -43,6 +45,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
 	fs.IntVar(&o.perAoR, "metrics-per-aor", 0, "export per-AoR metric series for at most this many AoRs (0: none)")
 	fs.StringVar(&o.stateFile, "state-file", "", "keep the contacts' state and the event ids across restarts in this file (e.g. /var/lib/qualifyd/state; default: none)")
+	fs.BoolVar(&o.allowShrink, "reload-allow-shrink", false, "let a reload (SIGHUP or the API) apply a configuration that drops every AoR or more than half of the contacts")
 	fs.DurationVar(&o.coalesce, "coalesce", engine.DefaultCoalesce, "start the probes due within this window in one wake-up, each at most this late (0: each at its due time)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -93,7 +96,8 @@ func (o runOptions) daemonConfig(stdout, stderr io.Writer) daemon.Config {
 	return daemon.Config{
 		ConfigFile: o.config, ConfigDir: o.configDir, SIPBind: o.sipBind, Coalesce: engineCoalesce(o.coalesce),
 		HTTPAddr: o.httpAddr, Token: o.token, PerAoR: o.perAoR, Version: version(), StateFile: o.stateFile,
-		Log: stdout, LogFormat: o.logFormat, Errors: stderr,
+		ReloadAllowShrink: o.allowShrink,
+		Log:               stdout, LogFormat: o.logFormat, Errors: stderr,
 	}
 }
 

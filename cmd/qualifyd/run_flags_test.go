@@ -56,3 +56,20 @@ func TestRunStateFileFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestRunReloadAllowShrinkFlag: --reload-allow-shrink is off by default
+// and reaches the daemon's configuration.
+func TestRunReloadAllowShrinkFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--reload-allow-shrink"}, true}} {
+		o, err := parseRun(append([]string{"--config", "x.conf", "--http", ""}, c.args...), io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if got := o.daemonConfig(io.Discard, io.Discard).ReloadAllowShrink; got != c.want {
+			t.Errorf("%q: ReloadAllowShrink %v, want %v", c.args, got, c.want)
+		}
+	}
+}

@@ -23,6 +23,12 @@ type Config struct {
 	// configuration to apply, at start and on every reload.
 	Load func() (*pjsip.Config, error)
 
+	// ReloadAllowShrink lets every reload, SIGHUP's too, apply a
+	// configuration that drops every AoR or more than half of the
+	// contacts; without it such a reload is refused (ErrShrink) unless
+	// forced (qualify-semantics §8).
+	ReloadAllowShrink bool
+
 	// SIPBind is the local UDP address of the probe socket; empty means
 	// an ephemeral port on all interfaces.
 	SIPBind string

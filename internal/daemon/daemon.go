@@ -3,6 +3,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,8 +41,12 @@ type Daemon struct {
 	events    *engine.Subscription // the log's
 	http      *httpFront           // nil without HTTPAddr
 	reloadMu  sync.Mutex           // one reload at a time
-	state     stateKeeper          // Config.StateFile
-	idle      chan struct{}        // the follower has taken every event
+	// running counts the AoRs and contacts of the configuration applied
+	// last, for the shrink rule; written by apply, under reloadMu after
+	// New.
+	running configSize
+	state   stateKeeper   // Config.StateFile
+	idle    chan struct{} // the follower has taken every event
 }
 
 // eventBuffer is how many engine events the log may fall behind by before
@@ -63,6 +68,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: log, idle: make(chan struct{}, 1)}
+	d.warn(conf)
 	d.readState()
 	if d.prober, err = sipprobe.New(sipprobe.Config{ListenAddr: cfg.SIPBind}); err != nil {
 		return nil, err
@@ -150,6 +156,7 @@ func (d *Daemon) apply(conf *pjsip.Config) error {
 	if err := d.eng.ApplyFunc(len(conf.AoRs), engineAoR(conf)); err != nil {
 		return err
 	}
+	d.running = sizeOf(conf)
 	changes, lines := d.endpoints.Configure(conf.Endpoints, time.Now())
 	d.endpointsChanged(changes)
 	for _, c := range lines {
@@ -168,28 +175,68 @@ func engineAoR(conf *pjsip.Config) func(i int) *engine.AoR {
 
 // Reload re-reads the configuration and applies it with the reload rule
 // (qualify-semantics §8); on any error the running configuration stays
-// and the error is returned (and logged).
-func (d *Daemon) Reload(context.Context) error {
+// and the error is returned (and logged). A configuration that would drop
+// every AoR or more than half of the contacts is refused with ErrShrink,
+// as an empty or truncated file is valid syntax, unless force or
+// Config.ReloadAllowShrink is set. SIGHUP reloads without force.
+func (d *Daemon) Reload(_ context.Context, force bool) error {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	conf, err := d.cfg.load()
+	if err == nil && !force && !d.cfg.ReloadAllowShrink {
+		err = d.running.shrink(sizeOf(conf))
+	}
 	if err == nil {
+		d.warn(conf)
 		err = d.apply(conf)
 	}
 	if err != nil {
 		d.log.Notice(slog.LevelError, "reload failed, keeping the running configuration: "+err.Error())
 		return err
 	}
-	d.log.Notice(slog.LevelInfo, "configuration reloaded", countAttrs(conf)...)
+	d.log.Notice(slog.LevelInfo, "configuration reloaded", d.running.attrs()...)
 	return nil
 }
 
-func countAttrs(conf *pjsip.Config) []slog.Attr {
+// warn logs the configuration's warnings, one line each.
+func (d *Daemon) warn(conf *pjsip.Config) {
+	for _, w := range conf.Warnings {
+		d.log.Notice(slog.LevelWarn, "configuration warning: "+w.Error())
+	}
+}
+
+// ErrShrink is a reload refused because it would drop every AoR or more
+// than half of the contacts.
+var ErrShrink = errors.New("reload refused")
+
+// configSize is how many AoRs and static contacts a configuration has.
+type configSize struct{ aors, contacts int }
+
+func sizeOf(conf *pjsip.Config) configSize {
 	n := 0
 	for _, a := range conf.AoRs {
 		n += len(a.Contacts)
 	}
-	return []slog.Attr{slog.Int("aors", len(conf.AoRs)), slog.Int("contacts", n)}
+	return configSize{len(conf.AoRs), n}
+}
+
+// shrink returns the ErrShrink of replacing the running configuration,
+// of size r, by one of size next: no AoR left of some, or fewer than
+// half of the contacts.
+func (r configSize) shrink(next configSize) error {
+	const how = "allow it with --reload-allow-shrink, or once with POST /api/v1/reload?force=1"
+	switch {
+	case r.aors > 0 && next.aors == 0:
+		return fmt.Errorf("%w: the new configuration has no AoR and would drop all %d running (%s)", ErrShrink, r.aors, how)
+	case 2*next.contacts < r.contacts:
+		return fmt.Errorf("%w: the new configuration has %d contacts and would drop more than half of the %d running (%s)",
+			ErrShrink, next.contacts, r.contacts, how)
+	}
+	return nil
+}
+
+func (r configSize) attrs() []slog.Attr {
+	return []slog.Attr{slog.Int("aors", r.aors), slog.Int("contacts", r.contacts)}
 }
 
 // Run runs everything until ctx is cancelled or the HTTP server fails;
@@ -199,6 +246,11 @@ func countAttrs(conf *pjsip.Config) []slog.Attr {
 // call it once.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.prober.Close()
+	// SIGHUP is caught before "started" is logged: a reload asked for
+	// once the log says so must not find SIGHUP's default, exit.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d.log.Notice(slog.LevelInfo, "started", d.startAttrs()...)
 	var wg sync.WaitGroup
 	wg.Go(func() { d.follow(d.events) })
@@ -211,7 +263,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Go(func() { d.eng.Run(runCtx) })
 	wg.Go(func() { d.keepState(runCtx) })
 	wg.Go(func() { d.sinks.Run(runCtx) })
-	err := d.watch(runCtx, httpErr)
+	err := d.watch(runCtx, hup, httpErr)
 	cancel()
 	if d.http != nil && err == nil {
 		err = <-httpErr
@@ -236,12 +288,9 @@ func (d *Daemon) startAttrs() []slog.Attr {
 	return attrs
 }
 
-// watch reloads on every SIGHUP until ctx is done or the HTTP server
-// fails.
-func (d *Daemon) watch(ctx context.Context, httpErr <-chan error) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// watch reloads on every SIGHUP received on hup until ctx is done or the
+// HTTP server fails.
+func (d *Daemon) watch(ctx context.Context, hup <-chan os.Signal, httpErr <-chan error) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -249,7 +298,7 @@ func (d *Daemon) watch(ctx context.Context, httpErr <-chan error) error {
 		case err := <-httpErr:
 			return err
 		case <-hup:
-			_ = d.Reload(ctx)
+			_ = d.Reload(ctx, false)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -186,7 +187,7 @@ func TestLostEventsAreReported(t *testing.T) {
 	}
 	defer d.prober.Close()
 	conf = &pjsip.Config{Endpoints: conf.Endpoints} // the reload removes every AoR
-	if err := d.Reload(t.Context()); err != nil {
+	if err := d.Reload(t.Context(), true); err != nil {
 		t.Fatal(err)
 	}
 	d.events.Close()
@@ -203,6 +204,96 @@ func TestLostEventsAreReported(t *testing.T) {
 	if v := gatherValue(t, d.reg, "qualifyd_events_dropped_total"); v != 5 {
 		t.Errorf("qualifyd_events_dropped_total = %v, want 5", v)
 	}
+}
+
+// TestReloadShrink: a reload that would drop every AoR or more than half
+// of the contacts is refused, and the running configuration stays, unless
+// forced or allowed (qualify-semantics §8). The first load is no shrink.
+func TestReloadShrink(t *testing.T) {
+	two := pbx07()
+	two.AoRs = two.AoRs[:2]
+	one := pbx07()
+	one.AoRs = one.AoRs[:1]
+	empty := &pjsip.Config{}
+	tests := []struct {
+		name   string
+		next   *pjsip.Config
+		force  bool
+		allow  bool
+		want   string // the error, "" for none
+		remain int    // contacts in the engine after the reload
+	}{
+		{"two of three contacts", two, false, false, "", 2},
+		{"one of three contacts", one, false, false,
+			"reload refused: the new configuration has 1 contacts and would drop more than half of the 3 running (allow it with --reload-allow-shrink, or once with POST /api/v1/reload?force=1)", 3},
+		{"no AoR", empty, false, false,
+			"reload refused: the new configuration has no AoR and would drop all 3 running (allow it with --reload-allow-shrink, or once with POST /api/v1/reload?force=1)", 3},
+		{"no AoR, forced", empty, true, false, "", 0},
+		{"no AoR, allowed", empty, false, true, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			conf := pbx07()
+			d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0",
+				Log: &out, LogStamp: sinceT0, ReloadAllowShrink: tt.allow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.prober.Close()
+			conf = tt.next
+			err = d.Reload(t.Context(), tt.force)
+			if got := errText(err); got != tt.want {
+				t.Fatalf("Reload: %q, want %q", got, tt.want)
+			}
+			if err != nil && (!errors.Is(err, ErrShrink) || !strings.Contains(out.String(), "reload failed, keeping the running configuration: "+tt.want)) {
+				t.Errorf("error %v is not ErrShrink, or not logged:\n%s", err, out.String())
+			}
+			if n := len(d.Engine().Contacts()); n != tt.remain {
+				t.Errorf("%d contacts in the engine, want %d", n, tt.remain)
+			}
+		})
+	}
+}
+
+// TestFirstLoadIsNoShrink: a daemon may start on an empty configuration
+// and reload it.
+func TestFirstLoadIsNoShrink(t *testing.T) {
+	d, err := New(Config{Load: func() (*pjsip.Config, error) { return &pjsip.Config{}, nil }, SIPBind: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.prober.Close()
+	if err := d.Reload(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWarningsLogged: the configuration's warnings are logged at start
+// and at each reload.
+func TestWarningsLogged(t *testing.T) {
+	conf := pbx07()
+	conf.Warnings = []*pjsip.Error{{File: "pjsip.conf", Line: 9, Section: "acl", Err: pjsip.ErrDuplicate}}
+	var out bytes.Buffer
+	d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0", Log: &out, LogStamp: sinceT0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.prober.Close()
+	if err := d.Reload(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	line := `] qualifyd: configuration warning: pjsip.conf:9: section "acl": duplicate section`
+	if n := strings.Count(out.String(), line+"\n"); n != 2 {
+		t.Errorf("%d warning lines, want 2:\n%s", n, out.String())
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // gatherValue returns the value of the unlabelled counter name in reg.

@@ -213,5 +213,8 @@ func (a *AoR) own() {
 // them (see probeSet).
 func setOutboundProxy(a *AoR, v string) error {
 	a.Probe = &probe.Options{OutboundProxy: v}
-	return nil
+	if v == "" {
+		return nil
+	}
+	return checkProxy(v)
 }

@@ -35,6 +35,13 @@ type Config struct {
 	MaxInitialQualifyTime time.Duration
 	// Sinks are the type=sink sections, in file order.
 	Sinks []*Sink
+	// Warnings are what Asterisk would log and carry on from (see the
+	// package doc): a second object of one name in a type other than
+	// aor, endpoint and wizard (ErrDuplicate; once per type, as read),
+	// then each endpoint's transport or outbound_auth that is not defined
+	// (ErrReference; in its first AoR's file order). The configuration
+	// is loaded with them.
+	Warnings []*Error
 }
 
 // parser reads the files of one configuration into sections.
@@ -147,8 +154,9 @@ type builder struct {
 	// AoRs, in file order, have been named, for finish's duplicates.
 	next, named int
 	endpoints   []*endpointDef
-	auths       map[string]probe.Credentials
-	transports  map[string]string
+	// auths are the auth sections', wizardAuths the wizards' NAME-oauth.
+	auths, wizardAuths map[string]probe.Credentials
+	transports         map[string]string
 	// seen holds the first object of each type and name, but AoRs:
 	// duplicate finds a second AoR of one name in the sorted names.
 	seen       map[seenKey]place
@@ -156,6 +164,10 @@ type builder struct {
 	policies   policySet
 	sinks      []*Sink
 	secret     func(name string) (string, error) // reads a sink's secret_file
+	// dropped holds the types of which a second object of one name was
+	// found (see unique); warnings are the Config's.
+	dropped  map[string]bool
+	warnings []*Error
 }
 
 type seenKey struct{ typ, name string }
@@ -171,13 +183,15 @@ type place struct {
 // block of sections is dropped once read.
 func build(sections sectionBlocks, files []string, texts *texts, secret func(string) (string, error)) (*Config, error) {
 	b := &builder{
-		secret:     secret,
-		files:      files,
-		texts:      texts,
-		order:      byName(texts, &sections),
-		auths:      map[string]probe.Credentials{},
-		transports: map[string]string{},
-		seen:       map[seenKey]place{},
+		secret:      secret,
+		files:       files,
+		texts:       texts,
+		order:       byName(texts, &sections),
+		auths:       map[string]probe.Credentials{},
+		wizardAuths: map[string]probe.Credentials{},
+		transports:  map[string]string{},
+		seen:        map[seenKey]place{},
+		dropped:     map[string]bool{},
 	}
 	b.aors, b.slot = make([]AoR, len(b.order)), slots(b.order)
 	err := b.sections(sections.blocks)
@@ -225,10 +239,9 @@ func (b *builder) def(s *section) *def {
 }
 
 // section reads one section by its type; types qualifyd does not use are
-// ignored.
+// ignored, but for their duplicates.
 func (b *builder) section(s *def, typ string) error {
-	switch typ {
-	case "endpoint", "auth", "transport", "wizard", "sink":
+	if typ != "aor" {
 		if err := b.unique(s, typ); err != nil {
 			return err
 		}
@@ -262,14 +275,30 @@ func (b *builder) newAoR() *AoR {
 	return &b.aors[b.slot[b.next-1]]
 }
 
-// unique rejects a second object of one type and name.
+// unique checks that s is the first object of its type and name. A
+// second endpoint or wizard is an error: Asterisk would load no endpoint
+// (and a wizard is an endpoint); so is a second sink, qualifyd's own. A
+// second object of another type is a
+// warning, once per type, and the type is dropped: Asterisk's
+// res_sorcery_config (sorcery_config_internal_load) stops loading a type
+// at its first duplicate and keeps none of the file's objects of it.
 func (b *builder) unique(s *def, typ string) error {
 	key := seenKey{typ, s.name}
-	if first, ok := b.seen[key]; ok {
-		return &Error{File: s.file, Line: s.line, Section: s.name,
-			Err: causef(ErrDuplicate, "a second %s named %q (the first is at %s:%d)", typ, s.name, first.file, first.line)}
+	first, ok := b.seen[key]
+	if !ok {
+		b.seen[key] = place{s.file, s.line}
+		return nil
 	}
-	b.seen[key] = place{s.file, s.line}
+	e := &Error{File: s.file, Line: s.line, Section: s.name,
+		Err: causef(ErrDuplicate, "a second %s named %q (the first is at %s:%d)", typ, s.name, first.file, first.line)}
+	if typ == "endpoint" || typ == "wizard" || typ == "sink" {
+		return e
+	}
+	if !b.dropped[typ] {
+		b.dropped[typ] = true
+		e.Err = fmt.Errorf("%w; Asterisk loads no %s of this configuration", e.Err, typ)
+		b.warnings = append(b.warnings, e)
+	}
 	return nil
 }
 
@@ -300,7 +329,7 @@ func (b *builder) addWizard(s *def) error {
 	}
 	b.endpoints = append(b.endpoints, w.endpoint)
 	if w.auth != nil {
-		b.auths[s.name+"-oauth"] = *w.auth
+		b.wizardAuths[s.name+"-oauth"] = *w.auth
 	}
 	return nil
 }

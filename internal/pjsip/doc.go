@@ -65,14 +65,32 @@
 //   - An inheritance from an empty name "[x](a,)" is an error (Asterisk
 //     inherits from the first section of the file); a section inheriting
 //     from itself is a copy, bounded at 65536 options (Asterisk loops).
-//   - Two AoRs, endpoints, auths, transports or wizards with one name are
-//     an error, and so is an endpoint that lists an AoR and names a
-//     transport or outbound_auth that does not exist.
+//   - Two AoRs, endpoints or wizards with one name are an error: Asterisk
+//     would load none of that type. A contact URI or outbound proxy the
+//     prober can never use (a port outside 1-65535 or empty, a host that
+//     is neither an IP address nor a host name, a transport parameter
+//     other than udp, tcp or tls) is an error; Asterisk accepts it and
+//     fails each request.
 //   - Glob braces {a,b} are not expanded; in a wizard only ${REMOTE_HOST}
 //     is substituted (any other ${...} is an error), and the last value of
 //     each wizard option wins, as in current Asterisk.
 //   - qualify_timeout <= 0 is stored as 0, the SIP transaction timeout;
 //     numbers in hexadecimal float form, infinities and NaN are refused.
+//
+// # Warnings
+//
+// Where Asterisk loads the file and logs, qualifyd loads it too and
+// returns a warning (Config.Warnings), naming file and line:
+//   - A second object of one name in a type other than aor, endpoint and
+//     wizard (two [acl] of type=acl, two transports): Asterisk's
+//     res_sorcery_config loads no object of that type from the file, and
+//     qualifyd forgets the transports, auths or global of such a type.
+//   - An endpoint listing an AoR whose transport or first outbound_auth
+//     is not defined: Asterisk looks them up only when it sends. Without
+//     its transport, the request goes by the contact URI alone (udp
+//     unless the URI says transport= or sips:); without its auth, a
+//     challenge is not answered. qualifyd probes the same way and says so
+//     in the failure's detail (probe.Options.Unresolved).
 //
 // Integers are read as Asterisk reads unsigned integers (strtoul, base 0):
 // "0x1e" is hexadecimal and a leading 0 octal. Every error is an *Error,

@@ -20,9 +20,15 @@ func dump(cfg *Config) string {
 			p.Frequency, p.Timeout, p.Failures, p.RetryInterval, p.DownInterval, p.Successes, p.Only2xx, p.LatencyOnly)
 		fmt.Fprintf(&b, "  probe proxy=%q transport=%q from=%q@%q auth=%q:%q@%q\n",
 			o.OutboundProxy, o.Transport, o.FromUser, o.FromDomain, o.Auth.Username, o.Auth.Password, o.Auth.Realm)
+		if o.Unresolved != "" {
+			fmt.Fprintf(&b, "  unresolved %s\n", o.Unresolved)
+		}
 	}
 	for _, e := range cfg.Endpoints {
 		fmt.Fprintf(&b, "endpoint %s aors=%s\n", e.Name, strings.Join(e.AoRs, ","))
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(&b, "warning %v\n", w)
 	}
 	return b.String()
 }

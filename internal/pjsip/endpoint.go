@@ -21,6 +21,13 @@ type Endpoint struct {
 type endpointDef struct {
 	Endpoint
 	outboundAuth, outboundProxy, transport, fromUser, fromDomain variable
+	// resolved is set once the builder has looked up the transport's
+	// protocol (proto) and the auth's credentials (auth); unresolved
+	// notes those that do not exist (builder.resolve).
+	resolved   bool
+	proto      string
+	auth       probe.Credentials
+	unresolved string
 }
 
 // readEndpoint takes the options qualifyd needs (the last value of each

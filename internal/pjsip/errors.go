@@ -25,16 +25,18 @@ var (
 	ErrUnknownOption = errors.New("unknown option")
 	// ErrValue is a malformed or out-of-range value.
 	ErrValue = errors.New("invalid value")
-	// ErrDuplicate is a second object of one type with the same name.
+	// ErrDuplicate is a second object of one type with the same name: an
+	// error for AoRs, endpoints and wizards, a warning (Config.Warnings)
+	// for the other types.
 	ErrDuplicate = errors.New("duplicate section")
 	// ErrReference is an endpoint naming a transport or an auth section
-	// that does not exist.
+	// that does not exist; a warning (Config.Warnings).
 	ErrReference = errors.New("missing reference")
 )
 
 // Error is a configuration error at one place: the file and line, and
 // where they apply the section and the option. The whole configuration is
-// rejected with it.
+// rejected with it; a Config's Warnings are Errors it was loaded with.
 type Error struct {
 	// File is the file's name as given (the main file) or as resolved (an
 	// included file).

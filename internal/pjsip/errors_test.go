@@ -2,8 +2,11 @@ package pjsip
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"testing/fstest"
+
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // parseFiles parses src as pjsip.conf with files as the other files of the
@@ -89,6 +92,26 @@ func TestErrors(t *testing.T) {
 			`pjsip.conf:3: section "a": option "contact": invalid value: contact "http://192.0.2.1" is not a sip: or sips: URI`},
 		{"contact without host", "[a]\ntype=aor\ncontact=sip:alice@", ErrValue,
 			`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:alice@" has no valid host`},
+		{"contact port too big", "[a]\ntype=aor\ncontact=sip:a@127.0.0.1:99999", ErrValue,
+			`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:a@127.0.0.1:99999" cannot be probed: port "99999" is not a number in 1-65535`},
+		{"contact port 65536", "[a]\ntype=aor\ncontact=sip:a@127.0.0.1:65536", ErrValue,
+			`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:a@127.0.0.1:65536" cannot be probed: port "65536" is not a number in 1-65535`},
+		{"contact empty port", "[a]\ntype=aor\ncontact=sip:a@127.0.0.1:", ErrValue,
+			`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:a@127.0.0.1:" cannot be probed: empty port`},
+		{"contact cut address", "[a]\ntype=aor\ncontact=sip:a@127.", ErrValue,
+			`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:a@127." cannot be probed: host "127." is neither an IP address nor a host name`},
+		{"contact bad host name", "[a]\ntype=aor\ncontact=sip:a@-bad-", ErrValue,
+			`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:a@-bad-" cannot be probed: host "-bad-" is neither an IP address nor a host name`},
+		{"contact cut IPv6", "[a]\ntype=aor\ncontact=sip:a@[2001:db8::1", ErrValue,
+			`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:a@[2001:db8::1" has no valid host`},
+		{"contact websocket", "[a]\ntype=aor\ncontact=sip:a@192.0.2.1\\;transport=ws", ErrValue,
+			`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:a@192.0.2.1;transport=ws" cannot be probed: transport "ws" is not one a probe is sent over (udp, tcp or tls)`},
+		{"wizard remote host with bad port", "[w]\ntype=wizard\nremote_hosts=192.0.2.9:5060,192.0.2.10:0", ErrValue,
+			`pjsip.conf:3: section "w": option "remote_hosts": invalid value: contact "sip:192.0.2.10:0" cannot be probed: port "0" is not a number in 1-65535`},
+		{"aor outbound proxy bad port", "[a]\ntype=aor\noutbound_proxy=sip:edge.example:0", ErrValue,
+			`pjsip.conf:3: section "a": option "outbound_proxy": invalid value: outbound proxy "sip:edge.example:0" cannot be used: port "0" is not a number in 1-65535`},
+		{"endpoint outbound proxy cut", "[a]\ntype=aor\n[e]\ntype=endpoint\naors=a\noutbound_proxy=sip:10.0.0", ErrValue,
+			`pjsip.conf:6: section "e": option "outbound_proxy": invalid value: outbound proxy "sip:10.0.0" cannot be used: host "10.0.0" is neither an IP address nor a host name`},
 		{"inherited bad value names its line", "[t](!)\nqualify_frequency=abc\n[a](t)\ntype=aor", ErrValue,
 			`pjsip.conf:2: section "a": option "qualify_frequency": invalid value: "abc" is not an unsigned integer`},
 		{"duplicate aor", "[a]\ntype=aor\n[a]\ntype=aor", ErrDuplicate,
@@ -105,10 +128,12 @@ func TestErrors(t *testing.T) {
 			`pjsip.conf:1: syntax error: #inclde is not a directive (want #include or #tryinclude)`},
 		{"error in included file", "[a]\n#include a.conf", ErrUnknownOption,
 			`a.conf:2: section "a": option "qualify_frequncy": unknown option: Asterisk defines no AoR option "qualify_frequncy"`},
-		{"missing transport", "[a]\ntype=aor\n[a]\ntype=endpoint\naors=a\ntransport=udp", ErrReference,
-			`pjsip.conf:6: section "a": option "transport": missing reference: no transport section "udp"`},
-		{"missing outbound auth", "[a]\ntype=aor\n[e]\ntype=endpoint\naors=a\noutbound_auth=a-auth,b", ErrReference,
-			`pjsip.conf:6: section "e": option "outbound_auth": missing reference: no auth section "a-auth"`},
+		{"duplicate endpoint", "[e]\ntype=endpoint\n[x]\ntype=aor\n[e]\ntype=endpoint", ErrDuplicate,
+			`pjsip.conf:5: section "e": duplicate section: a second endpoint named "e" (the first is at pjsip.conf:1)`},
+		{"wizard clashes with endpoint", "[w]\ntype=endpoint\n[w]\ntype=wizard", ErrDuplicate,
+			`pjsip.conf:3: section "w": duplicate section: a second endpoint named "w" (the first is at pjsip.conf:1)`},
+		{"duplicate wizard", "[w]\ntype=wizard\n[w]\ntype=wizard", ErrDuplicate,
+			`pjsip.conf:3: section "w": duplicate section: a second wizard named "w" (the first is at pjsip.conf:1)`},
 		{"bad protocol", "[t]\ntype=transport\nprotocol=sctp", ErrValue,
 			`pjsip.conf:3: section "t": option "protocol": invalid value: "sctp" is not a transport protocol (udp, tcp, tls, ws, wss or flow)`},
 		{"bad max initial qualify time", "[global]\ntype=global\nmax_initial_qualify_time=1.5", ErrValue,
@@ -149,6 +174,53 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestWarnings checks what Asterisk logs and carries on from: each input
+// loads, with exactly these warnings.
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"none", "[a]\ntype=aor\ncontact=sip:a@192.0.2.1", nil},
+		{"missing transport", "[a]\ntype=aor\n[a]\ntype=endpoint\naors=a\ntransport=udp", []string{
+			`pjsip.conf:6: section "a": option "transport": missing reference: no transport section "udp": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 'udp'")`}},
+		{"missing outbound auth", "[a]\ntype=aor\n[e]\ntype=endpoint\naors=a\noutbound_auth=a-auth,b", []string{
+			`pjsip.conf:6: section "e": option "outbound_auth": missing reference: no auth section "a-auth": a challenge is not answered, as Asterisk does (it logs "Couldn't find auth 'a-auth'. Cannot authenticate")`}},
+		{"one warning per endpoint", "[a]\ntype=aor\n[b]\ntype=aor\n[e]\ntype=endpoint\naors=a,b\ntransport=t", []string{
+			`pjsip.conf:8: section "e": option "transport": missing reference: no transport section "t": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 't'")`}},
+		{"both missing", "[a]\ntype=aor\n[e]\ntype=endpoint\naors=a\ntransport=t\noutbound_auth=x", []string{
+			`pjsip.conf:6: section "e": option "transport": missing reference: no transport section "t": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 't'")`,
+			`pjsip.conf:7: section "e": option "outbound_auth": missing reference: no auth section "x": a challenge is not answered, as Asterisk does (it logs "Couldn't find auth 'x'. Cannot authenticate")`}},
+		{"endpoint without aors is not looked up", "[e]\ntype=endpoint\ntransport=t", nil},
+		{"duplicate acl, once per type", "[acl]\ntype=acl\n[acl]\ntype=acl\n[acl]\ntype=acl\n[i]\ntype=identify\n[i]\ntype=identify", []string{
+			`pjsip.conf:3: section "acl": duplicate section: a second acl named "acl" (the first is at pjsip.conf:1); Asterisk loads no acl of this configuration`,
+			`pjsip.conf:9: section "i": duplicate section: a second identify named "i" (the first is at pjsip.conf:7); Asterisk loads no identify of this configuration`}},
+		{"duplicate transport drops every transport", "[t]\ntype=transport\n[u]\ntype=transport\n[t]\ntype=transport\n[a]\ntype=aor\n[a]\ntype=endpoint\naors=a\ntransport=u", []string{
+			`pjsip.conf:5: section "t": duplicate section: a second transport named "t" (the first is at pjsip.conf:1); Asterisk loads no transport of this configuration`,
+			`pjsip.conf:12: section "a": option "transport": missing reference: no transport section "u": probes go by the contact URI alone, as Asterisk sends them (it logs "Unable to retrieve PJSIP transport 'u'")`}},
+		{"duplicate auth drops every auth, not a wizard's", "[x]\ntype=auth\n[x]\ntype=auth\n[w]\ntype=wizard\nsends_auth=yes\noutbound_auth/username=w", []string{
+			`pjsip.conf:3: section "x": duplicate section: a second auth named "x" (the first is at pjsip.conf:1); Asterisk loads no auth of this configuration`}},
+		{"template and section of one name", "[acl](!)\ntype=acl\n[acl](acl)", nil},
+		{"same name, other types", "[n]\ntype=acl\n[n]\ntype=identify\n[n]\ntype=aor", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseFiles(tt.src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range cfg.Warnings {
+				got = append(got, w.Error())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("warnings\n got: %q\nwant: %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestIncludeLoop(t *testing.T) {
 	files := map[string]string{
 		"b.conf": "[b]\n#include c.conf\n",
@@ -172,5 +244,19 @@ func TestLoadMissingFile(t *testing.T) {
 	_, err := Load("/nonexistent/pjsip.conf", Options{FS: fstest.MapFS{}})
 	if !errors.Is(err, ErrInclude) {
 		t.Fatalf("Load of a missing file: %v, want ErrInclude", err)
+	}
+}
+
+// TestUnresolvedNote: the probes of an AoR whose endpoint names an
+// undefined transport and auth go without them, with both noted.
+func TestUnresolvedNote(t *testing.T) {
+	cfg, err := parseFiles("[a]\ntype=aor\ncontact=sip:a@192.0.2.1\n[e]\ntype=endpoint\naors=a\ntransport=t\noutbound_auth=x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.AoRs[0].OptionsValue()
+	want := `transport "t" is not defined: sent by the contact URI alone, as Asterisk does; auth "x" is not defined: a challenge is not answered, as Asterisk does`
+	if o.Transport != "" || o.Auth != (probe.Credentials{}) || o.Unresolved != want {
+		t.Fatalf("options %+v, want no transport, no auth, note %q", o, want)
 	}
 }

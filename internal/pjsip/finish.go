@@ -2,6 +2,7 @@ package pjsip
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ func (b *builder) finish(err error) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.drop()
 	var owners map[string]*endpointDef
 	if len(b.endpoints) > 0 {
 		owners = b.endpointsByAoR()
@@ -29,7 +31,7 @@ func (b *builder) finish(err error) (*Config, error) {
 			return nil, err
 		}
 	}
-	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second, Sinks: b.sinks}
+	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second, Sinks: b.sinks, Warnings: b.warnings}
 	for _, k := range b.sinks {
 		if err := checkSinkAoRs(k, b.aors); err != nil {
 			return nil, err
@@ -123,24 +125,38 @@ func (b *builder) endpointsByAoR() map[string]*endpointDef {
 	return owners
 }
 
+// drop forgets the objects of the types unique dropped that qualifyd
+// reads, as Asterisk never loads them: an endpoint's transport or
+// outbound_auth then resolves late (see resolve).
+func (b *builder) drop() {
+	if b.dropped["transport"] {
+		clear(b.transports)
+	}
+	if b.dropped["auth"] {
+		clear(b.auths)
+	}
+	if b.dropped["global"] {
+		b.maxInitial = 0
+	}
+}
+
 // probe sets a.Probe from the AoR's own outbound_proxy and e, the first
 // endpoint, in file order, whose aors lists a (nil: none), to options
 // shared through probes. The AoR's own outbound_proxy wins over the
-// endpoint's, as Asterisk sets the contact's proxy after the endpoint's.
+// endpoint's, as Asterisk sets the contact's proxy after the endpoint's;
+// an endpoint's proxy that no probe could go through is an error.
 func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) error {
 	o := a.OptionsValue()
 	if e != nil {
-		if o.OutboundProxy == "" {
+		if o.OutboundProxy == "" && e.outboundProxy.value != "" {
+			if err := checkProxy(e.outboundProxy.value); err != nil {
+				return optErr(e.Name, e.outboundProxy, err)
+			}
 			o.OutboundProxy = e.outboundProxy.value
 		}
 		o.FromUser, o.FromDomain = e.fromUser.value, e.fromDomain.value
-		var err error
-		if o.Transport, err = b.transportOf(e); err != nil {
-			return err
-		}
-		if o.Auth, err = b.authOf(e); err != nil {
-			return err
-		}
+		b.resolve(e)
+		o.Transport, o.Auth, o.Unresolved = e.proto, e.auth, e.unresolved
 	}
 	a.Probe = probes.get(o)
 	return nil
@@ -159,7 +175,7 @@ func (s probeSet) get(o probe.Options) *probe.Options {
 	}
 	return share(s, o, func(o probe.Options) probe.Options {
 		return probe.Options{OutboundProxy: strings.Clone(o.OutboundProxy), Transport: strings.Clone(o.Transport),
-			FromUser: strings.Clone(o.FromUser), FromDomain: strings.Clone(o.FromDomain),
+			FromUser: strings.Clone(o.FromUser), FromDomain: strings.Clone(o.FromDomain), Unresolved: strings.Clone(o.Unresolved),
 			Auth: probe.Credentials{Username: strings.Clone(o.Auth.Username), Password: strings.Clone(o.Auth.Password),
 				Realm: strings.Clone(o.Auth.Realm)}}
 	})
@@ -181,29 +197,68 @@ func share[T comparable](m map[T]*T, v T, own func(T) T) *T {
 	return p
 }
 
-// transportOf returns the protocol of e's transport, "" when it names
-// none.
-func (b *builder) transportOf(e *endpointDef) (string, error) {
-	name := e.transport.value
-	if name == "" {
-		return "", nil
+// resolve looks up e's transport and first outbound_auth, once, and
+// warns of each that does not exist. Asterisk resolves both only when it
+// sends (qualify-semantics §3.1), and qualifyd probes as it then does:
+//   - a transport it cannot find is logged ("Unable to retrieve PJSIP
+//     transport") and the request goes without a transport selector, by
+//     the contact URI alone: create_out_of_dialog_request (res_pjsip.c)
+//     ignores ast_sip_set_tpselector_from_ep_or_uri's failure;
+//   - an auth it cannot find is logged ("Couldn't find auth") by
+//     ast_sip_retrieve_auths, the challenge is not answered, and the 401
+//     or 407 is the final response.
+//
+// Each goes into the probes' Unresolved note, which the prober adds to
+// a failure's detail.
+func (b *builder) resolve(e *endpointDef) {
+	if e.resolved {
+		return
 	}
-	proto, ok := b.transports[name]
-	if !ok {
-		return "", optErr(e.Name, e.transport, causef(ErrReference, "no transport section %q", name))
-	}
-	return proto, nil
+	e.resolved = true
+	notes := []string{b.resolveTransport(e), b.resolveAuth(e)}
+	e.unresolved = strings.Join(slices.DeleteFunc(notes, func(n string) bool { return n == "" }), "; ")
 }
 
-// authOf returns the credentials of e's first outbound_auth.
-func (b *builder) authOf(e *endpointDef) (probe.Credentials, error) {
+// resolveTransport sets e.proto, and returns the note of a transport
+// that is not defined, or "".
+func (b *builder) resolveTransport(e *endpointDef) string {
+	name := e.transport.value
+	if name == "" {
+		return ""
+	}
+	proto, ok := b.transports[name]
+	e.proto = proto
+	if ok {
+		return ""
+	}
+	b.lateReference(e, e.transport, "transport", name,
+		"probes go by the contact URI alone, as Asterisk sends them (it logs \"Unable to retrieve PJSIP transport '%s'\")")
+	return fmt.Sprintf("transport %q is not defined: sent by the contact URI alone, as Asterisk does", name)
+}
+
+// resolveAuth sets e.auth from the first outbound_auth (a wizard's own
+// first), and returns the note of one that is not defined, or "".
+func (b *builder) resolveAuth(e *endpointDef) string {
 	names := splitList(e.outboundAuth.value)
 	if len(names) == 0 {
-		return probe.Credentials{}, nil
+		return ""
 	}
-	c, ok := b.auths[names[0]]
+	c, ok := b.wizardAuths[names[0]]
 	if !ok {
-		return c, optErr(e.Name, e.outboundAuth, causef(ErrReference, "no auth section %q", names[0]))
+		c, ok = b.auths[names[0]]
 	}
-	return c, nil
+	e.auth = c
+	if ok {
+		return ""
+	}
+	b.lateReference(e, e.outboundAuth, "auth", names[0],
+		"a challenge is not answered, as Asterisk does (it logs \"Couldn't find auth '%s'. Cannot authenticate\")")
+	return fmt.Sprintf("auth %q is not defined: a challenge is not answered, as Asterisk does", names[0])
+}
+
+// lateReference warns that e's option v names a typ section that does
+// not exist; then says what happens, with the name in its %s.
+func (b *builder) lateReference(e *endpointDef, v variable, typ, name, then string) {
+	b.warnings = append(b.warnings, &Error{File: v.file, Line: v.line, Section: e.Name, Option: v.key,
+		Err: causef(ErrReference, "no %s section %q: %s", typ, name, fmt.Sprintf(then, name))})
 }

@@ -17,6 +17,10 @@ func TestGolden(t *testing.T) {
 		{"freepbx", "/pjsip.conf", ""},
 		{"wizard", "/qualifyd.conf", ""},
 		{"templates", "/pjsip.conf", ""},
+		// Asterisk's sample files' examples, all enabled: they load, with
+		// warnings where Asterisk logs and carries on.
+		{"asterisk-sample", "/pjsip.conf", ""},
+		{"asterisk-wizard", "/qualifyd.conf", ""},
 		// The PBX's relative includes resolve against its directory, as
 		// they do in Asterisk: qualifyd.conf lives elsewhere, so the
 		// configuration directory is set.

@@ -3,9 +3,9 @@ package pjsip
 import "math"
 
 // A million-AoR file is five million lines; what the reader keeps of them
-// until the end of the read, and how, is the read's peak memory (issue
-// 7). Sections and their options live in shared blocks, and an option is
-// the place of its line in the file's text.
+// until the end of the read, and how, is the read's peak memory. Sections
+// and their options live in shared blocks, and an option is the place of
+// its line in the file's text.
 
 // maxVars bounds the options of one section. Inheriting a section into
 // itself doubles it; Asterisk loops forever on that, qualifyd stops here.

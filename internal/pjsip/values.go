@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/sipuri"
 )
 
 // parseUint reads an unsigned integer as Asterisk's ast_parse_arg with
@@ -144,11 +146,9 @@ func isBlank(c byte) bool {
 	return c == ' ' || c >= '\t' && c <= '\r'
 }
 
-// maxHost is pjproject's PJ_MAX_HOSTNAME, the bound Asterisk checks.
-const maxHost = 255
-
-// checkContact accepts what Asterisk's ast_sip_validate_uri_length accepts:
-// a sip: or sips: URI with a host of at most 255 characters.
+// checkContact accepts what Asterisk's ast_sip_validate_uri_length accepts,
+// a sip: or sips: URI with a host of at most 255 characters, and of that
+// what the prober can use (checkProbeable).
 func checkContact(uri string) error {
 	lower := strings.ToLower(uri)
 	rest, ok := strings.CutPrefix(lower, "sip:")
@@ -159,10 +159,10 @@ func checkContact(uri string) error {
 		return causef(ErrValue, "contact %q is not a sip: or sips: URI", uri)
 	}
 	host := uriHost(rest)
-	if host == "" || len(host) > maxHost || strings.ContainsAny(host, blanks+"<>\"") {
+	if host == "" || len(host) > sipuri.MaxHost || strings.ContainsAny(host, blanks+"<>\"") {
 		return causef(ErrValue, "contact %q has no valid host", uri)
 	}
-	return nil
+	return checkProbeable(uri)
 }
 
 // uriHost returns the host of a SIP URI after its scheme.

@@ -72,6 +72,12 @@ type Options struct {
 	FromDomain string
 	// Auth answers 401/407 challenges.
 	Auth Credentials
+	// Unresolved notes the endpoint's transport or outbound_auth that the
+	// configuration names but does not define, and how the probe goes
+	// without it, as Asterisk's would ("transport "ipv4" is not defined:
+	// sent by the contact URI alone, as Asterisk does"); "" when none.
+	// The prober adds it to the detail of every failure.
+	Unresolved string
 }
 
 // Target is one probe to send: the contact and how to reach it. It is

@@ -30,7 +30,13 @@ import (
 // "canceled". The table watches each distinct cancellable context once,
 // so ctx should be long-lived and shared by many probes; it must be
 // comparable, as the standard library's contexts are.
+//
+// A target whose Options.Unresolved is set gets that note added to the
+// detail of a failure or of a response of 300 or more.
 func (p *Prober) Start(ctx context.Context, t probe.Target, tag uint64, done func(uint64, qualify.Result)) {
+	if t.Options != nil && t.Options.Unresolved != "" {
+		done = noted(t.Options.Unresolved, done)
+	}
 	pr := spec{opts: t.Options, timeout: t.Timeout}
 	var fast route
 	if fastRoute(t.URI, t.Options, &fast) {
@@ -46,6 +52,18 @@ func (p *Prober) Start(ctx context.Context, t probe.Target, tag uint64, done fun
 		go p.probeHost(ctx, pr, rt, tag, done)
 	default:
 		p.startRoute(ctx, pr, rt, rt.dest, tag, done)
+	}
+}
+
+// noted returns done with note added to the result's detail when the
+// probe failed or was answered 300 or more. Only the probes of an
+// endpoint whose transport or auth is not defined make this closure.
+func noted(note string, done func(uint64, qualify.Result)) func(uint64, qualify.Result) {
+	return func(tag uint64, r qualify.Result) {
+		if r.Reason != qualify.ReasonNone || r.Code >= 300 {
+			r.Detail = strings.TrimPrefix(r.Detail+"; "+note, "; ")
+		}
+		done(tag, r)
 	}
 }
 

@@ -210,6 +210,33 @@ func TestInvalidURI(t *testing.T) {
 	}
 }
 
+// TestUnresolvedNote: the configuration's note on an undefined transport
+// or auth is added to a failure's detail, and to an answer of 300 or
+// more, never to a success (qualify-semantics §6).
+func TestUnresolvedNote(t *testing.T) {
+	const note = `transport "ipv4" is not defined: sent by the contact URI alone, as Asterisk does`
+	p := newProber(t, Config{})
+	for _, code := range []int{200, 503} {
+		r := newUDPResponder(t, func(x *exchange) { x.reply(code) })
+		tg := target(uriOf(r, ""), 3*time.Second)
+		tg.Options = &probe.Options{Unresolved: note}
+		res := p.Probe(t.Context(), tg)
+		want := ""
+		if code >= 300 {
+			want = note
+		}
+		if res.Code != code || res.Detail != want {
+			t.Errorf("answered %d: got code %d detail %q, want %q", code, res.Code, res.Detail, want)
+		}
+	}
+	tg := target("sip:a@b;transport=sctp", time.Second)
+	tg.Options = &probe.Options{Unresolved: note}
+	res := p.Probe(t.Context(), tg)
+	if want := `URI "sip:a@b;transport=sctp": transport "sctp" is not one a probe is sent over (udp, tcp or tls); ` + note; res.Detail != want {
+		t.Errorf("transport failure: detail %q, want %q", res.Detail, want)
+	}
+}
+
 // TestOutboundProxy: the request goes to the proxy, R-URI stays the
 // contact, and a loose Route names the proxy.
 func TestOutboundProxy(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/qualifyd/qualifyd/internal/probe"
+	"github.com/qualifyd/qualifyd/internal/sipuri"
 )
 
 // transport is a SIP transport protocol.
@@ -167,19 +168,11 @@ func parseRoute(uri string, o *probe.Options) (*route, error) {
 	return r, nil
 }
 
-// parseSIPURI parses a sip: or sips: URI with sipgo's parser.
+// parseSIPURI parses a sip: or sips: URI as the configuration reader
+// checks it (sipuri.Parse), so that a contact the reader accepts is one
+// a route can be built for.
 func parseSIPURI(s string) (sip.Uri, error) {
-	var u sip.Uri
-	if err := sip.ParseUri(strings.Trim(s, "<>"), &u); err != nil {
-		return u, fmt.Errorf("URI %q: %w", s, err)
-	}
-	if u.Scheme != "sip" && u.Scheme != "sips" {
-		return u, fmt.Errorf("URI %q: scheme %q is not sip or sips", s, u.Scheme)
-	}
-	if u.Host == "" || u.Port < 0 || u.Port > 65535 {
-		return u, fmt.Errorf("URI %q: no host or bad port", s)
-	}
-	return u, nil
+	return sipuri.Parse(s)
 }
 
 // chooseTransport picks the transport as Asterisk does: the URI's

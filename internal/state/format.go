@@ -67,8 +67,11 @@ type File struct {
 // digest. Pass it to engine.Restore, which compares the AoRs' options so.
 func (f *File) Seal(o probe.Options) probe.Options { return seal(o, &f.salt) }
 
-// seal replaces o's password, if any, with its SHA-256 digest under salt.
+// seal replaces o's password, if any, with its SHA-256 digest under salt,
+// and drops its Unresolved note, which the file does not keep: it shapes
+// no request, only a failure's detail.
 func seal(o probe.Options, salt *[saltSize]byte) probe.Options {
+	o.Unresolved = ""
 	if o.Auth.Password == "" {
 		return o
 	}

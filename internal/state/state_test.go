@@ -102,6 +102,23 @@ func TestSealIsSalted(t *testing.T) {
 }
 
 // TestTruncated: every prefix of a file is an error, never a state.
+// TestSealDropsUnresolved: the configuration's note on an undefined
+// transport or auth is not kept, and a contact whose options carry one
+// still matches its saved state.
+func TestSealDropsUnresolved(t *testing.T) {
+	ss := sample()
+	o := *ss[3].Probe
+	o.Unresolved = `transport "t" is not defined: sent by the contact URI alone, as Asterisk does`
+	ss[3].Probe = &o
+	f, err := Decode(encoded(t, Header{Written: written}, ss))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := *f.Contacts[2].Probe; g.Unresolved != "" || g != f.Seal(o) {
+		t.Fatalf("saved %+v, sealed %+v", g, f.Seal(o))
+	}
+}
+
 func TestTruncated(t *testing.T) {
 	data := encoded(t, Header{Written: written}, sample())
 	for n := range len(data) {

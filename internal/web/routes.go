@@ -3,7 +3,10 @@ package web
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -169,9 +172,42 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "reload is not available")
 		return
 	}
-	if err := s.cfg.Reload(r.Context()); err != nil {
+	force, err := parseReload(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := s.cfg.Reload(r.Context(), force); err != nil {
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, okJSON{OK: true})
+}
+
+// parseReload reads the reload's query: nothing, or force once, 1 or 0
+// (true or false); any other parameter is an error, so that a mistyped
+// "forc=1" is not taken as a plain reload.
+func parseReload(rawQuery string) (force bool, err error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return false, errors.New("bad query: " + err.Error())
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if k != "force" {
+			return false, errors.New("unknown parameter " + quote(k) + ": want force")
+		}
+		if len(q[k]) > 1 {
+			return false, errors.New("parameter force given more than once")
+		}
+	}
+	if v, ok := q["force"]; ok {
+		switch v[0] {
+		case "1", "true":
+			return true, nil
+		case "0", "false":
+			return false, nil
+		}
+		return false, errors.New("bad force " + quote(v[0]) + ": want 1 or 0")
+	}
+	return false, nil
 }

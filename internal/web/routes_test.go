@@ -90,26 +90,45 @@ func TestQualifyTimesOut(t *testing.T) {
 func TestReload(t *testing.T) {
 	tests := []struct {
 		name   string
-		reload func(context.Context) error
+		target string
+		reload func(context.Context, bool) error
 		code   int
 		body   string
 	}{
-		{"ok", func(context.Context) error { return nil }, 200, `{"ok":true}` + "\n"},
-		{"config error", func(context.Context) error { return errors.New(`pjsip.conf:6: section "pbx07": bad`) },
+		{"ok", "/api/v1/reload", noForce, 200, `{"ok":true}` + "\n"},
+		{"force", "/api/v1/reload?force=1", func(_ context.Context, force bool) error {
+			if !force {
+				return errors.New("not forced")
+			}
+			return nil
+		}, 200, `{"ok":true}` + "\n"},
+		{"force=0", "/api/v1/reload?force=0", noForce, 200, `{"ok":true}` + "\n"},
+		{"config error", "/api/v1/reload", func(context.Context, bool) error { return errors.New(`pjsip.conf:6: section "pbx07": bad`) },
 			422, `{"error":"pjsip.conf:6: section \"pbx07\": bad"}` + "\n"},
-		{"no reload", nil, 501, `{"error":"reload is not available"}` + "\n"},
+		{"bad force", "/api/v1/reload?force=yes", noForce, 400, `{"error":"bad force \"yes\": want 1 or 0"}` + "\n"},
+		{"force twice", "/api/v1/reload?force=1&force=1", noForce, 400, `{"error":"parameter force given more than once"}` + "\n"},
+		{"unknown parameter", "/api/v1/reload?forc=1", noForce, 400, `{"error":"unknown parameter \"forc\": want force"}` + "\n"},
+		{"no reload", "/api/v1/reload", nil, 501, `{"error":"reload is not available"}` + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				v := newEnv(t, Config{Reload: tt.reload}, engine.Config{})
-				w := v.do("POST", "/api/v1/reload")
+				w := v.do("POST", tt.target)
 				if w.Code != tt.code || w.Body.String() != tt.body || w.Header().Get("Content-Type") != "application/json" {
 					t.Fatalf("got %d %q %q, want %d %q", w.Code, w.Body, w.Header().Get("Content-Type"), tt.code, tt.body)
 				}
 			})
 		})
 	}
+}
+
+// noForce is a reload that must not be forced.
+func noForce(_ context.Context, force bool) error {
+	if force {
+		return errors.New("forced")
+	}
+	return nil
 }
 
 func TestBadRequests(t *testing.T) {
@@ -179,7 +198,7 @@ func TestAuth(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				v := newEnv(t, Config{Token: tt.token, Reload: func(context.Context) error { return nil }}, engine.Config{})
+				v := newEnv(t, Config{Token: tt.token, Reload: func(context.Context, bool) error { return nil }}, engine.Config{})
 				var hdr []string
 				if tt.auth != "" {
 					hdr = []string{"Authorization", tt.auth}

@@ -46,10 +46,12 @@ type Config struct {
 	Endpoints Endpoints
 	// Sinks, if set, serves /api/v1/sinks; nil answers an empty list.
 	Sinks Sinks
-	// Reload, if set, reloads the configuration for POST /api/v1/reload.
-	// An error is reported to the client as 422 with its text; the running
+	// Reload, if set, reloads the configuration for POST /api/v1/reload;
+	// force is the request's ?force=1, which applies a configuration that
+	// drops every AoR or most contacts too (qualify-semantics §8). An
+	// error is reported to the client as 422 with its text; the running
 	// configuration must then stay in force. Nil answers 501.
-	Reload func(ctx context.Context) error
+	Reload func(ctx context.Context, force bool) error
 	// Token, if not empty, is the bearer token POST routes require.
 	Token string
 	// Gatherer, if set, is served at /metrics; nil answers 404 there.
