@@ -31,7 +31,7 @@ func (p *Policy) failureBounds() (lo, hi int) {
 		lo = DefaultFailuresMin
 	}
 	if hi == 0 {
-		hi = max(DefaultFailuresMax, lo)
+		hi = DefaultFailuresMax
 	}
 	return lo, hi
 }
