@@ -77,7 +77,7 @@ func TestAutoThreshold(t *testing.T) {
 		{"no history", *auto(), 0, 0, 3},
 		{"clean link", *auto(), 10000, 10, 2}, // p = 0.11%: 2880 p^2 = 0.0035
 		{"1% loss", *auto(), 9900, 100, 3},
-		{"5% loss", *auto(), 9500, 500, 5},  // 2880 p^4 = 0.018, p^5 = 0.0009
+		{"5% loss", *auto(), 9500, 500, 5},   // 2880 p^4 = 0.018, p^5 = 0.0009
 		{"20% loss", *auto(), 8000, 2000, 8}, // 2880 p^8 = 0.0074
 		{"40% loss, capped at max", *auto(), 6000, 4000, 8},
 		{"min", Policy{Frequency: 30 * time.Second, FailuresAuto: true, FailuresMin: 4}, 10000, 10, 4},
