@@ -58,11 +58,25 @@ func steps(p qualify.Policy) (retry, down time.Duration) {
 	return retry, down
 }
 
-// WorstDetection returns F + T + (N-1) S_R, the longest time from a peer's
-// death to its contact becoming Unreachable.
+// WorstDetection returns F + T + (K-1) S_R, the longest time from a peer's
+// death to its contact becoming Unreachable (K: DetectingFailures).
 func WorstDetection(p qualify.Policy) time.Duration {
 	retry, _ := steps(p)
-	return p.Frequency + p.ProbeTimeout() + time.Duration(p.FailureThreshold()-1)*retry
+	return p.Frequency + p.ProbeTimeout() + time.Duration(DetectingFailures(p)-1)*retry
+}
+
+// DetectingFailures returns K, the failure that makes a dead peer's
+// contact Unreachable: the N-th, or with a window W the first whose end
+// is W after the first one's, max(N, 1 + ceil(W / S_R)) as failures end
+// S_R apart. With qualify_failures=auto, N is that of a contact without
+// history.
+func DetectingFailures(p qualify.Policy) int {
+	n := p.FailureThreshold()
+	if p.FailureWindow <= 0 {
+		return n
+	}
+	retry, _ := steps(p)
+	return max(n, 1+int((p.FailureWindow+retry-1)/retry))
 }
 
 // cycle is one outcome of a renewal cycle: from a probe sent while the
@@ -80,7 +94,7 @@ type cycle struct {
 // while Unreachable, the last a success. The geometric tail is cut where
 // its probability is negligible.
 func cycles(p qualify.Policy, loss, rtt float64) iter.Seq[cycle] {
-	q, n, f := 1-loss, p.FailureThreshold(), p.Frequency.Seconds()
+	q, n, f := 1-loss, DetectingFailures(p), p.Frequency.Seconds()
 	sr, sd := steps(p)
 	retry, down, t := sr.Seconds(), sd.Seconds(), p.ProbeTimeout().Seconds()
 	return func(yield func(cycle) bool) {
@@ -132,7 +146,7 @@ func Predict(p qualify.Policy, loss float64, rtt time.Duration) Expected {
 func (x *Expected) detection(p qualify.Policy, loss float64, rtt time.Duration) {
 	sr, sd := steps(p)
 	t, f := p.ProbeTimeout().Seconds(), p.Frequency.Seconds()
-	x.DetectionFromFirstFailureSeconds = t + float64(p.FailureThreshold()-1)*sr.Seconds()
+	x.DetectionFromFirstFailureSeconds = t + float64(DetectingFailures(p)-1)*sr.Seconds()
 	x.DetectionWorstSeconds = f + x.DetectionFromFirstFailureSeconds
 	x.DetectionMeanSeconds = f/2 + x.DetectionFromFirstFailureSeconds
 	x.ProbesPerHourDown = 3600 / sd.Seconds()
