@@ -50,15 +50,20 @@ func LossEstimate(s State) float64 {
 	return (priorLost + float64(s.Lost)) / (priorProbes + float64(s.Answered) + float64(s.Lost))
 }
 
-// autoThreshold returns the smallest N in [min, max] whose expected false
-// outages, (86400/F) p^N a day for independent loss p, stay under the
-// target; max when none does.
-func (p *Policy) autoThreshold(s State) int {
+// autoThreshold returns the N a run of failures beginning in state s
+// takes: ThresholdAt the contact's loss estimate.
+func (p *Policy) autoThreshold(s State) int { return p.ThresholdAt(LossEstimate(s)) }
+
+// ThresholdAt returns the smallest N in [qualify_failures_min,
+// qualify_failures_max] whose expected false outages, (86400/F) loss^N a
+// day for independent probe loss, stay under qualify_false_outages_per_day;
+// the maximum when none does.
+func (p *Policy) ThresholdAt(loss float64) int {
 	lo, hi := p.failureBounds()
 	if !p.Enabled() {
 		return lo
 	}
-	loss, perDay, target := LossEstimate(s), float64(24*time.Hour)/float64(p.Frequency), p.falseOutageTarget()
+	perDay, target := float64(24*time.Hour)/float64(p.Frequency), p.falseOutageTarget()
 	pn := 1.0
 	for n := 1; n < hi; n++ {
 		pn *= loss

@@ -98,3 +98,23 @@ func TestWindowClosedForm(t *testing.T) {
 	secs := r.Days * 86400
 	near(t, "false outages", float64(r.FalseOutages), x.FalseOutagesPerDay*r.Days, math.Sqrt(x.OutageVariance*secs), 2)
 }
+
+// TestRecoveryClosedForm checks the closed forms with qualify_successes = 3 (qualify-semantics
+// §5) against the engine: the mean false outage, S_D - T + W_0 + RTT, against the sample's
+// own spread, and the outage rate.
+func TestRecoveryClosedForm(t *testing.T) {
+	p := reference()
+	p.Successes, p.DownInterval = 3, 10*time.Second
+	if w, n := recovery(reference(), 0.2, 0.02); math.Abs(w-0.2*5/0.8) > 1e-12 || math.Abs(n-1/0.8) > 1e-12 {
+		t.Fatalf("M = 1: wait %v probes %v, want p S_D/q and 1/q", w, n)
+	}
+	r := runOne(t, p, Config{Loss: Loss{Probe: 0.2}, Days: 100, Trials: 1, Seed: 17})
+	x := Predict(p, 0.2, DefaultRTT)
+	n := float64(r.Recovered)
+	if n < 1000 {
+		t.Fatalf("only %d outages recovered", r.Recovered)
+	}
+	sampleVar := r.OutageSq/n - r.MeanFalseOutageSeconds*r.MeanFalseOutageSeconds
+	near(t, "mean outage", r.MeanFalseOutageSeconds, x.MeanFalseOutageSeconds, math.Sqrt(sampleVar/n), 0)
+	near(t, "false outages", float64(r.FalseOutages), x.FalseOutagesPerDay*r.Days, math.Sqrt(x.OutageVariance*r.Days*86400), 2)
+}
