@@ -153,37 +153,38 @@ func TestAutoForgets(t *testing.T) {
 	}
 }
 
-// TestFailureWindow checks qualify-semantics §5 and §7: with qualify_failure_window=20 the
+// TestFailureWindow checks qualify-semantics §5 and §7. With qualify_failure_window=20 the
 // reference policy's three failures span 10 s, so retries go on at R until the fifth failure,
-// 20 s after the first one ended; a success inside the window ends the run.
+// 20 s after the first one ended, and a success inside the window ends the run. A window no
+// longer than (N-1)(R+T) = 10 s changes nothing.
 func TestFailureWindow(t *testing.T) {
-	p := reference()
-	p.FailureWindow = 20 * time.Second
-	runTimeline(t, p, []probe{
-		{60, 60.01, ok(60), Reachable, 0, 90},
-		{90, 93, timeout(90), Reachable, 1, 95},
-		{95, 98, timeout(95), Reachable, 2, 100},
-		{100, 103, timeout(100), Reachable, 3, 105},
-		{105, 108, timeout(105), Reachable, 4, 110},
-		{110, 113, timeout(110), Unreachable, 5, 115},
-		{115, 115.01, ok(115), Reachable, 0, 145},
-		{145, 148, timeout(145), Reachable, 1, 150},
-		{150, 153, timeout(150), Reachable, 2, 155},
-		{155, 158, timeout(155), Reachable, 3, 160},
-		{160, 160.01, ok(160), Reachable, 0, 190},
-	})
-}
-
-// TestShortWindowActsNot checks qualify-semantics §7: a window no longer than (N-1)(R+T)
-// changes nothing.
-func TestShortWindowActsNot(t *testing.T) {
-	p := reference()
-	p.FailureWindow = 10 * time.Second
-	runTimeline(t, p, []probe{
-		{90, 93, timeout(90), NonQualified, 1, 95},
-		{95, 98, timeout(95), NonQualified, 2, 100},
-		{100, 103, timeout(100), Unreachable, 3, 105},
-	})
+	for _, tc := range []struct {
+		window float64
+		steps  []probe
+	}{
+		{20, []probe{
+			{60, 60.01, ok(60), Reachable, 0, 90},
+			{90, 93, timeout(90), Reachable, 1, 95},
+			{95, 98, timeout(95), Reachable, 2, 100},
+			{100, 103, timeout(100), Reachable, 3, 105},
+			{105, 108, timeout(105), Reachable, 4, 110},
+			{110, 113, timeout(110), Unreachable, 5, 115},
+			{115, 115.01, ok(115), Reachable, 0, 145},
+			{145, 148, timeout(145), Reachable, 1, 150},
+			{150, 153, timeout(150), Reachable, 2, 155},
+			{155, 158, timeout(155), Reachable, 3, 160},
+			{160, 160.01, ok(160), Reachable, 0, 190},
+		}},
+		{10, []probe{
+			{90, 93, timeout(90), NonQualified, 1, 95},
+			{95, 98, timeout(95), NonQualified, 2, 100},
+			{100, 103, timeout(100), Unreachable, 3, 105},
+		}},
+	} {
+		p := reference()
+		p.FailureWindow = time.Duration(tc.window * float64(time.Second))
+		runTimeline(t, p, tc.steps)
+	}
 }
 
 // TestValidateNew checks the ranges of the options of qualify-semantics §2 that detection
