@@ -46,13 +46,15 @@ type Policy struct {
 	// makes a contact unroutable.
 	LatencyOnly bool
 	// FailuresAuto (qualify_failures=auto) lets each contact choose its N
-	// from its own probe loss (qualify-semantics §5.1), within
-	// [FailuresMin, FailuresMax] (zero: DefaultFailuresMin and
-	// DefaultFailuresMax), for at most FalseOutagesPerDay expected false
-	// outages a day (zero: DefaultFalseOutagesPerDay).
-	FailuresAuto             bool
+	// from its own probe loss (qualify-semantics §5.1).
+	FailuresAuto bool
+	// FailuresMin and FailuresMax (qualify_failures_min, _max) bound the
+	// auto N; zero means DefaultFailuresMin and DefaultFailuresMax.
 	FailuresMin, FailuresMax uint8
-	FalseOutagesPerDay       float64
+	// FalseOutagesPerDay (qualify_false_outages_per_day) is the expected
+	// false outages a day the auto N is chosen for; zero means
+	// DefaultFalseOutagesPerDay.
+	FalseOutagesPerDay float64
 	// FailureWindow (W, qualify_failure_window) is the time a run of
 	// failures must also span, from the end of its first failure to the end
 	// of the one that makes the contact Unreachable. Zero: no window.
