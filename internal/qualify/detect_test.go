@@ -219,3 +219,20 @@ func TestReportNew(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
+
+// TestWindowAcrossTheWrap checks the run start's arithmetic of qualify-semantics §5: a run
+// whose first failure ends just before Unix milliseconds wrap modulo 2^32 still spans its
+// window exactly at 20 s.
+func TestWindowAcrossTheWrap(t *testing.T) {
+	p := reference()
+	p.FailureWindow = 20 * time.Second
+	wrap := time.UnixMilli(1<<32*400 - 10000).UTC() // 10 s before a wrap
+	s := State{Status: Reachable}
+	for i, want := range []Status{Reachable, Reachable, Reachable, Reachable, Unreachable} {
+		end := wrap.Add(time.Duration(5*i) * time.Second)
+		s = p.Observe(s, end, Result{Sent: end.Add(-3 * time.Second), Reason: ReasonTimeout}).State
+		if s.Status != want || s.Spanned != (i == 4) {
+			t.Fatalf("failure %d, %v after the first: %+v, want %v", i+1, end.Sub(wrap), s, want)
+		}
+	}
+}

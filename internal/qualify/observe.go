@@ -5,12 +5,16 @@ import "time"
 // State is one contact's qualify state: its status, the consecutive
 // counters of the contract, and what qualify_failures=auto and
 // qualify_failure_window keep of its history (zero without them). The
-// zero value is a new, NonQualified contact. 32 bytes.
+// zero value is a new, NonQualified contact. 24 bytes: a million contacts
+// hold one each.
 type State struct {
 	Status Status
 	// Threshold is the N held by the current run of failures with
 	// qualify_failures=auto, taken when the run began; zero outside a run.
 	Threshold uint8
+	// Spanned reports that the current run has spanned the failure
+	// window.
+	Spanned bool
 	// Failures counts consecutive failed probes while the contact is not
 	// Unreachable; it stays at the count that made it Unreachable (N, or
 	// more with a window) while Unreachable.
@@ -21,9 +25,12 @@ type State struct {
 	// loss from (qualify-semantics §5.1): the successes while Reachable and
 	// the failures of the runs they ended.
 	Answered, Lost uint32
-	// RunStart is when the first failure of the current run ended, in Unix
-	// nanoseconds, with qualify_failure_window; zero otherwise.
-	RunStart int64
+	// RunStart is when the first failure of the current run ended, with
+	// qualify_failure_window: Unix milliseconds modulo 2^32, whose
+	// differences are exact for 49 days, and a run is checked against its
+	// window at every failure, at most R + T <= 2 days apart, until
+	// Spanned. Zero otherwise.
+	RunStart uint32
 }
 
 // Phase returns where the state stands in its failure handling.
@@ -89,7 +96,7 @@ func (p *Policy) succeed(s State) State {
 	if s.Status == Reachable {
 		s = p.learn(s)
 	}
-	s.Failures, s.Threshold, s.RunStart = 0, 0, 0
+	s.Failures, s.Threshold, s.RunStart, s.Spanned = 0, 0, 0, false
 	if s.Status != Unreachable {
 		s.Status = Reachable
 		s.Successes = 0
@@ -115,7 +122,8 @@ func (p *Policy) fail(s State, now time.Time) State {
 		s = p.beginRun(s, now)
 	}
 	s.Failures++
-	if int(s.Failures) >= p.FailureThresholdFor(s) && p.windowMet(s, now) {
+	s.Spanned = p.spanned(s, now)
+	if int(s.Failures) >= p.FailureThresholdFor(s) && (s.Spanned || p.FailureWindow <= 0) {
 		s.Status = Unreachable
 	}
 	return s
@@ -128,15 +136,17 @@ func (p *Policy) beginRun(s State, now time.Time) State {
 		s.Threshold = uint8(p.autoThreshold(s))
 	}
 	if p.FailureWindow > 0 {
-		s.RunStart = now.UnixNano()
+		s.RunStart = uint32(now.UnixMilli())
 	}
 	return s
 }
 
-// windowMet reports whether the current run, at a failure that ended at
-// now, spans the failure window.
-func (p *Policy) windowMet(s State, now time.Time) bool {
-	return p.FailureWindow <= 0 || time.Duration(now.UnixNano()-s.RunStart) >= p.FailureWindow
+// spanned reports whether the current run, at a failure that ended at
+// now, has spanned the failure window, to the millisecond; never without
+// a window, whose state keeps Spanned false.
+func (p *Policy) spanned(s State, now time.Time) bool {
+	elapsed := time.Duration(uint32(now.UnixMilli())-s.RunStart) * time.Millisecond
+	return p.FailureWindow > 0 && (s.Spanned || elapsed >= p.FailureWindow)
 }
 
 // NextDue returns when the probe after one that was first sent at sent and
