@@ -151,8 +151,15 @@ func describe(w *bufio.Writer, e aorJSON) {
 		w.WriteString(" qualify=off")
 		return
 	}
-	fmt.Fprintf(w, " frequency=%gs timeout=%gs failures=%d retry=%gs down=%gs successes=%d",
-		e.Frequency, e.Timeout, e.Failures, e.RetryInterval, e.DownInterval, e.Successes)
+	fmt.Fprintf(w, " frequency=%gs timeout=%gs failures=%s retry=%gs down=%gs successes=%d",
+		e.Frequency, e.Timeout, failures(e.Report), e.RetryInterval, e.DownInterval, e.Successes)
+	if e.FailureWindow > 0 {
+		fmt.Fprintf(w, " window=%gs", e.FailureWindow)
+	}
+	if e.SuccessCodes != "" {
+		w.WriteString(" success-codes=")
+		w.WriteString(e.SuccessCodes)
+	}
 	if e.Only2xx {
 		w.WriteString(" 2xx-only")
 	}
@@ -163,4 +170,12 @@ func describe(w *bufio.Writer, e aorJSON) {
 		w.WriteString(" proxy=")
 		w.WriteString(e.OutboundProxy)
 	}
+}
+
+// failures spells N, or the auto threshold's range and target.
+func failures(r qualify.Report) string {
+	if !r.FailuresAuto {
+		return fmt.Sprint(r.Failures)
+	}
+	return fmt.Sprintf("auto(%d..%d,%g/day)", r.FailuresMin, r.FailuresMax, r.FalseOutagesPerDay)
 }

@@ -285,3 +285,26 @@ func TestCheckConfigAsteriskSamples(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigDetectionOptions checks that the summary and --json show qualify_failures=auto
+// with its range and target, the window and the success codes (qualify-semantics §2).
+func TestCheckConfigDetectionOptions(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"pjsip.conf": "[a]\ntype=aor\ncontact=sip:a@192.0.2.1\nqualify_frequency=30\nqualify_retry_interval=2\n" +
+		"qualify_failures=auto\nqualify_failure_window=20\nqualify_success_codes=200-299,404\n"})
+	file := filepath.Join(dir, "pjsip.conf")
+	code, stdout, _ := checkConfig(file)
+	want := file + ": OK: 1 AoRs (1 qualified), 1 static contacts, 0 endpoints\n" +
+		"  a  contacts=1 frequency=30s timeout=3s failures=auto(1..8,0.01/day) retry=2s down=2s successes=1 window=20s success-codes=200-299,404\n"
+	if code != 0 || stdout != want {
+		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s", code, stdout, want)
+	}
+	code, stdout, _ = checkConfig("-json", file)
+	if code != 0 || !strings.Contains(stdout, `"qualify_failures_auto": true,
+      "qualify_failures_min": 1,
+      "qualify_failures_max": 8,
+      "qualify_false_outages_per_day": 0.01,
+      "qualify_failure_window": 20,
+      "qualify_success_codes": "200-299,404"`) {
+		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
+	}
+}

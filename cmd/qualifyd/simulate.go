@@ -18,7 +18,7 @@ import (
 )
 
 const simulateUsage = `usage: qualifyd simulate [--probe-loss P | --packet-loss P] [--burst MEAN_S] [--days N] [--trials N] [--seed S] [--json] FILE
-       qualifyd simulate --recommend --probe-loss P --detect-within S [--max-probes-per-hour X] [--days N] [--trials N] [--seed S] [FILE]`
+       qualifyd simulate --recommend --probe-loss P --detect-within S [--burst MEAN_S] [--max-probes-per-hour X] [--days N] [--trials N] [--seed S] [FILE]`
 
 // simulateOptions are the flags of "qualifyd simulate".
 type simulateOptions struct {
@@ -105,8 +105,8 @@ func (o *simulateOptions) combine(fs *flag.FlagSet, pos []string) error {
 		return fmt.Errorf("%w: --probe-loss and --packet-loss are exclusive", errSimulateUsage)
 	case o.recommend && (!set["probe-loss"] || !set["detect-within"]):
 		return fmt.Errorf("%w: --recommend needs --probe-loss and --detect-within", errSimulateUsage)
-	case o.recommend && (set["packet-loss"] || set["burst"] || set["json"]):
-		return fmt.Errorf("%w: --recommend takes neither --packet-loss, --burst nor --json", errSimulateUsage)
+	case o.recommend && (set["packet-loss"] || set["json"]):
+		return fmt.Errorf("%w: --recommend takes neither --packet-loss nor --json", errSimulateUsage)
 	case !o.recommend && (set["detect-within"] || set["max-probes-per-hour"]):
 		return fmt.Errorf("%w: --detect-within and --max-probes-per-hour need --recommend", errSimulateUsage)
 	}
@@ -265,18 +265,92 @@ func recommendOne(ctx context.Context, a simulate.AoR, b simulate.Bounds, o simu
 		fmt.Fprintf(w, ", at most %g probes an hour", b.MaxProbesPerHour)
 	}
 	fmt.Fprintf(w, "\nrecommended: %s\n\n", settings(cs[0].Policy))
-	return writeTradeOff(w, cs, rs[0], o)
+	if err := writeTradeOff(w, cs, rs[0], o); err != nil {
+		return err
+	}
+	alt, ok := simulate.ProposeAuto(cs[0].Policy, b)
+	if ok {
+		fmt.Fprintf(w, "\nor, to fit the link's loss as it changes: %s\n", settings(alt.Policy))
+		fmt.Fprintf(w, "  at %g%% loss it holds N = %d: %.3g false outages a day, detection %.1fs worst;\n", 100*b.Loss, alt.N,
+			alt.Expected.FalseOutagesPerDay, alt.Expected.DetectionWorstSeconds)
+		fmt.Fprintf(w, "  on a clean link (%g%%) N = %d: %.3g false outages a day, detection %.1fs worst\n", 100*simulate.CleanLoss, alt.CleanN,
+			alt.Clean.FalseOutagesPerDay, alt.Clean.DetectionWorstSeconds)
+	}
+	if o.loss.Burst > 0 {
+		return proposeWindow(ctx, w, cs[0].Policy, alt, ok, b, o)
+	}
+	return nil
+}
+
+// proposeWindow simulates the recommended settings, and auto's if
+// proposed, under the bursts of o with and without the failure window
+// simulate.WindowFor proposes, and proposes the window where it cuts the
+// false outages.
+func proposeWindow(ctx context.Context, w io.Writer, win qualify.Policy, alt simulate.Alternative, auto bool, b simulate.Bounds, o simulateOptions) error {
+	aors := []simulate.AoR{{Name: "recommended", Policy: win}}
+	if auto {
+		aors = append(aors, simulate.AoR{Name: "auto", Policy: alt.Policy})
+	}
+	for _, a := range aors[:len(aors):len(aors)] {
+		n := a.Policy.FailureThreshold()
+		if a.Policy.FailuresAuto {
+			n = alt.CleanN
+		}
+		if wd := simulate.WindowFor(a.Policy, n, o.loss.Burst, b.DetectWithin); wd > 0 {
+			a.Policy.FailureWindow = wd
+			aors = append(aors, simulate.AoR{Name: a.Name + "+window", Policy: a.Policy})
+		}
+	}
+	rs, err := simulate.Run(ctx, aors, o.config(simulate.Loss{Probe: b.Loss, Burst: o.loss.Burst}))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nunder %s, simulated:\n", describeLoss(simulate.Loss{Probe: b.Loss, Burst: o.loss.Burst}))
+	if err := writeResults(w, rs); err != nil {
+		return err
+	}
+	return writeWindowVerdict(w, aors, rs)
+}
+
+// writeWindowVerdict proposes each window that cut its setting's
+// simulated false outages, or says that none is worth it.
+func writeWindowVerdict(w io.Writer, aors []simulate.AoR, rs []simulate.Result) error {
+	proposed := false
+	for i := range aors {
+		for j := range i {
+			if aors[i].Name == aors[j].Name+"+window" && rs[i].FalseOutagesPerDay < rs[j].FalseOutagesPerDay {
+				fmt.Fprintf(w, "add qualify_failure_window=%g to %s: %.3g instead of %.3g false outages a day\n",
+					aors[i].Policy.FailureWindow.Seconds(), aors[j].Name, rs[i].FalseOutagesPerDay, rs[j].FalseOutagesPerDay)
+				proposed = true
+			}
+		}
+	}
+	if !proposed {
+		_, err := fmt.Fprintln(w, "no failure window fits the detection bound and cuts the false outages")
+		return err
+	}
+	return nil
 }
 
 // settings spells a policy's qualify options as pjsip.conf lines would.
 func settings(p qualify.Policy) string {
-	s := []string{fmt.Sprintf("qualify_frequency=%g", p.Frequency.Seconds()), fmt.Sprintf("qualify_timeout=%g", p.ProbeTimeout().Seconds()),
-		fmt.Sprintf("qualify_failures=%d", p.FailureThreshold())}
-	if p.RetryInterval > 0 {
-		s = append(s, fmt.Sprintf("qualify_retry_interval=%g", p.RetryInterval.Seconds()))
+	s := []string{fmt.Sprintf("qualify_frequency=%g", p.Frequency.Seconds()), fmt.Sprintf("qualify_timeout=%g", p.ProbeTimeout().Seconds())}
+	if p.FailuresAuto {
+		s = append(s, fmt.Sprintf("qualify_failures=auto qualify_failures_max=%d", p.Effective().FailuresMax))
+	} else {
+		s = append(s, fmt.Sprintf("qualify_failures=%d", p.FailureThreshold()))
 	}
-	if p.DownInterval > 0 {
-		s = append(s, fmt.Sprintf("qualify_down_interval=%g", p.DownInterval.Seconds()))
+	optional := []struct {
+		name string
+		d    time.Duration
+	}{{"qualify_retry_interval", p.RetryInterval}, {"qualify_down_interval", p.DownInterval}, {"qualify_failure_window", p.FailureWindow}}
+	for _, o := range optional {
+		if o.d > 0 {
+			s = append(s, fmt.Sprintf("%s=%g", o.name, o.d.Seconds()))
+		}
+	}
+	if p.SuccessThreshold() > 1 {
+		s = append(s, fmt.Sprintf("qualify_successes=%d", p.SuccessThreshold()))
 	}
 	return strings.Join(s, " ")
 }

@@ -46,6 +46,11 @@ func TestSimulateGolden(t *testing.T) {
 		"probe-loss.txt":   {"--probe-loss", "0.05", "--days", "30", "--trials", "100", "--seed", "3", trunksConf},
 		"packet-loss.json": {trunksConf, "--packet-loss", "0.2", "--burst", "5", "--days", "10", "--trials", "50", "--json"},
 		"recommend.txt":    {"--recommend", "--probe-loss", "0.05", "--detect-within", "45", "--max-probes-per-hour", "300", "--days", "30", "--trials", "100"},
+		// The policies of README's detection table, briefly: auto and the
+		// window against the request's policy under 10 s bursts.
+		"detection.txt": {"--probe-loss", "0.05", "--burst", "10", "--days", "30", "--trials", "100", "testdata/simulate/detection.conf"},
+		// auto proposed at 1% loss, and the window it needs under bursts.
+		"recommend-burst.txt": {"--recommend", "--probe-loss", "0.01", "--detect-within", "45", "--burst", "10", "--days", "30", "--trials", "100"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -100,7 +105,7 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"--probe-loss", "0.1", "--packet-loss", "0.1", trunksConf}, 2, "exclusive"},
 		{[]string{"--frobnicate", trunksConf}, 2, "flag provided but not defined"},
 		{[]string{"--recommend", "--probe-loss", "0.1"}, 2, "needs --probe-loss and --detect-within"},
-		{[]string{"--recommend", "--probe-loss", "0.1", "--detect-within", "40", "--burst", "3"}, 2, "neither"},
+		{[]string{"--recommend", "--probe-loss", "0.1", "--detect-within", "40", "--json"}, 2, "neither"},
 		{[]string{"--detect-within", "40", trunksConf}, 2, "need --recommend"},
 		{[]string{"--probe-loss", "1.5", trunksConf}, 1, "probe loss 1.5 is not in [0, 1]"},
 		{[]string{"--packet-loss", "-0.1", trunksConf}, 1, "packet loss -0.1 is not in [0, 1]"},

@@ -151,7 +151,7 @@ func (e *Engine) contactEvent(k EventKind, id uint32, from qualify.Status, now t
 		Routable:    p.Routable(c.state.Status),
 		LatencyOnly: p.LatencyOnly,
 		Failures:    int(c.state.Failures), Successes: int(c.state.Successes),
-		FailureThreshold: p.FailureThreshold(), SuccessThreshold: p.SuccessThreshold(),
+		FailureThreshold: p.FailureThresholdFor(c.state), SuccessThreshold: p.SuccessThreshold(),
 		Next: c.due().wall(),
 	}
 }

@@ -208,7 +208,7 @@ func (e *Engine) snapshot(id uint32) ContactSnapshot {
 		AoR: c.aor.name, URI: c.uri,
 		Status: c.state.Status, Routable: p.Routable(c.state.Status), Phase: c.state.Phase(),
 		Failures: int(c.state.Failures), Successes: int(c.state.Successes),
-		FailureThreshold: p.FailureThreshold(), SuccessThreshold: p.SuccessThreshold(),
+		FailureThreshold: p.FailureThresholdFor(c.state), SuccessThreshold: p.SuccessThreshold(),
 		RTT: c.last.rtt, Last: c.last.public(),
 		NextProbe:   next.wall(),
 		InFlight:    c.running,

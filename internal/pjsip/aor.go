@@ -3,6 +3,7 @@ package pjsip
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,27 +38,32 @@ type aorOption func(a *AoR, value string) error
 // plus qualifyd's; any other is an error. Those qualifyd does not use are
 // still checked as Asterisk's option types would.
 var aorOptions = map[string]aorOption{
-	"type":                   func(*AoR, string) error { return nil },
-	"contact":                addContacts,
-	"outbound_proxy":         setOutboundProxy,
-	"qualify_frequency":      setFrequency,
-	"qualify_timeout":        setTimeout,
-	"qualify_2xx_only":       setBool(func(a *AoR, b bool) { a.Policy.Only2xx = b }),
-	"qualify_latency_only":   setBool(func(a *AoR, b bool) { a.Policy.LatencyOnly = b }),
-	"qualify_failures":       setCount(func(a *AoR, n int) { a.Policy.Failures = n }),
-	"qualify_successes":      setCount(func(a *AoR, n int) { a.Policy.Successes = n }),
-	"qualify_retry_interval": setInterval(func(a *AoR, d time.Duration) { a.Policy.RetryInterval = d }),
-	"qualify_down_interval":  setInterval(func(a *AoR, d time.Duration) { a.Policy.DownInterval = d }),
-	"authenticate_qualify":   setBool(nil),
-	"remove_existing":        setBool(nil),
-	"remove_unavailable":     setBool(nil),
-	"support_path":           setBool(nil),
-	"max_contacts":           checkUint,
-	"minimum_expiration":     checkUint,
-	"maximum_expiration":     checkUint,
-	"default_expiration":     checkUint,
-	"mailboxes":              func(*AoR, string) error { return nil },
-	"voicemail_extension":    func(*AoR, string) error { return nil },
+	"type":                          func(*AoR, string) error { return nil },
+	"contact":                       addContacts,
+	"outbound_proxy":                setOutboundProxy,
+	"qualify_frequency":             setFrequency,
+	"qualify_timeout":               setTimeout,
+	"qualify_2xx_only":              set2xxOnly,
+	"qualify_latency_only":          setBool(func(a *AoR, b bool) { a.Policy.LatencyOnly = b }),
+	"qualify_failures":              setFailures,
+	"qualify_failures_min":          setSmallCount(func(a *AoR, n uint8) { a.Policy.FailuresMin = n }),
+	"qualify_failures_max":          setSmallCount(func(a *AoR, n uint8) { a.Policy.FailuresMax = n }),
+	"qualify_false_outages_per_day": setFalseOutages,
+	"qualify_failure_window":        setInterval(func(a *AoR, d time.Duration) { a.Policy.FailureWindow = d }),
+	"qualify_success_codes":         setSuccessCodes,
+	"qualify_successes":             setCount(func(a *AoR, n int) { a.Policy.Successes = n }),
+	"qualify_retry_interval":        setInterval(func(a *AoR, d time.Duration) { a.Policy.RetryInterval = d }),
+	"qualify_down_interval":         setInterval(func(a *AoR, d time.Duration) { a.Policy.DownInterval = d }),
+	"authenticate_qualify":          setBool(nil),
+	"remove_existing":               setBool(nil),
+	"remove_unavailable":            setBool(nil),
+	"support_path":                  setBool(nil),
+	"max_contacts":                  checkUint,
+	"minimum_expiration":            checkUint,
+	"maximum_expiration":            checkUint,
+	"default_expiration":            checkUint,
+	"mailboxes":                     func(*AoR, string) error { return nil },
+	"voicemail_extension":           func(*AoR, string) error { return nil },
 }
 
 // addContacts adds each URI of a comma-separated list, as Asterisk's
@@ -101,6 +107,69 @@ func setTimeout(a *AoR, v string) error {
 		return causef(ErrValue, "%q is out of range: must be at most 86400 seconds", v)
 	}
 	a.Policy.Timeout = seconds(max(f, 0))
+	return nil
+}
+
+// setFailures reads qualify_failures: an integer of at least 1, or "auto"
+// (qualify-semantics §5.1). The later of the two wins.
+func setFailures(a *AoR, v string) error {
+	if strings.EqualFold(v, "auto") {
+		a.Policy.FailuresAuto = true
+		return nil
+	}
+	n, err := parseRange(v, 1, math.MaxInt32)
+	if err == nil {
+		a.Policy.Failures, a.Policy.FailuresAuto = n, false
+	}
+	return err
+}
+
+// setSmallCount reads an integer in 1..255, a bound of the auto N.
+func setSmallCount(set func(*AoR, uint8)) aorOption {
+	return func(a *AoR, v string) error {
+		n, err := parseRange(v, 1, math.MaxUint8)
+		if err == nil {
+			set(a, uint8(n))
+		}
+		return err
+	}
+}
+
+// setFalseOutages reads qualify_false_outages_per_day: a positive decimal
+// number, at most 86400.
+func setFalseOutages(a *AoR, v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || strings.ContainsAny(v, "xX_") || !(f > 0 && f <= 86400) {
+		return causef(ErrValue, "%q is not a number of false outages a day: must be more than 0 and at most 86400", v)
+	}
+	a.Policy.FalseOutagesPerDay = f
+	return nil
+}
+
+// setSuccessCodes reads qualify_success_codes, which qualify_2xx_only=yes
+// excludes.
+func setSuccessCodes(a *AoR, v string) error {
+	if a.Policy.Only2xx {
+		return causef(ErrValue, "qualify_success_codes and qualify_2xx_only=yes are exclusive")
+	}
+	c, err := qualify.ParseCodes(v)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrValue, err)
+	}
+	a.Policy.SuccessCodes = c
+	return nil
+}
+
+// set2xxOnly reads qualify_2xx_only, which qualify_success_codes excludes.
+func set2xxOnly(a *AoR, v string) error {
+	b, err := parseBool(v)
+	switch {
+	case err != nil:
+		return err
+	case b && !a.Policy.SuccessCodes.Empty():
+		return causef(ErrValue, "qualify_2xx_only=yes and qualify_success_codes are exclusive")
+	}
+	a.Policy.Only2xx = b
 	return nil
 }
 

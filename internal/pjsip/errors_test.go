@@ -7,6 +7,7 @@ import (
 	"testing/fstest"
 
 	"github.com/qualifyd/qualifyd/internal/probe"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // parseFiles parses src as pjsip.conf with files as the other files of the
@@ -82,6 +83,28 @@ func TestErrors(t *testing.T) {
 			`pjsip.conf:3: section "a": option "qualify_retry_interval": invalid value: "-0.5" is out of range: must be between 0 and 86400 seconds`},
 		{"down too big", "[a]\ntype=aor\nqualify_down_interval=1e6", ErrValue,
 			`pjsip.conf:3: section "a": option "qualify_down_interval": invalid value: "1e6" is out of range: must be between 0 and 86400 seconds`},
+		{"failures neither number nor auto", "[a]\ntype=aor\nqualify_failures=automatic", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_failures": invalid value: "automatic" is not an unsigned integer`},
+		{"failures min zero", "[a]\ntype=aor\nqualify_failures_min=0", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_failures_min": invalid value: "0" is out of range: must be between 1 and 255`},
+		{"failures max too big", "[a]\ntype=aor\nqualify_failures_max=256", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_failures_max": invalid value: "256" is out of range: must be between 1 and 255`},
+		{"failures min above max", "[a]\ntype=aor\nqualify_failures=auto\nqualify_failures_min=5\nqualify_failures_max=4", ErrValue,
+			`pjsip.conf:1: section "a": invalid value: invalid qualify policy: qualify_failures_min must be at most qualify_failures_max (4), got 5`},
+		{"false outages zero", "[a]\ntype=aor\nqualify_false_outages_per_day=0", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_false_outages_per_day": invalid value: "0" is not a number of false outages a day: must be more than 0 and at most 86400`},
+		{"false outages word", "[a]\ntype=aor\nqualify_false_outages_per_day=few", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_false_outages_per_day": invalid value: "few" is not a number of false outages a day: must be more than 0 and at most 86400`},
+		{"window negative", "[a]\ntype=aor\nqualify_failure_window=-5", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_failure_window": invalid value: "-5" is out of range: must be between 0 and 86400 seconds`},
+		{"success codes provisional", "[a]\ntype=aor\nqualify_success_codes=180,200-299", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_success_codes": invalid value: invalid status code list: 180 is not a final response code (200 to 699)`},
+		{"success codes empty range", "[a]\ntype=aor\nqualify_success_codes=299-200", ErrValue,
+			`pjsip.conf:3: section "a": option "qualify_success_codes": invalid value: invalid status code list: range "299-200" is empty`},
+		{"success codes after 2xx only", "[a]\ntype=aor\nqualify_2xx_only=yes\nqualify_success_codes=200-299,404", ErrValue,
+			`pjsip.conf:4: section "a": option "qualify_success_codes": invalid value: qualify_success_codes and qualify_2xx_only=yes are exclusive`},
+		{"2xx only after success codes", "[t](!)\nqualify_success_codes=200-299,404\n[a](t)\ntype=aor\nqualify_2xx_only=yes", ErrValue,
+			`pjsip.conf:5: section "a": option "qualify_2xx_only": invalid value: qualify_2xx_only=yes and qualify_success_codes are exclusive`},
 		{"bad boolean", "[a]\ntype=aor\nqualify_2xx_only=maybe", ErrValue,
 			`pjsip.conf:3: section "a": option "qualify_2xx_only": invalid value: "maybe" is not a boolean (yes or no)`},
 		{"bad Asterisk boolean", "[a]\ntype=aor\nremove_existing=", ErrValue,
@@ -258,5 +281,26 @@ func TestUnresolvedNote(t *testing.T) {
 	want := `transport "t" is not defined: sent by the contact URI alone, as Asterisk does; auth "x" is not defined: a challenge is not answered, as Asterisk does`
 	if o.Transport != "" || o.Auth != (probe.Credentials{}) || o.Unresolved != want {
 		t.Fatalf("options %+v, want no transport, no auth, note %q", o, want)
+	}
+}
+
+// TestDetectionOptions reads the options of detection that fits the link (qualify-semantics
+// §2) into the AoR's policy; a number after auto turns auto off again.
+func TestDetectionOptions(t *testing.T) {
+	src := "[t](!)\nqualify_failures=auto\n[a](t)\ntype=aor\nqualify_frequency=30\nqualify_failures_min=2\n" +
+		"qualify_failures_max=6\nqualify_false_outages_per_day=0.1\nqualify_failure_window=20.5\nqualify_success_codes=404,200-299,405\n" +
+		"[b](t)\ntype=aor\nqualify_failures=4\nqualify_2xx_only=no\n"
+	cfg, err := parseFiles(src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg.AoRs[0].PolicyValue(), cfg.AoRs[1].PolicyValue()
+	want := qualify.Report{Frequency: 30, Timeout: 3, Failures: 3, RetryInterval: 30, DownInterval: 30, Successes: 1,
+		FailuresAuto: true, FailuresMin: 2, FailuresMax: 6, FalseOutagesPerDay: 0.1, FailureWindow: 20.5, SuccessCodes: "200-299,404-405"}
+	if got := a.Report(); got != want {
+		t.Errorf("a: got %+v\nwant %+v", got, want)
+	}
+	if b.FailuresAuto || b.Failures != 4 || !b.SuccessCodes.Empty() {
+		t.Errorf("b: %+v, want fixed N = 4 and no success codes", b)
 	}
 }

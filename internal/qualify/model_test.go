@@ -11,9 +11,10 @@ import (
 type model struct {
 	status           Status
 	fails, successes int
+	runStart         time.Time // end of the run's first failure
 }
 
-func (m *model) apply(p *Policy, success bool) {
+func (m *model) apply(p *Policy, success bool, end time.Time) {
 	n, k := max(p.Failures, 1), max(p.Successes, 1)
 	if success {
 		m.fails = 0
@@ -29,8 +30,11 @@ func (m *model) apply(p *Policy, success bool) {
 	}
 	m.successes = 0
 	if m.status != Unreachable {
+		if m.fails == 0 {
+			m.runStart = end
+		}
 		m.fails++
-		if m.fails >= n {
+		if m.fails >= n && end.Sub(m.runStart) >= p.FailureWindow {
 			m.status = Unreachable
 		}
 	}
@@ -62,7 +66,7 @@ func (m *model) next(p *Policy, sent, end time.Time) time.Time {
 
 func randomPolicy(r *rand.Rand) *Policy {
 	secs := func(max int) time.Duration { return time.Duration(r.IntN(max*10)) * 100 * time.Millisecond }
-	return &Policy{
+	p := &Policy{
 		Frequency:     time.Duration(1+r.IntN(60)) * time.Second,
 		Timeout:       secs(5),
 		Failures:      r.IntN(5),
@@ -71,7 +75,23 @@ func randomPolicy(r *rand.Rand) *Policy {
 		DownInterval:  secs(8) * time.Duration(r.IntN(2)),
 		Only2xx:       r.IntN(2) == 0,
 		LatencyOnly:   r.IntN(4) == 0,
+		FailureWindow: secs(20) * time.Duration(r.IntN(2)),
 	}
+	if !p.Only2xx && r.IntN(2) == 0 {
+		p.SuccessCodes, _ = ParseCodes("200-299,404")
+	}
+	return p
+}
+
+// accepts is the model's reading of qualify-semantics §4.
+func accepts(p *Policy, code int) bool {
+	switch {
+	case !p.SuccessCodes.Empty():
+		return code >= 200 && code < 300 || code == 404
+	case p.Only2xx:
+		return code < 300
+	}
+	return true
 }
 
 func randomResult(r *rand.Rand, sent time.Time, p *Policy) (Result, time.Time, bool) {
@@ -82,7 +102,7 @@ func randomResult(r *rand.Rand, sent time.Time, p *Policy) (Result, time.Time, b
 		codes := []int{200, 202, 401, 404, 503}
 		c := codes[r.IntN(len(codes))]
 		rtt := time.Duration(r.IntN(200)) * time.Millisecond
-		return Result{Sent: sent, Code: c, RTT: rtt}, sent.Add(rtt), c < 300 || !p.Only2xx
+		return Result{Sent: sent, Code: c, RTT: rtt}, sent.Add(rtt), accepts(p, c)
 	case 2:
 		return Result{Reason: ReasonTransport}, sent, false
 	}
@@ -90,8 +110,8 @@ func randomResult(r *rand.Rand, sent time.Time, p *Policy) (Result, time.Time, b
 	return Result{Sent: sent, Code: 200, RTT: rtt}, sent.Add(rtt), true
 }
 
-// TestObserveMatchesModel checks Observe against an independent model of qualify-semantics §5
-// and §7 over random sequences of results.
+// TestObserveMatchesModel checks Observe against an independent model of qualify-semantics §4,
+// §5 and §7 (success codes and the failure window included) over random sequences of results.
 func TestObserveMatchesModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for run := range 2000 {
@@ -102,7 +122,7 @@ func TestObserveMatchesModel(t *testing.T) {
 		for i := range 60 {
 			res, end, success := randomResult(r, now, p)
 			st := p.Observe(s, end, res)
-			m.apply(p, success)
+			m.apply(p, success, end)
 			want := m.next(p, now, end)
 			if st.OK != success || st.State.Status != m.status || int(st.State.Failures) != m.fails ||
 				int(st.State.Successes) != m.successes || !st.Next.Equal(want) {

@@ -2,15 +2,35 @@ package qualify
 
 import "time"
 
-// State is one contact's qualify state: its status and the consecutive
-// counters of the contract. The zero value is a new, NonQualified contact.
+// State is one contact's qualify state: its status, the consecutive
+// counters of the contract, and what qualify_failures=auto and
+// qualify_failure_window keep of its history (zero without them). The
+// zero value is a new, NonQualified contact. 24 bytes: a million contacts
+// hold one each.
 type State struct {
 	Status Status
+	// Threshold is the N held by the current run of failures with
+	// qualify_failures=auto, taken when the run began; zero outside a run.
+	Threshold uint8
+	// Spanned reports that the current run has spanned the failure
+	// window.
+	Spanned bool
 	// Failures counts consecutive failed probes while the contact is not
-	// Unreachable; it stays at N while Unreachable.
+	// Unreachable; it stays at the count that made it Unreachable (N, or
+	// more with a window) while Unreachable.
 	Failures uint32
 	// Successes counts consecutive successes while Unreachable.
 	Successes uint32
+	// Answered and Lost count the probes the auto threshold learns its
+	// loss from (qualify-semantics §5.1): the successes while Reachable and
+	// the failures of the runs they ended.
+	Answered, Lost uint32
+	// RunStart is when the first failure of the current run ended, with
+	// qualify_failure_window: Unix milliseconds modulo 2^32, whose
+	// differences are exact for 49 days, and a run is checked against its
+	// window at every failure, at most R + T <= 2 days apart, until
+	// Spanned. Zero otherwise.
+	RunStart uint32
 }
 
 // Phase returns where the state stands in its failure handling.
@@ -60,7 +80,7 @@ func (p *Policy) Observe(s State, now time.Time, r Result) Step {
 	if ok {
 		step.State = p.succeed(s)
 	} else {
-		step.State = p.fail(s)
+		step.State = p.fail(s, now)
 	}
 	sent := r.Sent
 	if sent.IsZero() {
@@ -70,10 +90,13 @@ func (p *Policy) Observe(s State, now time.Time, r Result) Step {
 	return step
 }
 
-// succeed applies a success: failures reset; an Unreachable contact needs M
-// consecutive successes to become Reachable again.
+// succeed applies a success: the run of failures ends; an Unreachable
+// contact needs M consecutive successes to become Reachable again.
 func (p *Policy) succeed(s State) State {
-	s.Failures = 0
+	if s.Status == Reachable {
+		s = p.learn(s)
+	}
+	s.Failures, s.Threshold, s.RunStart, s.Spanned = 0, 0, 0, false
 	if s.Status != Unreachable {
 		s.Status = Reachable
 		s.Successes = 0
@@ -87,18 +110,43 @@ func (p *Policy) succeed(s State) State {
 	return s
 }
 
-// fail applies a failure: successes reset; N consecutive failures make a
-// NonQualified or Reachable contact Unreachable.
-func (p *Policy) fail(s State) State {
+// fail applies a failure that ended at now: successes reset; N consecutive
+// failures spanning the window make a NonQualified or Reachable contact
+// Unreachable. The run's first failure fixes its N and its start.
+func (p *Policy) fail(s State, now time.Time) State {
 	s.Successes = 0
 	if s.Status == Unreachable {
 		return s
 	}
+	if s.Failures == 0 {
+		s = p.beginRun(s, now)
+	}
 	s.Failures++
-	if int(s.Failures) >= p.FailureThreshold() {
+	s.Spanned = p.spanned(s, now)
+	if int(s.Failures) >= p.FailureThresholdFor(s) && (s.Spanned || p.FailureWindow <= 0) {
 		s.Status = Unreachable
 	}
 	return s
+}
+
+// beginRun holds the run's N (with FailuresAuto) and its start (with a
+// window), so that neither moves under the run (qualify-semantics §5.1).
+func (p *Policy) beginRun(s State, now time.Time) State {
+	if p.FailuresAuto {
+		s.Threshold = uint8(p.autoThreshold(s))
+	}
+	if p.FailureWindow > 0 {
+		s.RunStart = uint32(now.UnixMilli())
+	}
+	return s
+}
+
+// spanned reports whether the current run, at a failure that ended at
+// now, has spanned the failure window, to the millisecond; never without
+// a window, whose state keeps Spanned false.
+func (p *Policy) spanned(s State, now time.Time) bool {
+	elapsed := time.Duration(uint32(now.UnixMilli())-s.RunStart) * time.Millisecond
+	return p.FailureWindow > 0 && (s.Spanned || elapsed >= p.FailureWindow)
 }
 
 // NextDue returns when the probe after one that was first sent at sent and

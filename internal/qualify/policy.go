@@ -26,7 +26,8 @@ type Policy struct {
 	// first send. Zero or negative means SIPTransactionTimeout.
 	Timeout time.Duration
 	// Failures (N, qualify_failures) is the number of consecutive failed
-	// probes that make a contact Unreachable. Zero means 1.
+	// probes that make a contact Unreachable. Zero means 1. Unused with
+	// FailuresAuto.
 	Failures int
 	// RetryInterval (R, qualify_retry_interval) is the delay from the end of
 	// a failed probe to the next one while the contact is suspect, and from
@@ -44,6 +45,24 @@ type Policy struct {
 	// LatencyOnly (qualify_latency_only) measures and reports, but never
 	// makes a contact unroutable.
 	LatencyOnly bool
+	// FailuresAuto (qualify_failures=auto) lets each contact choose its N
+	// from its own probe loss (qualify-semantics §5.1).
+	FailuresAuto bool
+	// FailuresMin and FailuresMax (qualify_failures_min, _max) bound the
+	// auto N; zero means DefaultFailuresMin and DefaultFailuresMax.
+	FailuresMin, FailuresMax uint8
+	// FalseOutagesPerDay (qualify_false_outages_per_day) is the expected
+	// false outages a day the auto N is chosen for; zero means
+	// DefaultFalseOutagesPerDay.
+	FalseOutagesPerDay float64
+	// FailureWindow (W, qualify_failure_window) is the time a run of
+	// failures must also span, from the end of its first failure to the end
+	// of the one that makes the contact Unreachable. Zero: no window.
+	FailureWindow time.Duration
+	// SuccessCodes (qualify_success_codes) are the final responses that
+	// count as a success. Empty: any final response, or a 2xx with
+	// Only2xx; the two are exclusive.
+	SuccessCodes Codes
 }
 
 // DefaultPolicy returns Asterisk's defaults for an AoR: qualify off,
@@ -74,6 +93,22 @@ func (p *Policy) Validate() error {
 	case p.DownInterval < 0 || p.DownInterval > MaxInterval:
 		return policyErr("qualify_down_interval", "must be between 0 and 86400 seconds, got %v", p.DownInterval)
 	}
+	return p.validateNew()
+}
+
+// validateNew checks the options of detection that fits the link.
+func (p *Policy) validateNew() error {
+	lo, hi := p.failureBounds()
+	switch {
+	case lo > hi:
+		return policyErr("qualify_failures_min", "must be at most qualify_failures_max (%d), got %d", hi, lo)
+	case !(p.FalseOutagesPerDay >= 0 && p.FalseOutagesPerDay <= 86400):
+		return policyErr("qualify_false_outages_per_day", "must be more than 0 and at most 86400, got %v", p.FalseOutagesPerDay)
+	case p.FailureWindow < 0 || p.FailureWindow > MaxInterval:
+		return policyErr("qualify_failure_window", "must be between 0 and 86400 seconds, got %v", p.FailureWindow)
+	case p.Only2xx && !p.SuccessCodes.Empty():
+		return policyErr("qualify_success_codes", "and qualify_2xx_only=yes are exclusive")
+	}
 	return nil
 }
 
@@ -92,8 +127,22 @@ func (p *Policy) ProbeTimeout() time.Duration {
 	return p.Timeout
 }
 
-// FailureThreshold returns the effective N (at least 1).
-func (p *Policy) FailureThreshold() int { return max(p.Failures, 1) }
+// FailureThreshold returns the effective N (at least 1) of a contact
+// without history: with FailuresAuto, the N the prior gives.
+func (p *Policy) FailureThreshold() int { return p.FailureThresholdFor(State{}) }
+
+// FailureThresholdFor returns the N in use for a contact in state s: the
+// N held by its current run of failures, else the N its next run would
+// take (qualify-semantics §5.1).
+func (p *Policy) FailureThresholdFor(s State) int {
+	switch {
+	case !p.FailuresAuto:
+		return max(p.Failures, 1)
+	case s.Threshold > 0:
+		return int(s.Threshold)
+	}
+	return p.autoThreshold(s)
+}
 
 // SuccessThreshold returns the effective M (at least 1).
 func (p *Policy) SuccessThreshold() int { return max(p.Successes, 1) }
@@ -121,7 +170,7 @@ func (p *Policy) Routable(s Status) bool {
 
 // Judge classifies one probe result: a success, or a failure with its
 // reason. Provisional responses never reach it; any final response is a
-// success, or only a 2xx with Only2xx.
+// success, or only those of SuccessCodes, or only a 2xx with Only2xx.
 func (p *Policy) Judge(r Result) (ok bool, reason Reason) {
 	if r.Reason != ReasonNone {
 		return false, r.Reason
@@ -131,10 +180,21 @@ func (p *Policy) Judge(r Result) (ok bool, reason Reason) {
 		// of time, never as a success.
 		return false, ReasonTimeout
 	}
-	if p.Only2xx && r.Code >= 300 {
+	if !p.accepts(r.Code) {
 		return false, ReasonStatus
 	}
 	return true, ReasonNone
+}
+
+// accepts reports whether a final response with code is a success.
+func (p *Policy) accepts(code int) bool {
+	switch {
+	case !p.SuccessCodes.Empty():
+		return p.SuccessCodes.Contains(code)
+	case p.Only2xx:
+		return code < 300
+	}
+	return true
 }
 
 // Settings are a policy's values as operators read them, every default and
@@ -142,12 +202,19 @@ func (p *Policy) Judge(r Result) (ok bool, reason Reason) {
 type Settings struct {
 	Frequency     time.Duration // F; 0 when qualify is off
 	Timeout       time.Duration // T, SIPTransactionTimeout when unset
-	Failures      int           // N
+	Failures      int           // N, of a contact without history with FailuresAuto
 	RetryInterval time.Duration // R, or F when unset
 	DownInterval  time.Duration // D, or R, or F when neither is set
 	Successes     int           // M
 	Only2xx       bool
 	LatencyOnly   bool
+	// FailuresAuto, with its bounds and target resolved; the three are zero
+	// without it.
+	FailuresAuto             bool
+	FailuresMin, FailuresMax int
+	FalseOutagesPerDay       float64
+	FailureWindow            time.Duration // W; 0 when off
+	SuccessCodes             string        // as ParseCodes reads it; "" when unset
 }
 
 // Effective returns the policy's resolved settings.
@@ -158,26 +225,39 @@ func (p *Policy) Effective() Settings {
 		}
 		return p.Frequency
 	}
-	return Settings{
+	s := Settings{
 		Frequency: p.Frequency, Timeout: p.ProbeTimeout(),
 		Failures: p.FailureThreshold(), RetryInterval: orF(p.RetryInterval),
 		DownInterval: orF(p.EffectiveDownInterval()), Successes: p.SuccessThreshold(),
 		Only2xx: p.Only2xx, LatencyOnly: p.LatencyOnly,
+		FailureWindow: p.FailureWindow, SuccessCodes: p.SuccessCodes.String(),
 	}
+	if p.FailuresAuto {
+		s.FailuresAuto, s.FalseOutagesPerDay = true, p.falseOutageTarget()
+		s.FailuresMin, s.FailuresMax = p.failureBounds()
+	}
+	return s
 }
 
 // Report is Effective in the units and names of pjsip.conf: seconds, with
-// the option names as JSON keys. It is what check-config --json and the
-// API print for a policy.
+// the option names as JSON keys; the options of qualify_failures=auto,
+// the window and the success codes only when set. It is what check-config
+// --json and the API print for a policy.
 type Report struct {
-	Frequency     float64 `json:"qualify_frequency"`
-	Timeout       float64 `json:"qualify_timeout"`
-	Failures      int     `json:"qualify_failures"`
-	RetryInterval float64 `json:"qualify_retry_interval"`
-	DownInterval  float64 `json:"qualify_down_interval"`
-	Successes     int     `json:"qualify_successes"`
-	Only2xx       bool    `json:"qualify_2xx_only"`
-	LatencyOnly   bool    `json:"qualify_latency_only"`
+	Frequency          float64 `json:"qualify_frequency"`
+	Timeout            float64 `json:"qualify_timeout"`
+	Failures           int     `json:"qualify_failures"`
+	RetryInterval      float64 `json:"qualify_retry_interval"`
+	DownInterval       float64 `json:"qualify_down_interval"`
+	Successes          int     `json:"qualify_successes"`
+	Only2xx            bool    `json:"qualify_2xx_only"`
+	LatencyOnly        bool    `json:"qualify_latency_only"`
+	FailuresAuto       bool    `json:"qualify_failures_auto,omitempty"`
+	FailuresMin        int     `json:"qualify_failures_min,omitempty"`
+	FailuresMax        int     `json:"qualify_failures_max,omitempty"`
+	FalseOutagesPerDay float64 `json:"qualify_false_outages_per_day,omitempty"`
+	FailureWindow      float64 `json:"qualify_failure_window,omitempty"`
+	SuccessCodes       string  `json:"qualify_success_codes,omitempty"`
 }
 
 // Report returns the policy's effective settings in seconds.
@@ -188,5 +268,8 @@ func (p *Policy) Report() Report {
 		Failures: e.Failures, RetryInterval: e.RetryInterval.Seconds(),
 		DownInterval: e.DownInterval.Seconds(), Successes: e.Successes,
 		Only2xx: e.Only2xx, LatencyOnly: e.LatencyOnly,
+		FailuresAuto: e.FailuresAuto, FailuresMin: e.FailuresMin, FailuresMax: e.FailuresMax,
+		FalseOutagesPerDay: e.FalseOutagesPerDay, FailureWindow: e.FailureWindow.Seconds(),
+		SuccessCodes: e.SuccessCodes,
 	}
 }

@@ -13,7 +13,8 @@ import (
 type Expected struct {
 	// FalseOutagesPerDay is 86400 p^N / E[L].
 	FalseOutagesPerDay float64
-	// MeanFalseOutageSeconds is S_D/(1-p) - T + RTT.
+	// MeanFalseOutageSeconds is S_D - T + RTT plus the recovery's wait
+	// (see recovery): S_D/(1-p) - T + RTT for M = 1.
 	MeanFalseOutageSeconds float64
 	// UnavailableFraction is the share of time a healthy peer is wrongly
 	// unroutable; zero with qualify_latency_only.
@@ -58,11 +59,28 @@ func steps(p qualify.Policy) (retry, down time.Duration) {
 	return retry, down
 }
 
-// WorstDetection returns F + T + (N-1) S_R, the longest time from a peer's
-// death to its contact becoming Unreachable.
+// WorstDetection returns F + T + (K-1) S_R, the longest time from a peer's
+// death to its contact becoming Unreachable (K: DetectingFailures).
 func WorstDetection(p qualify.Policy) time.Duration {
 	retry, _ := steps(p)
-	return p.Frequency + p.ProbeTimeout() + time.Duration(p.FailureThreshold()-1)*retry
+	return p.Frequency + p.ProbeTimeout() + time.Duration(DetectingFailures(p)-1)*retry
+}
+
+// DetectingFailures returns K, the failure that makes a dead peer's
+// contact Unreachable: the N-th, or with a window W the first whose end
+// is W after the first one's, max(N, 1 + ceil(W / S_R)) as failures end
+// S_R apart. With qualify_failures=auto, N is qualify_failures_max, the
+// worst case.
+func DetectingFailures(p qualify.Policy) int {
+	n := p.FailureThreshold()
+	if p.FailuresAuto {
+		n = p.Effective().FailuresMax
+	}
+	if p.FailureWindow <= 0 {
+		return n
+	}
+	retry, _ := steps(p)
+	return max(n, 1+int((p.FailureWindow+retry-1)/retry))
 }
 
 // cycle is one outcome of a renewal cycle: from a probe sent while the
@@ -78,9 +96,11 @@ type cycle struct {
 // cycles enumerates the outcomes of a cycle under independent probe loss
 // p < 1: k < N failures then a success, or N failures and g >= 1 probes
 // while Unreachable, the last a success. The geometric tail is cut where
-// its probability is negligible.
+// its probability is negligible. With M > 1 the outage is one outcome
+// with its expected length (see recovery): the means stay exact, the
+// variances ignore the spread of the recovery.
 func cycles(p qualify.Policy, loss, rtt float64) iter.Seq[cycle] {
-	q, n, f := 1-loss, p.FailureThreshold(), p.Frequency.Seconds()
+	q, n, f := 1-loss, DetectingFailures(p), p.Frequency.Seconds()
 	sr, sd := steps(p)
 	retry, down, t := sr.Seconds(), sd.Seconds(), p.ProbeTimeout().Seconds()
 	return func(yield func(cycle) bool) {
@@ -90,6 +110,12 @@ func cycles(p qualify.Policy, loss, rtt float64) iter.Seq[cycle] {
 				return
 			}
 			pk *= loss
+		}
+		if p.SuccessThreshold() > 1 {
+			w, probes := recovery(p, loss, rtt)
+			yield(cycle{prob: pk, length: float64(n-1)*retry + down + w + f, probes: float64(n) + probes,
+				outage: 1, down: down - t + w + rtt})
+			return
 		}
 		for g := 1; pk > 1e-300 && g < 1e7; g++ {
 			c := cycle{prob: pk * q, length: float64(n-1)*retry + float64(g)*down + f,
@@ -132,12 +158,13 @@ func Predict(p qualify.Policy, loss float64, rtt time.Duration) Expected {
 func (x *Expected) detection(p qualify.Policy, loss float64, rtt time.Duration) {
 	sr, sd := steps(p)
 	t, f := p.ProbeTimeout().Seconds(), p.Frequency.Seconds()
-	x.DetectionFromFirstFailureSeconds = t + float64(p.FailureThreshold()-1)*sr.Seconds()
+	x.DetectionFromFirstFailureSeconds = t + float64(DetectingFailures(p)-1)*sr.Seconds()
 	x.DetectionWorstSeconds = f + x.DetectionFromFirstFailureSeconds
 	x.DetectionMeanSeconds = f/2 + x.DetectionFromFirstFailureSeconds
 	x.ProbesPerHourDown = 3600 / sd.Seconds()
 	q := 1 - loss
-	x.MeanFalseOutageSeconds = sd.Seconds()/q - t + rtt.Seconds()
+	w, _ := recovery(p, loss, rtt.Seconds())
+	x.MeanFalseOutageSeconds = sd.Seconds() - t + w + rtt.Seconds()
 	x.OutageDurationVariance = sd.Seconds() * sd.Seconds() * loss / (q * q)
 }
 
@@ -150,4 +177,33 @@ func rewardVariance(p qualify.Policy, loss float64, rtt time.Duration, el, rate 
 		v += c.prob * d * d
 	}
 	return v / el
+}
+
+// recovery returns, under independent probe loss, the expected time from
+// the first probe sent while Unreachable to the send of the M-th
+// consecutive success that ends the outage, and the probes sent in it,
+// that one included. With k successes so far, the time to go is
+//
+//	W_k = q (S_S + W_{k+1}) + p (S_D + W_0), W_M = 0 with no S_S,
+//
+// S_S the step after a success while recovering (RTT + R, or F): each
+// W_k = a_k + b_k W_0, solved from k = M-1 down. For M = 1 it is p S_D/q
+// and 1/q probes.
+func recovery(p qualify.Policy, loss, rtt float64) (wait, probes float64) {
+	q := 1 - loss
+	_, sd := steps(p)
+	down, success := sd.Seconds(), max(p.Frequency.Seconds(), rtt)
+	if p.RetryInterval > 0 {
+		success = rtt + p.RetryInterval.Seconds()
+	}
+	var a, b, pa, pb float64 // W_{k+1} = a + b W_0, P_{k+1} = pa + pb P_0
+	for k := p.SuccessThreshold() - 1; k >= 0; k-- {
+		step, next, nextP := success, a, pa
+		if k == p.SuccessThreshold()-1 {
+			step, next, nextP, b, pb = 0, 0, 0, 0, 0
+		}
+		a, b = q*(step+next)+loss*down, q*b+loss
+		pa, pb = 1+q*nextP, q*pb+loss
+	}
+	return a / (1 - b), pa / (1 - pb)
 }

@@ -19,11 +19,15 @@ const recoverLimit = 30 * day
 
 // deaths kills the healthy, lossy peer cfg.Trials times, each time at a
 // moment uniformly distributed over one probe period, and measures how
-// long the engine takes to make its contact Unreachable. After each dead
-// spell the peer revives and the contact recovers before the next death.
+// long the engine takes to make its contact Unreachable. The first death
+// comes after cfg.WarmUp of healthy history, which qualify_failures=auto
+// learns from, as a production trunk dies after months of it; after each
+// dead spell the peer revives and the contact recovers before the next
+// death, its history carried on.
 func deaths(ctx context.Context, s *sim, p qualify.Policy, cfg Config, rng *rand.Rand, r *Result) error {
 	var deadTime time.Duration
 	deadProbes := 0
+	s.runUntil(s.now.Add(cfg.WarmUp))
 	for range cfg.Trials {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -21,11 +21,13 @@
 //     outages are the contact becoming Unreachable; unavailable time is
 //     the time the AoR had no routable contact (never, in latency-only
 //     mode).
-//   - deaths: Config.Trials times, the peer dies at a moment uniform over
-//     one probe period F, at least F after its contact became Reachable,
-//     and stays dead for Config.DeadSpell (or until detected); detection
-//     is the time from the death to the contact becoming Unreachable.
-//     The peer then revives and the contact recovers before the next one.
+//   - deaths: after Config.WarmUp of healthy history (what
+//     qualify_failures=auto learns from, carried through every trial),
+//     Config.Trials times, the peer dies at a moment uniform over one
+//     probe period F, at least F after its contact became Reachable, and
+//     stays dead for Config.DeadSpell (or until detected); detection is
+//     the time from the death to the contact becoming Unreachable. The
+//     peer then revives and the contact recovers before the next one.
 //
 // # The peer and its path
 //
@@ -55,6 +57,13 @@
 //
 // Let F, T, N, R, D be the policy's qualify_frequency, qualify_timeout,
 // qualify_failures, qualify_retry_interval and effective down interval.
+// With a failure window W, N below stands for K = max(N, 1 + ceil(W/S_R)),
+// the failure whose end is W after the first one's (every simulated
+// failure is a timeout, so failures end S_R apart); with
+// qualify_failures=auto the forms hold for each fixed N it may take, and
+// the worst detection takes qualify_failures_max. With M > 1 the outage
+// is one outcome of expected length (the chain of recovery in closed.go):
+// the means stay exact, the variances leave out the recovery's spread.
 // After a failed probe the next one is sent, counting from the failed
 // one's send,
 //

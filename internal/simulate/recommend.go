@@ -53,9 +53,9 @@ var ErrBounds = errors.New("invalid bounds")
 // keeps the dead probe rate within bounds: it only trades recovery time for
 // load. It returns the winner first, then the best candidate for each
 // other qualify_failures at the same frequency, by qualify_failures. The
-// candidates have qualify_successes 1, which the closed forms assume, and
-// base's other options. The closed forms prune the search; confirm the
-// winner with Run.
+// candidates have a fixed N, no window, and base's qualify_successes and
+// other options. The closed forms prune the search; confirm the winner
+// with Run.
 func Recommend(base qualify.Policy, b Bounds) ([]Candidate, error) {
 	if !(b.Loss >= 0 && b.Loss < 1) || b.DetectWithin <= 0 {
 		return nil, fmt.Errorf("%w: loss must be in [0, 1) and the detection bound positive", ErrBounds)
@@ -109,7 +109,8 @@ func candidate(base qualify.Policy, n int, r time.Duration, b Bounds) (Candidate
 		return Candidate{}, false // a retry slower than F, or unused
 	}
 	p := base
-	p.Failures, p.RetryInterval, p.Successes = n, r, 1
+	p.Failures, p.RetryInterval, p.Successes = n, r, base.SuccessThreshold()
+	p.FailuresAuto, p.FailuresMin, p.FailuresMax, p.FailureWindow = false, 0, 0, 0
 	if WorstDetection(p) > b.DetectWithin {
 		return Candidate{}, false
 	}

@@ -54,3 +54,48 @@ func TestRecommendRejects(t *testing.T) {
 		t.Fatalf("loss 1: %v, want ErrBounds", err)
 	}
 }
+
+// TestProposeAuto checks --recommend's auto proposal: at 1% with a 45 s bound (N <= 4 with
+// R = 1 s) auto holds N = 3 and a clean link N = 2, beating the winner's 4 there; at 5% no N
+// within the bound meets 0.01 a day (N = 5 would), so nothing is proposed.
+func TestProposeAuto(t *testing.T) {
+	base := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second}
+	b := Bounds{Loss: 0.01, DetectWithin: 45 * time.Second}
+	cs, err := Recommend(base, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := ProposeAuto(cs[0].Policy, b)
+	if !ok || !a.Policy.FailuresAuto || a.Policy.FailuresMax != 4 || a.N != 3 || a.CleanN != 2 ||
+		a.Clean.DetectionWorstSeconds >= cs[0].Expected.DetectionWorstSeconds || WorstDetection(a.Policy) > b.DetectWithin {
+		t.Fatalf("proposal %v %+v; winner %+v", ok, a, cs[0].Policy)
+	}
+	b.Loss = 0.05
+	if cs, err = Recommend(base, b); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := ProposeAuto(cs[0].Policy, b); ok {
+		t.Fatalf("auto proposed at 5%% within 45 s: %+v", a)
+	}
+}
+
+// TestWindowFor checks the window --recommend tries against bursts: two bursts rounded up to
+// whole S_R, only where it acts and keeps the bound.
+func TestWindowFor(t *testing.T) {
+	p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second}
+	for _, c := range []struct {
+		n            int
+		burst, bound time.Duration
+		want         time.Duration
+	}{
+		{2, 10 * time.Second, time.Minute, 20 * time.Second}, // K = 5: 53 s
+		{2, 9 * time.Second, time.Minute, 20 * time.Second},  // 18 s rounds up to 20
+		{2, 10 * time.Second, 50 * time.Second, 0},           // 53 s > 50 s
+		{5, 10 * time.Second, time.Minute, 0},                // (5-1) 5 s = 20 s already
+		{2, 0, time.Minute, 0},
+	} {
+		if got := WindowFor(p, c.n, c.burst, c.bound); got != c.want {
+			t.Errorf("N %d, burst %v, bound %v: window %v, want %v", c.n, c.burst, c.bound, got, c.want)
+		}
+	}
+}

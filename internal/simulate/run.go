@@ -17,6 +17,7 @@ const (
 	DefaultDays      = 2000
 	DefaultTrials    = 1000
 	DefaultDeadSpell = time.Hour
+	DefaultWarmUp    = 14 * day
 )
 
 // AoR is one policy to simulate, with one contact.
@@ -42,6 +43,9 @@ type Config struct {
 	// DeadSpell is how long each death lasts (longer if detection takes
 	// longer); zero means DefaultDeadSpell.
 	DeadSpell time.Duration
+	// WarmUp is the healthy spell before the first death; zero means
+	// DefaultWarmUp, negative none.
+	WarmUp time.Duration
 	// RTT is the path's round-trip time; zero means DefaultRTT.
 	RTT time.Duration
 	// Workers bounds the experiments run at once; zero means GOMAXPROCS.
@@ -61,6 +65,10 @@ func (c *Config) defaults() {
 	if c.RTT <= 0 {
 		c.RTT = DefaultRTT
 	}
+	if c.WarmUp == 0 {
+		c.WarmUp = DefaultWarmUp
+	}
+	c.WarmUp = max(c.WarmUp, 0)
 	if c.Workers <= 0 {
 		c.Workers = runtime.GOMAXPROCS(0)
 	}

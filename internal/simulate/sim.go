@@ -49,7 +49,6 @@ func newSim(ctx context.Context, a AoR, p *peer, rng *rand.Rand) (*sim, error) {
 		return nil, err
 	}
 	s.e, s.d, s.sub = e, e.Drive(ctx), e.Subscribe(64)
-	s.w.threshold = max(a.Policy.FailureThreshold(), 1)
 	err = e.Apply([]engine.AoR{{Name: a.Name, Contacts: []string{contactURI}, Policy: &a.Policy}})
 	return s, err
 }
@@ -131,7 +130,6 @@ func (s *sim) complete() {
 
 // watch follows the contact's edges, as an operator's log would.
 type watch struct {
-	threshold    int // N
 	status       qualify.Status
 	down         bool      // Unreachable
 	downAt       time.Time // since when
@@ -154,7 +152,7 @@ func (w *watch) see(ev engine.Event) {
 	case ev.Kind == engine.ProbeFailed && ev.Failures == 1:
 		w.runStart = ev.Result.Sent
 	case ev.Kind == engine.StatusChanged && ev.To == qualify.Unreachable:
-		if w.threshold == 1 {
+		if ev.Failures == 1 { // a run of one failure has no ProbeFailed
 			w.runStart = ev.Result.Sent
 		}
 		w.outages++
