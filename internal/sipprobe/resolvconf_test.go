@@ -51,7 +51,7 @@ func TestParseResolvConf(t *testing.T) {
 		{"options", "options ndots:2 timeout:1 attempts:3 rotate\n", "",
 			with(func(c *resolvConf) { c.ndots, c.timeout, c.attempts, c.rotate = 2, time.Second, 3, true })},
 		{"options capped", "options ndots:99 timeout:99 attempts:99\n", "",
-			with(func(c *resolvConf) { c.ndots, c.timeout, c.attempts = 15, 30 * time.Second, 5 })},
+			with(func(c *resolvConf) { c.ndots, c.timeout, c.attempts = 15, 30*time.Second, 5 })},
 		{"options floored", "options timeout:0 attempts:0 ndots:0\n", "",
 			with(func(c *resolvConf) { c.ndots, c.timeout, c.attempts = 0, time.Second, 1 })},
 		{"bad options ignored", "options timeout:-1 attempts:x ndots edns0\n;search x.test\n", "", def},
