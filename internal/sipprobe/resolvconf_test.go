@@ -11,7 +11,7 @@ import (
 
 // testFiles writes resolv.conf, hosts and nsswitch.conf contents into
 // t.TempDir() and names them.
-func testFiles(t *testing.T, resolv, hosts, nsswitch string) systemFiles {
+func testFiles(t testing.TB, resolv, hosts, nsswitch string) systemFiles {
 	t.Helper()
 	dir := t.TempDir()
 	f := systemFiles{
