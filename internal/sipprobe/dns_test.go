@@ -162,22 +162,27 @@ func TestDNSTCP(t *testing.T) {
 	}
 }
 
+// TestDNSFailure: a name that does not resolve fails the probe with
+// reason dns before anything is sent, and the detail says what was tried
+// (docs/qualify-semantics.md §3.6).
 func TestDNSFailure(t *testing.T) {
 	d := newDNSServer(t, "other.test. 60 IN A 127.0.0.1")
-	dead, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dead.Close() // bound, never answers
-	for name, cfg := range map[string]Config{
-		"nxdomain": {Resolver: d.addr},
-		"silent":   {Resolver: dead.LocalAddr().String(), DNSTimeout: 300 * time.Millisecond},
+	dead := deadServer(t)
+	files := testFiles(t, "", "", "")
+	for _, tc := range []struct {
+		name, server string
+		timeout      time.Duration
+		detail       string
+	}{
+		{"nxdomain", d.addr, 0, "missing.test: no SRV, A or AAAA records"},
+		{"silent", dead, 300 * time.Millisecond, "missing.test: no answer from " + dead + " (timeout)"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			p := newProber(t, cfg)
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProber(t, Config{Resolver: tc.server, DNSTimeout: tc.timeout,
+				ResolvConf: files.resolvConf, HostsFile: files.hosts, NSSwitchConf: files.nsswitch})
 			res := p.Probe(t.Context(), target("sip:trunk@missing.test", 3*time.Second))
-			if res.Reason != qualify.ReasonDNS || res.Detail == "" || !res.Sent.IsZero() {
-				t.Fatalf("got %+v, want dns", res)
+			if res.Reason != qualify.ReasonDNS || res.Detail != tc.detail || !res.Sent.IsZero() {
+				t.Fatalf("got %+v, want dns with detail %q", res, tc.detail)
 			}
 		})
 	}

@@ -195,3 +195,29 @@ func TestProbeHostsFile(t *testing.T) {
 		t.Fatalf("got %+v", res)
 	}
 }
+
+// TestResolveResolvConfReread: a changed resolv.conf (here its search
+// list) counts from the first resolution a second after the last look.
+func TestResolveResolvConfReread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		onlyB := func(ctx context.Context, q *dns.Msg, tcp bool) (*dns.Msg, error) {
+			if q.Question[0].Name == "pbx.b.test." && q.Question[0].Qtype == dns.TypeA {
+				return rcode(dns.RcodeSuccess)(ctx, q, tcp)
+			}
+			return rcode(dns.RcodeNameError)(ctx, q, tcp)
+		}
+		f := &fakeNet{start: time.Now(), servers: map[string]behaviour{"a": onlyB}}
+		r := testResolver(t, []string{"a"}, "search a.test\n", "", "")
+		r.exchange = f.exchange
+		if got := resolveString(r, "pbx", 7); got != "error: pbx: no SRV, A or AAAA records" {
+			t.Fatalf("got %s", got)
+		}
+		if err := os.WriteFile(r.conf.path, []byte("search b.test\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if got := resolveString(r, "pbx", 7); got != "[192.0.2.1:7]" {
+			t.Errorf("after a second: got %s", got)
+		}
+	})
+}
