@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -30,34 +31,37 @@ func dnsExchange(ctx context.Context, q *dns.Msg, server string, tcp bool) (*dns
 var errMismatch = errors.New("answer to another question")
 
 // ask sends q to the servers of c as glibc's res_send does: attempts
-// rounds over the servers in order, each try waiting c.timeout, moving to
-// the next server on a timeout, a network error, a mismatched answer or
-// any rcode other than NOERROR and NXDOMAIN (SERVFAIL, REFUSED, ...). An
-// answer with NOERROR or NXDOMAIN is final.
+// rounds over the servers in order (from the next one with rotate), each
+// try waiting c.wait, moving to the next server on a timeout, a network
+// error, a mismatched answer or any rcode other than NOERROR and NXDOMAIN
+// (SERVFAIL, REFUSED, ...). An answer with NOERROR or NXDOMAIN is final.
 func (r *resolver) ask(ctx context.Context, c *resolvConf, q *dns.Msg) (*dns.Msg, error) {
-	servers := c.order(r.next.Add(1) - 1)
-	fails := make([]string, len(servers))
+	n := len(c.servers)
+	start := c.first(r.next.Add(1) - 1)
+	asked, fails := make([]string, n), make([]string, n) // in the order asked
 	for range c.attempts {
-		for i, s := range servers {
-			resp, err := r.try(ctx, c, q, s)
+		for k := range n {
+			i := (start + k) % n
+			asked[k] = c.servers[i]
+			resp, err := r.try(ctx, c.wait(i), q, c.servers[i])
 			if err == nil {
 				return resp, nil
 			}
-			fails[i] = failure(err)
+			fails[k] = failure(err)
 			if ctx.Err() != nil {
-				return nil, noAnswer(servers, fails)
+				return nil, noAnswer(asked, fails)
 			}
 		}
 	}
-	return nil, noAnswer(servers, fails)
+	return nil, noAnswer(asked, fails)
 }
 
 // try asks one server, again over TCP when the UDP answer is truncated
-// (RFC 7766 section 5), each within c.timeout.
-func (r *resolver) try(ctx context.Context, c *resolvConf, q *dns.Msg, server string) (*dns.Msg, error) {
-	resp, err := r.tryOnce(ctx, c, q, server, false)
+// (RFC 7766 section 5), each within wait.
+func (r *resolver) try(ctx context.Context, wait time.Duration, q *dns.Msg, server string) (*dns.Msg, error) {
+	resp, err := r.tryOnce(ctx, wait, q, server, false)
 	if err == nil && resp.Truncated {
-		resp, err = r.tryOnce(ctx, c, q, server, true)
+		resp, err = r.tryOnce(ctx, wait, q, server, true)
 	}
 	if err != nil {
 		return nil, err
@@ -71,8 +75,8 @@ func (r *resolver) try(ctx context.Context, c *resolvConf, q *dns.Msg, server st
 	return resp, nil
 }
 
-func (r *resolver) tryOnce(ctx context.Context, c *resolvConf, q *dns.Msg, server string, tcp bool) (*dns.Msg, error) {
-	tctx, cancel := context.WithTimeout(ctx, c.timeout)
+func (r *resolver) tryOnce(ctx context.Context, wait time.Duration, q *dns.Msg, server string, tcp bool) (*dns.Msg, error) {
+	tctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	return r.exchange(tctx, q, server, tcp)
 }

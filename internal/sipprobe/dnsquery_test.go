@@ -105,6 +105,21 @@ func TestAskFallback(t *testing.T) {
 	}
 }
 
+// TestAskThreeServers: three dead servers wait 5, 3 and 6 s each round,
+// as glibc does, and the error names them in the order asked.
+func TestAskThreeServers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeNet{start: time.Now(), servers: map[string]behaviour{"a": silent, "b": silent, "c": silent}}
+		r := &resolver{exchange: f.exchange}
+		conf := resolvConf{servers: []string{"a", "b", "c"}, timeout: 5 * time.Second, attempts: 2, rotate: true}
+		r.next.Store(1)
+		_, err := r.ask(t.Context(), &conf, new(dns.Msg).SetQuestion("pbx.test.", dns.TypeA))
+		if fmt.Sprint(err) != "no answer from b, c, a (timeout)" || fmt.Sprint(f.tries) != "[b@0 c@3 a@9 b@14 c@17 a@23]" {
+			t.Errorf("got %v after %v", err, f.tries)
+		}
+	})
+}
+
 // TestAskRotate: with rotate, each query starts at the next server.
 func TestAskRotate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -129,11 +128,27 @@ func (c *resolvConf) names(host string) []string {
 	return out
 }
 
-// order returns the servers to ask, starting at the n-th with rotate.
-func (c *resolvConf) order(n uint32) []string {
-	if !c.rotate || len(c.servers) < 2 {
-		return c.servers
+// first is the index of the server a query starts at: the n-th query's
+// round-robin place with rotate, else the first.
+func (c *resolvConf) first(n uint32) int {
+	if !c.rotate {
+		return 0
 	}
-	i := int(n % uint32(len(c.servers)))
-	return append(slices.Clone(c.servers[i:]), c.servers[:i]...)
+	return int(n % uint32(len(c.servers)))
+}
+
+// wait is how long a try of server i waits, as glibc's send_dg computes
+// it: timeout << i / (number of servers) for i > 0, in whole seconds, at
+// least one. With one or two servers that is the timeout itself; with
+// three, 5 s gives 5, 3 and 6 s. (A timeout under a second, which
+// resolv.conf cannot give, is kept as it is.)
+func (c *resolvConf) wait(i int) time.Duration {
+	d := c.timeout
+	if i > 0 {
+		d = (d << i) / time.Duration(len(c.servers))
+	}
+	if d >= time.Second {
+		d = d.Truncate(time.Second)
+	}
+	return max(d, min(c.timeout, time.Second))
 }

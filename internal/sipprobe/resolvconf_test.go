@@ -86,15 +86,36 @@ func TestResolvConfNames(t *testing.T) {
 	}
 }
 
-func TestResolvConfRotate(t *testing.T) {
-	c := resolvConf{servers: []string{"a", "b", "c"}}
-	if got := fmt.Sprint(c.order(1)); got != "[a b c]" {
-		t.Errorf("without rotate: %s", got)
+// TestResolvConfServers: with rotate each query starts at the next
+// server; each server's try waits as glibc's send_dg says.
+func TestResolvConfServers(t *testing.T) {
+	c := resolvConf{servers: []string{"a", "b", "c"}, timeout: 5 * time.Second}
+	if got := c.first(1); got != 0 {
+		t.Errorf("without rotate: first %d", got)
 	}
 	c.rotate = true
-	for n, want := range []string{"[a b c]", "[b c a]", "[c a b]", "[a b c]"} {
-		if got := fmt.Sprint(c.order(uint32(n))); got != want {
-			t.Errorf("order(%d) = %s, want %s", n, got, want)
+	for n, want := range []int{0, 1, 2, 0} {
+		if got := c.first(uint32(n)); got != want {
+			t.Errorf("first(%d) = %d, want %d", n, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		servers, timeout int
+		want             string
+	}{
+		{1, 5, "[5s]"},
+		{2, 5, "[5s 5s]"},
+		{3, 5, "[5s 3s 6s]"},
+		{3, 1, "[1s 1s 1s]"},
+		{3, 30, "[30s 20s 40s]"},
+	} {
+		c := resolvConf{servers: make([]string, tc.servers), timeout: time.Duration(tc.timeout) * time.Second}
+		var waits []time.Duration
+		for i := range tc.servers {
+			waits = append(waits, c.wait(i))
+		}
+		if got := fmt.Sprint(waits); got != tc.want {
+			t.Errorf("%d servers, timeout:%d: waits %s, want %s", tc.servers, tc.timeout, got, tc.want)
 		}
 	}
 }
