@@ -159,6 +159,9 @@ func (r *resolver) srvTargets(ctx context.Context, v *view, srvs []*dns.SRV) ([]
 	var out []netip.AddrPort
 	var first error
 	for _, s := range srvs {
+		if len(out) >= maxTargets {
+			break
+		}
 		as, err := r.addrs(ctx, v, s.Target, []string{s.Target}, s.Port)
 		first = cmp.Or(first, err)
 		out = append(out, as...)
