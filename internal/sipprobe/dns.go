@@ -199,21 +199,31 @@ func (r *resolver) addrs(ctx context.Context, v *view, host string, names []stri
 	return nil, first
 }
 
-// dnsAddrs returns the A then AAAA addresses of the absolute name.
+// dnsAddrs returns the A then AAAA addresses of the absolute name, both
+// asked at once as glibc's getaddrinfo does (a dead first nameserver
+// costs its wait once, not twice). Addresses of one type are returned
+// even when the other's lookup failed.
 func (r *resolver) dnsAddrs(ctx context.Context, v *view, name string) ([]netip.Addr, error) {
+	aaaa, ok := r.cached(cacheKey{name, dns.TypeAAAA}, time.Now())
+	var aaaaErr error
+	done := make(chan struct{})
+	if ok {
+		close(done)
+	} else {
+		go func() {
+			defer close(done)
+			aaaa, aaaaErr = r.lookup(ctx, v, name, dns.TypeAAAA)
+		}()
+	}
+	a, err := r.lookup(ctx, v, name, dns.TypeA)
+	<-done
 	var out []netip.Addr
-	for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
-		rrs, err := r.lookup(ctx, v, name, qtype)
-		if err != nil {
-			return out, err
-		}
-		for _, rr := range rrs {
-			if a, ok := addrOf(rr); ok {
-				out = append(out, a)
-			}
+	for _, rr := range slices.Concat(a, aaaa) {
+		if addr, ok := addrOf(rr); ok {
+			out = append(out, addr)
 		}
 	}
-	return out, nil
+	return out, cmp.Or(err, aaaaErr)
 }
 
 // withPort pairs at most maxTargets addresses with port.
@@ -262,11 +272,8 @@ func addrOf(rr dns.RR) (netip.Addr, bool) {
 func (r *resolver) lookup(ctx context.Context, v *view, name string, qtype uint16) ([]dns.RR, error) {
 	key := cacheKey{name, qtype}
 	now := time.Now()
-	r.mu.Lock()
-	e, ok := r.cache[key]
-	r.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.rrs, nil
+	if rrs, ok := r.cached(key, now); ok {
+		return rrs, nil
 	}
 	q := new(dns.Msg).SetQuestion(name, qtype)
 	q.SetEdns0(ednsSize, false) // room for many SRV/A records over UDP
@@ -282,6 +289,17 @@ func (r *resolver) lookup(ctx context.Context, v *view, name string, qtype uint1
 	r.cache[key] = cacheEntry{rrs: rrs, expires: now.Add(ttl)}
 	r.mu.Unlock()
 	return rrs, nil
+}
+
+// cached returns the records of key while their TTL lasts.
+func (r *resolver) cached(key cacheKey, now time.Time) ([]dns.RR, bool) {
+	r.mu.Lock()
+	e, ok := r.cache[key]
+	r.mu.Unlock()
+	if !ok || !now.Before(e.expires) {
+		return nil, false
+	}
+	return e.rrs, true
 }
 
 // answers picks the records of qtype and their smallest TTL; an empty

@@ -221,3 +221,27 @@ func TestResolveResolvConfReread(t *testing.T) {
 		}
 	})
 }
+
+// TestResolveAAndAAAATogether: A and AAAA are asked at once, so a dead
+// first nameserver costs one wait, not two; addresses of both types come
+// back, A first.
+func TestResolveAAndAAAATogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		both := func(_ context.Context, q *dns.Msg, _ bool) (*dns.Msg, error) {
+			m := new(dns.Msg).SetReply(q)
+			rr, _ := dns.NewRR("pbx.test. 60 IN A 192.0.2.1")
+			if q.Question[0].Qtype == dns.TypeAAAA {
+				rr, _ = dns.NewRR("pbx.test. 60 IN AAAA 2001:db8::1")
+			}
+			m.Answer = []dns.RR{rr}
+			return m, nil
+		}
+		f := &fakeNet{start: time.Now(), servers: map[string]behaviour{"a": silent, "b": both}}
+		r := testResolver(t, []string{"a", "b"}, "", "", "")
+		r.exchange = f.exchange
+		got := resolveString(r, "pbx.test", 7)
+		if took := time.Since(f.start); got != "[192.0.2.1:7 [2001:db8::1]:7]" || took != 100*time.Millisecond {
+			t.Errorf("got %s after %v, want both after one wait of 100ms", got, took)
+		}
+	})
+}
