@@ -3,6 +3,7 @@ package sipprobe
 import (
 	"bytes"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -31,21 +32,12 @@ func parseHosts(b []byte) hostsFile {
 		a = a.Unmap()
 		for _, name := range f[1:] {
 			key := hostKey(name)
-			if !containsAddr(h[key], a) {
+			if !slices.Contains(h[key], a) {
 				h[key] = append(h[key], a)
 			}
 		}
 	}
 	return h
-}
-
-func containsAddr(as []netip.Addr, a netip.Addr) bool {
-	for _, b := range as {
-		if a == b {
-			return true
-		}
-	}
-	return false
 }
 
 // hostKey is the key of name: lower case, without a trailing dot.
