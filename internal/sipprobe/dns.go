@@ -153,12 +153,14 @@ func (r *resolver) srv(ctx context.Context, v *view, host string, t transport) (
 	return nil, first
 }
 
-// srvTargets resolves the SRV targets in order; a target that does not
-// resolve is left out, and the first failure is returned when none does.
+// srvTargets resolves the first maxTargets SRV targets in order (an
+// answer over TCP may hold thousands, each a lookup of its own), until
+// maxTargets addresses are in hand; a target that does not resolve is
+// left out, and the first failure is returned when none does.
 func (r *resolver) srvTargets(ctx context.Context, v *view, srvs []*dns.SRV) ([]netip.AddrPort, error) {
 	var out []netip.AddrPort
 	var first error
-	for _, s := range srvs {
+	for _, s := range srvs[:min(len(srvs), maxTargets)] {
 		if len(out) >= maxTargets {
 			break
 		}

@@ -223,3 +223,20 @@ func TestResolveOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveSRVTargetsBounded: of an SRV set larger than maxTargets only
+// the first maxTargets targets are looked up, each with one A and one
+// AAAA query, however many the answer holds.
+func TestResolveSRVTargetsBounded(t *testing.T) {
+	var rrs []string
+	for i := range maxTargets + 4 {
+		rrs = append(rrs, fmt.Sprintf("_sip._udp.big.test. 60 IN SRV %d 0 5060 t%d.big.test.", i, i))
+	}
+	rrs = append(rrs, fmt.Sprintf("t%d.big.test. 60 IN A 127.0.0.1", maxTargets)) // the 17th
+	d := newDNSServer(t, rrs...)
+	r := newResolver(d.addr, testFiles(t, "", "", ""))
+	got, err := r.resolve(t.Context(), "big.test", 0, udp)
+	if err == nil || d.queries.Load() != 1+2*maxTargets {
+		t.Errorf("got %v, %v after %d queries, want no records after %d", got, err, d.queries.Load(), 1+2*maxTargets)
+	}
+}
