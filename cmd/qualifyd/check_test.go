@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -36,12 +37,16 @@ func TestCheckCommand(t *testing.T) {
 	}
 	defer r.Close()
 	uri := "sip:peer@" + r.Addr().String()
+	// localhost resolves from the hosts file, or to the loopback addresses
+	// without it, never through DNS (docs/qualify-semantics.md §3.6).
+	local := fmt.Sprintf("sip:peer@localhost:%d", r.Addr().Port())
 	for _, tc := range []struct {
 		args []string
 		code int
 		out  string
 	}{
 		{[]string{uri, "--timeout", "1"}, 0, uri + ": Reachable via udp " + r.Addr().String() + ", status 503, RTT "},
+		{[]string{local, "--timeout", "1"}, 0, local + ": Reachable via udp " + r.Addr().String() + ", status 503, RTT "},
 		{[]string{"--2xx-only", uri}, 1, uri + ": Unreachable via udp " + r.Addr().String() + ", status 503\n"},
 		{[]string{}, 2, ""},
 		{[]string{"--transport", "sctp", uri}, 2, ""},

@@ -9,10 +9,16 @@ import (
 
 // Defaults of Config, applied by New.
 const (
-	DefaultSocketBuffer   = 4 << 20
-	DefaultUserAgent      = "qualifyd"
-	DefaultFromUser       = "qualifyd"
-	DefaultDNSTimeout     = 2 * time.Second
+	DefaultSocketBuffer = 4 << 20
+	DefaultUserAgent    = "qualifyd"
+	DefaultFromUser     = "qualifyd"
+	// DefaultDNSTimeout bounds one probe's resolution; within it the
+	// tries go as resolv.conf's timeout and attempts say (5 s and 2 by
+	// default), so a dead first nameserver still leaves time for the next.
+	DefaultDNSTimeout     = 30 * time.Second
+	DefaultResolvConf     = "/etc/resolv.conf"
+	DefaultHostsFile      = "/etc/hosts"
+	DefaultNSSwitchConf   = "/etc/nsswitch.conf"
 	DefaultMaxMessageSize = 8192
 	// T1, T2 and T4 are the RFC 3261 section 17.1.2.2 timer values: the
 	// first UDP retransmission interval, its cap, and how long a
@@ -42,11 +48,20 @@ type Config struct {
 	// the probe is sent from.
 	FromUser   string
 	FromDomain string
-	// Resolver is the DNS server ("host:port") for RFC 3263 lookups. Empty
-	// means the first nameserver of /etc/resolv.conf.
+	// Resolver is the DNS server ("addr:port") for RFC 3263 lookups, in
+	// place of ResolvConf's nameservers (its other options still apply).
+	// Empty means every nameserver of ResolvConf.
 	Resolver string
-	// DNSTimeout bounds the DNS resolution of one probe; it is separate
-	// from the qualify deadline. Zero means DefaultDNSTimeout.
+	// ResolvConf, HostsFile and NSSwitchConf are the system files the
+	// resolver reads (resolv.conf(5), hosts(5), the "hosts:" line of
+	// nsswitch.conf(5)), again within a second of a change. Empty means
+	// DefaultResolvConf, DefaultHostsFile and DefaultNSSwitchConf.
+	ResolvConf   string
+	HostsFile    string
+	NSSwitchConf string
+	// DNSTimeout bounds the resolution of one probe's host name, every
+	// query and server try included; it is separate from the qualify
+	// deadline. Zero means DefaultDNSTimeout.
 	DNSTimeout time.Duration
 	// TLS is the base TLS client configuration (RootCAs, certificates).
 	// Nil means the system roots. ServerName, when empty, is set per
@@ -66,6 +81,9 @@ func (c Config) withDefaults() Config {
 	c.DNSTimeout = orDefault(c.DNSTimeout, DefaultDNSTimeout)
 	c.UserAgent = orDefault(c.UserAgent, DefaultUserAgent)
 	c.FromUser = orDefault(c.FromUser, DefaultFromUser)
+	c.ResolvConf = orDefault(c.ResolvConf, DefaultResolvConf)
+	c.HostsFile = orDefault(c.HostsFile, DefaultHostsFile)
+	c.NSSwitchConf = orDefault(c.NSSwitchConf, DefaultNSSwitchConf)
 	if c.ListenAddr == "" {
 		c.ListenAddr = ":0"
 	}
@@ -91,4 +109,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("sipprobe: config: negative buffer size, message size or timeout")
 	}
 	return nil
+}
+
+func (c *Config) systemFiles() systemFiles {
+	return systemFiles{resolvConf: c.ResolvConf, hosts: c.HostsFile, nsswitch: c.NSSwitchConf}
 }

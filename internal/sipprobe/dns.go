@@ -1,13 +1,15 @@
 package sipprobe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -30,13 +32,21 @@ const (
 // errNoRecords is returned when a name has no usable records.
 var errNoRecords = errors.New("no SRV, A or AAAA records")
 
-// resolver does RFC 3263 lookups (SRV, then A/AAAA) against one DNS server
-// with a cache by TTL. Safe for concurrent use.
+// resolver resolves host names as the system's resolver does with
+// "hosts: files dns" (docs/qualify-semantics.md §3.6): the hosts file,
+// then every nameserver of resolv.conf with its options, and SRV records
+// (RFC 3263) from DNS. DNS answers are cached by TTL; the files are read
+// again when they change. Safe for concurrent use.
 type resolver struct {
-	server string
-	client dns.Client
-	mu     sync.Mutex
-	cache  map[cacheKey]cacheEntry
+	conf  *sysFile[resolvConf]
+	hosts *sysFile[hostsFile]
+	order *sysFile[[]source]
+	// server, when set, replaces resolv.conf's nameservers.
+	server   string
+	exchange exchangeFunc
+	next     atomic.Uint32 // queries sent, for rotate
+	mu       sync.Mutex
+	cache    map[cacheKey]cacheEntry
 }
 
 type cacheKey struct {
@@ -49,15 +59,43 @@ type cacheEntry struct {
 	expires time.Time
 }
 
-// newResolver uses server, or the first nameserver of /etc/resolv.conf.
-// Without either, every lookup fails (reason dns).
-func newResolver(server string) *resolver {
-	if server == "" {
-		if cc, err := dns.ClientConfigFromFile("/etc/resolv.conf"); err == nil && len(cc.Servers) > 0 {
-			server = net.JoinHostPort(cc.Servers[0], cc.Port)
-		}
+// systemFiles are the files a resolver reads.
+type systemFiles struct {
+	resolvConf, hosts, nsswitch string
+}
+
+// newResolver reads files; server, when set, is the only nameserver.
+func newResolver(server string, files systemFiles) *resolver {
+	hostname, _ := os.Hostname()
+	return &resolver{
+		conf:     newSysFile(files.resolvConf, func(b []byte) resolvConf { return parseResolvConf(b, hostname) }),
+		hosts:    newSysFile(files.hosts, parseHosts),
+		order:    newSysFile(files.nsswitch, parseNSSwitch),
+		server:   server,
+		exchange: dnsExchange,
+		cache:    make(map[cacheKey]cacheEntry),
 	}
-	return &resolver{server: server, cache: make(map[cacheKey]cacheEntry)}
+}
+
+// view is what the system files said when a resolution began.
+type view struct {
+	conf  resolvConf
+	hosts hostsFile
+	order []source
+}
+
+func (r *resolver) view(now time.Time) *view {
+	v := &view{conf: r.conf.get(now), hosts: r.hosts.get(now), order: r.order.get(now)}
+	if r.server != "" {
+		v.conf.servers = []string{r.server}
+	}
+	return v
+}
+
+// fromFiles reports whether the hosts file answers host before DNS is
+// asked.
+func (v *view) fromFiles(host string) bool {
+	return v.order[0] == filesSource && len(v.hosts.lookup(host)) > 0
 }
 
 // srvService is the SRV service label of a transport (RFC 3263 4.2).
@@ -65,38 +103,144 @@ func srvService(t transport) string {
 	return [...]string{"_sip._udp.", "_sip._tcp.", "_sips._tcp."}[t]
 }
 
-// resolve returns every target address of host: with an explicit port only
-// its A/AAAA records, else its SRV targets in priority order (each with its
-// A/AAAA records), else its A/AAAA records on the default port.
+// resolve returns every target address of host. A localhost name gets
+// the hosts file's addresses, else the loopback ones. A name the hosts
+// file answers first gets its addresses. Otherwise, without a port, its
+// SRV targets in priority order (each with its addresses); with a port,
+// or without SRV records, its addresses on the port (or the transport's
+// default). NAPTR is not asked: the URI's transport, or the endpoint's,
+// is the one probed.
 func (r *resolver) resolve(ctx context.Context, host string, port uint16, t transport) ([]netip.AddrPort, error) {
-	name := dns.Fqdn(host)
-	if port != 0 {
-		return r.addrs(ctx, name, port)
-	}
-	srvs, err := r.lookup(ctx, srvService(t)+name, dns.TypeSRV)
-	if err != nil {
-		return nil, err
-	}
-	if len(srvs) == 0 {
-		return r.addrs(ctx, name, t.defaultPort())
-	}
-	var out []netip.AddrPort
-	for _, rr := range sortSRV(srvs) {
-		addrs, err := r.addrs(ctx, rr.Target, rr.Port)
-		if err != nil && !errors.Is(err, errNoRecords) {
-			return nil, err
+	v := r.view(time.Now())
+	if isLocalhost(host) {
+		as := v.hosts.lookup(host)
+		if len(as) == 0 {
+			as = loopback
 		}
-		out = append(out, addrs...)
+		return withPort(as, cmp.Or(port, t.defaultPort())), nil
+	}
+	if port == 0 && !v.fromFiles(host) {
+		out, err := r.srv(ctx, v, host, t)
+		if err != nil && len(v.hosts.lookup(host)) == 0 {
+			return nil, fmt.Errorf("%s: %w", host, err)
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+	out, err := r.addrs(ctx, v, host, v.conf.names(host), cmp.Or(port, t.defaultPort()))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", host, err)
+	}
+	return out, nil
+}
+
+// srv returns the targets of the first of host's search names with SRV
+// records, none when none has them, or the first error when a lookup
+// failed (then nothing says the name has no SRV records).
+func (r *resolver) srv(ctx context.Context, v *view, host string, t transport) ([]netip.AddrPort, error) {
+	var first error
+	for _, name := range v.conf.names(host) {
+		rrs, err := r.lookup(ctx, v, srvService(t)+name, dns.TypeSRV)
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		if srvs := sortSRV(rrs); len(srvs) > 0 {
+			return r.srvTargets(ctx, v, srvs)
+		}
+	}
+	return nil, first
+}
+
+// srvTargets resolves the first maxTargets SRV targets in order (an
+// answer over TCP may hold thousands, each a lookup of its own), until
+// maxTargets addresses are in hand; a target that does not resolve is
+// left out, and the first failure is returned when none does.
+func (r *resolver) srvTargets(ctx context.Context, v *view, srvs []*dns.SRV) ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
+	var first error
+	for _, s := range srvs[:min(len(srvs), maxTargets)] {
+		if len(out) >= maxTargets {
+			break
+		}
+		as, err := r.addrs(ctx, v, s.Target, []string{s.Target}, s.Port)
+		first = cmp.Or(first, err)
+		out = append(out, as...)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: %w", host, errNoRecords)
+		return nil, first
 	}
 	return out[:min(len(out), maxTargets)], nil
 }
 
+// addrs returns the addresses of host with port from the sources in
+// nsswitch order: the hosts file's for host, or DNS's for the first of
+// names with A or AAAA records. A DNS failure moves on to the next name
+// and source, as glibc does, and is returned when nothing answers.
+func (r *resolver) addrs(ctx context.Context, v *view, host string, names []string, port uint16) ([]netip.AddrPort, error) {
+	var first error
+	for _, src := range v.order {
+		if src == filesSource {
+			if as := v.hosts.lookup(host); len(as) > 0 {
+				return withPort(as, port), nil
+			}
+			continue
+		}
+		for _, name := range names {
+			as, err := r.dnsAddrs(ctx, v, name)
+			if len(as) > 0 {
+				return withPort(as, port), nil
+			}
+			first = cmp.Or(first, err)
+		}
+	}
+	if first == nil {
+		return nil, errNoRecords
+	}
+	return nil, first
+}
+
+// dnsAddrs returns the A then AAAA addresses of the absolute name, both
+// asked at once as glibc's getaddrinfo does (a dead first nameserver
+// costs its wait once, not twice). Addresses of one type are returned
+// even when the other's lookup failed.
+func (r *resolver) dnsAddrs(ctx context.Context, v *view, name string) ([]netip.Addr, error) {
+	aaaa, ok := r.cached(cacheKey{name, dns.TypeAAAA}, time.Now())
+	var aaaaErr error
+	done := make(chan struct{})
+	if ok {
+		close(done)
+	} else {
+		go func() {
+			defer close(done)
+			aaaa, aaaaErr = r.lookup(ctx, v, name, dns.TypeAAAA)
+		}()
+	}
+	a, err := r.lookup(ctx, v, name, dns.TypeA)
+	<-done
+	var out []netip.Addr
+	for _, rr := range slices.Concat(a, aaaa) {
+		if addr, ok := addrOf(rr); ok {
+			out = append(out, addr)
+		}
+	}
+	return out, cmp.Or(err, aaaaErr)
+}
+
+// withPort pairs at most maxTargets addresses with port.
+func withPort(as []netip.Addr, port uint16) []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, min(len(as), maxTargets))
+	for _, a := range as[:min(len(as), maxTargets)] {
+		out = append(out, netip.AddrPortFrom(a, port))
+	}
+	return out
+}
+
 // sortSRV orders SRV records by priority, then by descending weight
 // (deterministic instead of RFC 2782's weighted random draw: every target
-// is probed anyway).
+// is probed anyway). A target of "." (the service is not offered) is
+// left out.
 func sortSRV(rrs []dns.RR) []*dns.SRV {
 	var srvs []*dns.SRV
 	for _, rr := range rrs {
@@ -113,26 +257,6 @@ func sortSRV(rrs []dns.RR) []*dns.SRV {
 	return srvs
 }
 
-// addrs returns the A then AAAA addresses of name with port.
-func (r *resolver) addrs(ctx context.Context, name string, port uint16) ([]netip.AddrPort, error) {
-	var out []netip.AddrPort
-	for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
-		rrs, err := r.lookup(ctx, name, qtype)
-		if err != nil {
-			return nil, err
-		}
-		for _, rr := range rrs {
-			if a, ok := addrOf(rr); ok {
-				out = append(out, netip.AddrPortFrom(a, port))
-			}
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: %w", name, errNoRecords)
-	}
-	return out[:min(len(out), maxTargets)], nil
-}
-
 func addrOf(rr dns.RR) (netip.Addr, bool) {
 	switch v := rr.(type) {
 	case *dns.A:
@@ -147,19 +271,19 @@ func addrOf(rr dns.RR) (netip.Addr, bool) {
 
 // lookup returns the records of (name, qtype), from the cache while their
 // TTL lasts. A name without such records returns no records and no error.
-func (r *resolver) lookup(ctx context.Context, name string, qtype uint16) ([]dns.RR, error) {
+func (r *resolver) lookup(ctx context.Context, v *view, name string, qtype uint16) ([]dns.RR, error) {
 	key := cacheKey{name, qtype}
 	now := time.Now()
-	r.mu.Lock()
-	e, ok := r.cache[key]
-	r.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.rrs, nil
+	if rrs, ok := r.cached(key, now); ok {
+		return rrs, nil
 	}
-	rrs, ttl, err := r.query(ctx, name, qtype)
+	q := new(dns.Msg).SetQuestion(name, qtype)
+	q.SetEdns0(ednsSize, false) // room for many SRV/A records over UDP
+	resp, err := r.ask(ctx, &v.conf, q)
 	if err != nil {
 		return nil, err
 	}
+	rrs, ttl := answers(resp, qtype)
 	r.mu.Lock()
 	if len(r.cache) >= maxCache {
 		clear(r.cache)
@@ -169,31 +293,20 @@ func (r *resolver) lookup(ctx context.Context, name string, qtype uint16) ([]dns
 	return rrs, nil
 }
 
-// query asks the server, over TCP when the UDP answer is truncated, and
-// returns the answers of qtype with the TTL to cache them for.
-func (r *resolver) query(ctx context.Context, name string, qtype uint16) ([]dns.RR, time.Duration, error) {
-	if r.server == "" {
-		return nil, 0, errors.New("no DNS server configured")
+// cached returns the records of key while their TTL lasts.
+func (r *resolver) cached(key cacheKey, now time.Time) ([]dns.RR, bool) {
+	r.mu.Lock()
+	e, ok := r.cache[key]
+	r.mu.Unlock()
+	if !ok || !now.Before(e.expires) {
+		return nil, false
 	}
-	q := new(dns.Msg).SetQuestion(name, qtype)
-	q.SetEdns0(ednsSize, false) // room for many SRV/A records over UDP
-	resp, _, err := r.client.ExchangeContext(ctx, q, r.server)
-	if err == nil && resp.Truncated {
-		tcp := dns.Client{Net: "tcp"}
-		resp, _, err = tcp.ExchangeContext(ctx, q, r.server)
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("dns %s %s: %w", dns.TypeToString[qtype], name, err)
-	}
-	if resp.Rcode != dns.RcodeSuccess && resp.Rcode != dns.RcodeNameError {
-		return nil, 0, fmt.Errorf("dns %s %s: %s", dns.TypeToString[qtype], name, dns.RcodeToString[resp.Rcode])
-	}
-	return answers(resp, qtype)
+	return e.rrs, true
 }
 
 // answers picks the records of qtype and their smallest TTL; an empty
 // answer is cached per the SOA minimum (RFC 2308), capped.
-func answers(resp *dns.Msg, qtype uint16) ([]dns.RR, time.Duration, error) {
+func answers(resp *dns.Msg, qtype uint16) ([]dns.RR, time.Duration) {
 	var rrs []dns.RR
 	ttl := maxTTL
 	for _, rr := range resp.Answer {
@@ -210,5 +323,5 @@ func answers(resp *dns.Msg, qtype uint16) ([]dns.RR, time.Duration, error) {
 			}
 		}
 	}
-	return rrs, max(ttl, minTTL), nil
+	return rrs, max(ttl, minTTL)
 }

@@ -15,13 +15,18 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// dnsServer is an authoritative test server on loopback answering from a
-// fixed record set; everything else is NXDOMAIN.
+// dnsServer is an authoritative test server on loopback, over UDP and TCP
+// on one port, answering from a fixed record set; everything else is
+// NXDOMAIN. A non-zero rcode answers every query with it instead; with
+// truncate, every UDP answer is empty with the TC bit set.
 type dnsServer struct {
-	addr    string
-	queries atomic.Int64
-	mu      sync.Mutex
-	records map[string][]dns.RR // by "name type"
+	addr     string
+	queries  atomic.Int64 // UDP and TCP
+	tcp      atomic.Int64
+	rcode    atomic.Int32
+	truncate atomic.Bool
+	mu       sync.Mutex
+	records  map[string][]dns.RR // by "name type"
 }
 
 func newDNSServer(t *testing.T, rrs ...string) *dnsServer {
@@ -35,29 +40,60 @@ func newDNSServer(t *testing.T, rrs ...string) *dnsServer {
 		key := rr.Header().Name + " " + dns.TypeToString[rr.Header().Rrtype]
 		s.records[key] = append(s.records[key], rr)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, ln := listenUDPTCP(t)
 	s.addr = pc.LocalAddr().String()
+	serveDNS(t, &dns.Server{PacketConn: pc, Handler: s})
+	serveDNS(t, &dns.Server{Listener: ln, Handler: s})
+	return s
+}
+
+// listenUDPTCP binds a UDP socket and a TCP listener on one loopback port.
+func listenUDPTCP(t *testing.T) (net.PacketConn, net.Listener) {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		if err == nil {
+			return pc, ln
+		}
+		ln.Close() // the UDP port is taken: another
+	}
+	t.Fatal("no loopback port free for both UDP and TCP")
+	return nil, nil
+}
+
+func serveDNS(t *testing.T, srv *dns.Server) {
 	started := make(chan struct{})
-	srv := &dns.Server{PacketConn: pc, Handler: s, NotifyStartedFunc: func() { close(started) }}
+	srv.NotifyStartedFunc = func() { close(started) }
 	go func() { _ = srv.ActivateAndServe() }()
 	<-started
 	t.Cleanup(func() { _ = srv.Shutdown() })
-	return s
 }
 
 func (s *dnsServer) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	s.queries.Add(1)
+	overTCP := w.RemoteAddr().Network() == "tcp"
+	if overTCP {
+		s.tcp.Add(1)
+	}
 	m := new(dns.Msg).SetReply(req)
 	m.Authoritative = true
 	q := req.Question[0]
-	s.mu.Lock()
-	m.Answer = s.records[strings.ToLower(q.Name)+" "+dns.TypeToString[q.Qtype]]
-	s.mu.Unlock()
-	if len(m.Answer) == 0 && !s.known(q.Name) {
-		m.Rcode = dns.RcodeNameError
+	switch {
+	case s.rcode.Load() != 0:
+		m.Rcode = int(s.rcode.Load())
+	case s.truncate.Load() && !overTCP:
+		m.Truncated = true
+	default:
+		s.mu.Lock()
+		m.Answer = s.records[strings.ToLower(q.Name)+" "+dns.TypeToString[q.Qtype]]
+		s.mu.Unlock()
+		if len(m.Answer) == 0 && !s.known(q.Name) {
+			m.Rcode = dns.RcodeNameError
+		}
 	}
 	_ = w.WriteMsg(m)
 }
@@ -126,22 +162,27 @@ func TestDNSTCP(t *testing.T) {
 	}
 }
 
+// TestDNSFailure: a name that does not resolve fails the probe with
+// reason dns before anything is sent, and the detail says what was tried
+// (docs/qualify-semantics.md §3.6).
 func TestDNSFailure(t *testing.T) {
 	d := newDNSServer(t, "other.test. 60 IN A 127.0.0.1")
-	dead, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dead.Close() // bound, never answers
-	for name, cfg := range map[string]Config{
-		"nxdomain": {Resolver: d.addr},
-		"silent":   {Resolver: dead.LocalAddr().String(), DNSTimeout: 300 * time.Millisecond},
+	dead := deadServer(t)
+	files := testFiles(t, "", "", "")
+	for _, tc := range []struct {
+		name, server string
+		timeout      time.Duration
+		detail       string
+	}{
+		{"nxdomain", d.addr, 0, "missing.test: no SRV, A or AAAA records"},
+		{"silent", dead, 300 * time.Millisecond, "missing.test: no answer from " + dead + " (timeout)"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			p := newProber(t, cfg)
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProber(t, Config{Resolver: tc.server, DNSTimeout: tc.timeout,
+				ResolvConf: files.resolvConf, HostsFile: files.hosts, NSSwitchConf: files.nsswitch})
 			res := p.Probe(t.Context(), target("sip:trunk@missing.test", 3*time.Second))
-			if res.Reason != qualify.ReasonDNS || res.Detail == "" || !res.Sent.IsZero() {
-				t.Fatalf("got %+v, want dns", res)
+			if res.Reason != qualify.ReasonDNS || res.Detail != tc.detail || !res.Sent.IsZero() {
+				t.Fatalf("got %+v, want dns with detail %q", res, tc.detail)
 			}
 		})
 	}
@@ -162,7 +203,7 @@ func TestResolveOrder(t *testing.T) {
 		rrs = append(rrs, "many.test. 60 IN A "+a.String())
 	}
 	d := newDNSServer(t, rrs...)
-	r := newResolver(d.addr)
+	r := newResolver(d.addr, testFiles(t, "", "", ""))
 	cases := []struct {
 		host string
 		port uint16
@@ -180,5 +221,22 @@ func TestResolveOrder(t *testing.T) {
 		if err != nil || fmt.Sprint(got) != tc.want {
 			t.Errorf("%s:%d %v: got %v, %v, want %s", tc.host, tc.port, tc.tr, got, err, tc.want)
 		}
+	}
+}
+
+// TestResolveSRVTargetsBounded: of an SRV set larger than maxTargets only
+// the first maxTargets targets are looked up, each with one A and one
+// AAAA query, however many the answer holds.
+func TestResolveSRVTargetsBounded(t *testing.T) {
+	var rrs []string
+	for i := range maxTargets + 4 {
+		rrs = append(rrs, fmt.Sprintf("_sip._udp.big.test. 60 IN SRV %d 0 5060 t%d.big.test.", i, i))
+	}
+	rrs = append(rrs, fmt.Sprintf("t%d.big.test. 60 IN A 127.0.0.1", maxTargets)) // the 17th
+	d := newDNSServer(t, rrs...)
+	r := newResolver(d.addr, testFiles(t, "", "", ""))
+	got, err := r.resolve(t.Context(), "big.test", 0, udp)
+	if err == nil || d.queries.Load() != 1+2*maxTargets {
+		t.Errorf("got %v, %v after %d queries, want no records after %d", got, err, d.queries.Load(), 1+2*maxTargets)
 	}
 }

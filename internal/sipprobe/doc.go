@@ -2,10 +2,11 @@
 // they measured, as qualify.Result values: RTT, status code and a typed
 // failure reason. It owns the network side of qualifyd: one shared UDP
 // socket per local address, one reused TCP or TLS connection per
-// destination, RFC 3263 DNS, digest answers to 401/407 challenges,
-// outbound proxies, and 200 OK answers to incoming OPTIONS. It returns
-// data only: it never logs and touches no metrics; its counters are read
-// with Prober.Stats.
+// destination, host names resolved as the system does (hosts file, every
+// resolv.conf nameserver, RFC 3263 SRV), digest answers to 401/407
+// challenges, outbound proxies, and 200 OK answers to incoming OPTIONS.
+// It returns data only: it never logs and touches no metrics; its
+// counters are read with Prober.Stats.
 //
 // # How a probe runs
 //

@@ -40,7 +40,7 @@ func New(cfg Config) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prober{cfg: cfg, udp: u, dns: newResolver(cfg.Resolver), stop: make(chan struct{})}
+	p := &Prober{cfg: cfg, udp: u, dns: newResolver(cfg.Resolver, cfg.systemFiles()), stop: make(chan struct{})}
 	p.table = newTable(&p.stats)
 	p.table.finish = p.finish
 	p.exts.New = func() any { return new(txExt) }
