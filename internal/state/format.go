@@ -90,37 +90,76 @@ func kept(s *engine.Saved) bool {
 		len(s.AoR) <= maxString && len(s.URI) <= maxString
 }
 
-// packStatus is a record's first byte: status (bits 0-1), reason (2-4)
-// and OK (5).
+// statusLearned, in a record's first byte, says that the state of a
+// learned or windowed threshold follows the record's counters (see
+// learned).
+const statusLearned = 1 << 6
+
+// packStatus is a record's first byte: status (bits 0-1), reason (2-4),
+// OK (5) and statusLearned (6).
 func packStatus(s *engine.Saved) byte {
 	b := byte(s.State.Status) | byte(s.Last.Reason)<<2
 	if s.Last.OK {
 		b |= 1 << 5
 	}
+	if learned(s.State) {
+		b |= statusLearned
+	}
 	return b
 }
 
 // unpackStatus is the inverse of packStatus; false for a byte no record
-// starts with.
-func unpackStatus(b byte, s *engine.Saved) bool {
+// starts with. It reports whether the learned state follows.
+func unpackStatus(b byte, s *engine.Saved) (ok, more bool) {
 	st, r := qualify.Status(b&3), qualify.Reason(b>>2&7)
-	if b>>6 != 0 || st > qualify.Unreachable || int(r) >= qualify.NumReasons {
-		return false
+	if b>>7 != 0 || st > qualify.Unreachable || int(r) >= qualify.NumReasons {
+		return false, false
 	}
 	s.State.Status, s.Last.Reason, s.Last.OK = st, r, b&(1<<5) != 0
-	return true
+	return true, b&statusLearned != 0
 }
+
+// learned reports whether st holds more than its consecutive counts: the
+// held threshold and the loss estimate of qualify_failures=auto, or the
+// start of a run that qualify_failure_window measures.
+func learned(st qualify.State) bool {
+	return st.Threshold != 0 || st.Spanned || st.Answered != 0 || st.Lost != 0 || st.RunStart != 0
+}
+
+// Policy flags: the booleans, and policyMore when the options of
+// detection that fits the link follow (see encoder.policy).
+const (
+	policyOnly2xx     = 1
+	policyLatencyOnly = 2
+	policyMore        = 4
+	policyAuto        = 8
+	policyFlagsKnown  = policyOnly2xx | policyLatencyOnly | policyMore | policyAuto
+)
 
 // policyFlags packs the policy's booleans.
 func policyFlags(p *qualify.Policy) byte {
 	var b byte
 	if p.Only2xx {
-		b |= 1
+		b |= policyOnly2xx
 	}
 	if p.LatencyOnly {
-		b |= 2
+		b |= policyLatencyOnly
+	}
+	if p.FailuresAuto {
+		b |= policyAuto
+	}
+	if hasMore(p) {
+		b |= policyMore
 	}
 	return b
+}
+
+// hasMore reports whether p sets an option of detection that fits the
+// link beyond the auto flag: they are written only then, so that a file
+// of fixed-threshold policies reads as before.
+func hasMore(p *qualify.Policy) bool {
+	return p.FailuresMin != 0 || p.FailuresMax != 0 || p.FalseOutagesPerDay != 0 ||
+		p.FailureWindow != 0 || !p.SuccessCodes.Empty()
 }
 
 // probeStrings are the addresses of o's strings, in the file's order.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -171,7 +172,8 @@ func (d *decoder) more() bool {
 }
 
 func (d *decoder) record(s *engine.Saved) {
-	if !unpackStatus(d.byte(), s) {
+	ok, more := unpackStatus(d.byte(), s)
+	if !ok {
 		d.fail("bad status byte")
 		return
 	}
@@ -180,6 +182,9 @@ func (d *decoder) record(s *engine.Saved) {
 	o := d.options()
 	s.Policy, s.Probe = o.p, o.o
 	s.State.Failures, s.State.Successes = d.u32(), d.u32()
+	if more {
+		d.learned(&s.State)
+	}
 	s.Last.At = time.UnixMicro(d.written - d.varint()).UTC()
 	s.RTT = time.Duration(d.uvarint(uint64(qualify.MaxInterval.Microseconds()))) * time.Microsecond
 	s.Last.Code = int(d.uvarint(999))
@@ -210,11 +215,52 @@ func (d *decoder) policy() *qualify.Policy {
 	}
 	p.Failures, p.Successes = int(int32(d.varint())), int(int32(d.varint()))
 	flags := d.byte()
-	p.Only2xx, p.LatencyOnly = flags&1 != 0, flags&2 != 0
-	if flags&^3 != 0 {
+	p.Only2xx, p.LatencyOnly, p.FailuresAuto = flags&policyOnly2xx != 0, flags&policyLatencyOnly != 0, flags&policyAuto != 0
+	if flags&^policyFlagsKnown != 0 {
 		d.fail("unknown policy flags %#x", flags)
 	}
+	if flags&policyMore != 0 {
+		d.morePolicy(p)
+	}
 	return p
+}
+
+// morePolicy reads the options of detection that fits the link (see
+// encoder.policy). A policy they make invalid is corrupt: the file was
+// written from a validated one.
+func (d *decoder) morePolicy(p *qualify.Policy) {
+	p.FailuresMin, p.FailuresMax = d.byte(), d.byte()
+	if b := d.bytes(8); b != nil {
+		p.FalseOutagesPerDay = math.Float64frombits(binary.LittleEndian.Uint64(b))
+	}
+	p.FailureWindow = time.Duration(d.varint())
+	codes := d.string()
+	if d.err != nil {
+		return
+	}
+	c, err := qualify.ParseCodes(codes)
+	if codes != "" && err != nil {
+		d.fail("success codes %q: %v", codes, err)
+		return
+	}
+	p.SuccessCodes = c
+	if err := p.Validate(); err != nil {
+		d.fail("policy: %v", err)
+	}
+}
+
+// learned reads the state of a learned or windowed threshold (see
+// encoder.learned).
+func (d *decoder) learned(st *qualify.State) {
+	st.Threshold = d.byte()
+	switch d.byte() {
+	case 0:
+	case 1:
+		st.Spanned = true
+	default:
+		d.fail("bad spanned flag")
+	}
+	st.Answered, st.Lost, st.RunStart = d.u32(), d.u32(), d.u32()
 }
 
 // frontCoded reads a string coded against prev (see frontCode) and

@@ -37,7 +37,21 @@ func sample() []engine.Saved {
 		{AoR: "pbx08", URI: "sip:pbx08@192.0.2.10;transport=tcp", Policy: p, Probe: auth, State: qualify.State{Status: qualify.Unreachable, Failures: 3, Successes: 1},
 			Last: engine.LastResult{At: at.Add(-time.Hour), OK: true, Code: 401, Reason: qualify.ReasonNone}},
 		{AoR: "phone", URI: "sip:phone@192.0.2.11", Policy: off, Probe: none, Last: engine.LastResult{At: at, OK: true, Code: 200}},
+		{AoR: "trunk", URI: "sip:trunk@192.0.2.12", Policy: learning(), Probe: none,
+			State: qualify.State{Status: qualify.Reachable, Failures: 2, Threshold: 4, Spanned: true, Answered: 70000, Lost: 12, RunStart: 4_000_000_000},
+			Last:  engine.LastResult{At: at, Reason: qualify.ReasonTimeout}},
 	}
+}
+
+// learning is a policy with every option of detection that fits the link
+// (qualify-semantics §2): its contacts' learned state must survive too.
+func learning() *qualify.Policy {
+	codes, err := qualify.ParseCodes("200-299,404")
+	if err != nil {
+		panic(err)
+	}
+	return &qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Successes: 1,
+		FailuresAuto: true, FailuresMin: 2, FailuresMax: 6, FalseOutagesPerDay: 0.1, FailureWindow: 20500 * time.Millisecond, SuccessCodes: codes}
 }
 
 // pagesOf yields ss in pages of two.
@@ -69,7 +83,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("header %+v, want %+v", f.Header, h)
 	}
 	in := sample()
-	want := []engine.Saved{in[0], in[1], in[3]}
+	want := []engine.Saved{in[0], in[1], in[3], in[5]}
 	if len(f.Contacts) != len(want) {
 		t.Fatalf("%d contacts, want %d: %+v", len(f.Contacts), len(want), f.Contacts)
 	}
@@ -179,14 +193,14 @@ func TestCorruptBodies(t *testing.T) {
 		records []byte
 		count   uint64
 	}{
-		{"count too large", records, 4},
+		{"count too large", records, 5},
 		{"count too small", records, 2},
 		{"count beyond the file", records, 1 << 40},
-		{"bad status", append([]byte{3}, records[1:]...), 3},
+		{"bad status", append([]byte{3}, records[1:]...), 4},
 		{"unknown options", []byte{0, 0, 0, 1, 'a', 0, 0, 1, 'b', 5}, 1},
 		{"shared prefix longer than the last name", []byte{0, 3, 0, 0}, 1},
 		{"shared suffix longer than the last name", []byte{0, 0, 2, 0}, 1},
-		{"no end of records", records[:len(records)-1], 3},
+		{"no end of records", records[:len(records)-1], 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,11 +231,11 @@ func TestWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := Write(path, Header{Written: written, Seq: 8}, pagesOf(sample()))
-	if err != nil || st.Contacts != 3 {
+	if err != nil || st.Contacts != 4 {
 		t.Fatalf("Write = %+v, %v", st, err)
 	}
 	f, err := Read(path)
-	if err != nil || f.Seq != 8 || len(f.Contacts) != 3 {
+	if err != nil || f.Seq != 8 || len(f.Contacts) != 4 {
 		t.Fatalf("Read = %+v, %v", f, err)
 	}
 	fi, _ := os.Stat(path)
@@ -258,11 +272,11 @@ func TestTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, err := Take(path)
-	if err != nil || !f.Clean || f.Seq != 7 || len(f.Contacts) != 3 {
+	if err != nil || !f.Clean || f.Seq != 7 || len(f.Contacts) != 4 {
 		t.Fatalf("Take = %+v, %v", f, err)
 	}
 	again, err := Read(path)
-	if err != nil || again.Clean || again.Seq != 7 || len(again.Contacts) != 3 || again.Seal(*sample()[3].Probe) != *again.Contacts[2].Probe {
+	if err != nil || again.Clean || again.Seq != 7 || len(again.Contacts) != 4 || again.Seal(*sample()[3].Probe) != *again.Contacts[2].Probe {
 		t.Fatalf("after Take: %+v, %v", again, err)
 	}
 	if f, err := Take(path); err != nil || f.Clean {

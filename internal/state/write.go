@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -192,6 +193,9 @@ func (e *encoder) record(s *engine.Saved) {
 	e.options(optionsKey{s.Policy, s.Probe})
 	e.buf = binary.AppendUvarint(e.buf, uint64(s.State.Failures))
 	e.buf = binary.AppendUvarint(e.buf, uint64(s.State.Successes))
+	if learned(s.State) {
+		e.learned(s.State)
+	}
 	e.buf = binary.AppendVarint(e.buf, e.written-s.Last.At.UnixMicro())
 	e.buf = binary.AppendUvarint(e.buf, uint64(max(s.RTT.Microseconds(), 0)))
 	e.buf = binary.AppendUvarint(e.buf, uint64(max(s.Last.Code, 0)))
@@ -227,7 +231,29 @@ func (e *encoder) policy(p *qualify.Policy) {
 		int64(p.Failures), int64(p.Successes)} {
 		e.buf = binary.AppendVarint(e.buf, v)
 	}
-	e.buf = append(e.buf, policyFlags(p))
+	flags := policyFlags(p)
+	e.buf = append(e.buf, flags)
+	if flags&policyMore == 0 {
+		return
+	}
+	e.buf = append(e.buf, p.FailuresMin, p.FailuresMax)
+	e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(p.FalseOutagesPerDay))
+	e.buf = binary.AppendVarint(e.buf, int64(p.FailureWindow))
+	e.buf = appendString(e.buf, p.SuccessCodes.String())
+}
+
+// learned writes the state of a learned or windowed threshold: the held
+// N, the loss estimate's counts, the run's start and whether the run
+// spanned its window.
+func (e *encoder) learned(st qualify.State) {
+	spanned := byte(0)
+	if st.Spanned {
+		spanned = 1
+	}
+	e.buf = append(e.buf, st.Threshold, spanned)
+	for _, v := range []uint32{st.Answered, st.Lost, st.RunStart} {
+		e.buf = binary.AppendUvarint(e.buf, uint64(v))
+	}
 }
 
 // frontCode appends s as the lengths of the prefix and the suffix it
