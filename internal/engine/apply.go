@@ -44,6 +44,7 @@ func (e *Engine) ApplyFunc(n int, at func(i int) *AoR) error {
 		return err
 	}
 	p := e.plan(d, total)
+	e.histories(states, &p)
 	order := e.sorted(states, &p)
 	prev := e.install(d, next, states, order, &p, total)
 	clear(prev) // without mu: no reader has it now (see sorted)
@@ -82,6 +83,30 @@ func (e *Engine) install(aors defs, next map[string]*aorState, states []aorState
 	e.aors, e.order = next, order
 	e.sum = r.sum
 	return prev
+}
+
+// histories gives the AoRs of states, a new set, their histories: an AoR
+// defined before keeps its own, and while fewer than Config.HistoryAoRs
+// have one, the others without one get a new one in configuration order.
+// It reads the old AoRs' histories without mu: only Apply sets them, and
+// the caller holds applyMu.
+func (e *Engine) histories(states []aorState, p *reloadPlan) {
+	n := 0
+	for i := range states {
+		if old := p.old(i); old != nil && old.hist != nil {
+			states[i].hist = old.hist
+			n++
+		}
+	}
+	for i := range states {
+		if n >= e.cfg.HistoryAoRs {
+			return
+		}
+		if states[i].hist == nil {
+			states[i].hist = newHistory(e.cfg.HistoryBucket, e.cfg.HistoryLength)
+			n++
+		}
+	}
 }
 
 // newAoRs validates aors and returns their states, without contacts: in
@@ -282,6 +307,7 @@ func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32
 			r.sum.ByStatus[qualify.NonQualified]++
 		}
 	}
+	a.noteAvailable(r.now)
 	r.sum.AoRs++
 	r.sum.Routable += int(a.routable)
 	if a.available() {
@@ -321,7 +347,9 @@ func (e *Engine) renew(a *aorState, id uint32, now time.Time) {
 	nid := e.alloc(a, uri)
 	e.start(a, nid, now)
 	if was != qualify.NonQualified {
-		e.publish(e.contactEvent(StatusChanged, nid, was, now))
+		ev := e.contactEvent(StatusChanged, nid, was, now)
+		e.publish(ev)
+		a.noteChange(&ev)
 	}
 }
 
@@ -364,6 +392,9 @@ func (e *Engine) retire(old *aorState, gone []uint32, now time.Time) {
 		ev := e.contactEvent(StatusChanged, id, e.slots[id].state.Status, now)
 		ev.To, ev.Routable, ev.Next = qualify.Removed, false, time.Time{}
 		e.publish(ev)
+		if !whole {
+			old.noteChange(&ev)
+		}
 		e.drop(id, ErrRemoved)
 	}
 	if whole && old.available() {

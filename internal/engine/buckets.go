@@ -1,0 +1,280 @@
+package engine
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Defaults of the history's Config fields.
+const (
+	// DefaultHistoryAoRs is Config.HistoryAoRs' default: trunks, not a
+	// million phones.
+	DefaultHistoryAoRs = 1000
+	// DefaultHistoryBucket is Config.HistoryBucket's default.
+	DefaultHistoryBucket = time.Minute
+	// DefaultHistoryLength is Config.HistoryLength's default.
+	DefaultHistoryLength = 24 * time.Hour
+	// MaxChanges is how many status changes an AoR's history keeps.
+	MaxChanges = 200
+)
+
+// history is an AoR's recent past: a ring of buckets aligned to the wall
+// clock, and a ring of its latest status changes. Its times are Unix
+// nanoseconds. Guarded by Engine.mu.
+type history struct {
+	width int64    // of a bucket, in ns
+	ring  []bucket // bucket number k at ring[k%len(ring)], for k in (cur-len(ring), cur]
+	cur   int64    // number of the newest bucket: its start / width
+	first int64    // number of the first bucket kept
+	// mark is the time up to which the routable time is counted; avail
+	// is the AoR's availability since mark.
+	mark  int64
+	avail bool
+	// rtts are the current bucket's successful RTTs, for its median.
+	rtts rttHistogram
+
+	changes [MaxChanges]change // a ring: the latest n, the oldest at head
+	head, n int
+}
+
+// bucket is one closed or current interval of a history: 20 bytes.
+type bucket struct {
+	rttMin, rttP50, rttMax uint32 // microseconds; 0 without a success
+	probes, failures       uint16 // saturating
+	routable               uint32 // milliseconds
+}
+
+// median returns the median estimate of rtts, b's RTTs, within b's
+// bounds: exact for a bucket of one success.
+func (b *bucket) median(rtts *rttHistogram) uint32 {
+	if b.rttMax == 0 {
+		return 0
+	}
+	return min(max(rtts.median(), b.rttMin), b.rttMax)
+}
+
+// change is one status change, as a history keeps it.
+type change struct {
+	at          int64
+	uri, detail string
+	from, to    qualify.Status
+	reason      qualify.Reason
+}
+
+// newHistory returns an empty history of buckets of width over length,
+// which starts at its first advance.
+func newHistory(width, length time.Duration) *history {
+	n := max(int(length/width), 1)
+	return &history{width: int64(width), ring: make([]bucket, n), cur: -1}
+}
+
+// advance moves h to now: the routable time since mark is counted, and
+// the buckets before now's are closed. A now before mark (the wall clock
+// stepped back) counts as mark.
+func (h *history) advance(now int64) {
+	if h.cur < 0 { // the first advance
+		h.cur, h.first, h.mark = now/h.width, now/h.width, now
+		return
+	}
+	now = max(now, h.mark)
+	if k := now / h.width; k > h.cur {
+		h.roll(k)
+	}
+	if h.avail {
+		h.credit(h.mark, now)
+	}
+	h.mark = now
+}
+
+// roll closes the current bucket and clears the buckets up to number k,
+// which becomes the current one.
+func (h *history) roll(k int64) {
+	n := int64(len(h.ring))
+	b := h.at(h.cur)
+	b.rttP50 = b.median(&h.rtts)
+	h.rtts = rttHistogram{}
+	for j := max(h.cur+1, k-n+1); j <= k; j++ {
+		*h.at(j) = bucket{}
+	}
+	h.cur = k
+	h.first = max(h.first, k-n+1)
+}
+
+// at returns the bucket numbered k, which must be kept.
+func (h *history) at(k int64) *bucket { return &h.ring[k%int64(len(h.ring))] }
+
+// credit adds the routable time from..to (from within the kept buckets'
+// span or before it) to the buckets it overlaps.
+func (h *history) credit(from, to int64) {
+	for k := max(from/h.width, h.first); k <= to/h.width && k <= h.cur; k++ {
+		lo, hi := max(from, k*h.width), min(to, (k+1)*h.width)
+		if hi > lo {
+			b := h.at(k)
+			b.routable += uint32((hi - lo) / int64(time.Millisecond))
+		}
+	}
+}
+
+// probe counts an applied probe in the current bucket.
+func (h *history) probe(ok bool, rtt time.Duration) {
+	b := h.at(h.cur)
+	b.probes = satInc(b.probes)
+	if !ok {
+		b.failures = satInc(b.failures)
+		return
+	}
+	r := usec(rtt)
+	if b.rttMax == 0 {
+		b.rttMin = r
+	}
+	b.rttMin, b.rttMax = min(b.rttMin, r), max(b.rttMax, r)
+	h.rtts.add(r)
+}
+
+func satInc(v uint16) uint16 {
+	if v == ^uint16(0) {
+		return v
+	}
+	return v + 1
+}
+
+// change records c, dropping the oldest change when the ring is full.
+func (h *history) change(c change) {
+	if h.n < len(h.changes) {
+		h.changes[(h.head+h.n)%len(h.changes)] = c
+		h.n++
+		return
+	}
+	h.changes[h.head] = c
+	h.head = (h.head + 1) % len(h.changes)
+}
+
+// public copies h into p, reusing p's slices: the kept buckets oldest
+// first, the current one's median estimated now.
+func (h *history) public(p *History, aor string) {
+	p.AoR, p.Width = aor, time.Duration(h.width)
+	p.Buckets, p.Changes = p.Buckets[:0], p.Changes[:0]
+	for k := h.first; k <= h.cur && h.cur >= 0; k++ {
+		b := h.at(k)
+		p50 := b.rttP50
+		if k == h.cur {
+			p50 = b.median(&h.rtts)
+		}
+		p.Buckets = append(p.Buckets, Bucket{
+			Start: fromUnixNano(k * h.width), Probes: int(b.probes), Failures: int(b.failures),
+			RTTMin: micros(b.rttMin), RTTP50: micros(p50), RTTMax: micros(b.rttMax),
+			Routable: time.Duration(b.routable) * time.Millisecond,
+		})
+	}
+	for i := range h.n {
+		c := &h.changes[(h.head+i)%len(h.changes)]
+		p.Changes = append(p.Changes, Change{Time: fromUnixNano(c.at), URI: c.uri, From: c.from, To: c.to,
+			Reason: c.reason, Detail: c.detail})
+	}
+}
+
+func micros(v uint32) time.Duration { return time.Duration(v) * time.Microsecond }
+
+// restore replaces h's buckets and changes with saved's, at now, the
+// AoR's availability avail: a saved bucket goes to the bucket of this
+// history holding its start, one older than the kept span is left out,
+// and the gap between the saved history's end and now stays empty, its
+// routable time unknown.
+func (h *history) restore(saved *History, now int64, avail bool) {
+	*h = history{width: h.width, ring: h.ring, cur: -1}
+	clear(h.ring)
+	h.advance(now)
+	h.avail = avail
+	for i := range saved.Buckets {
+		h.restoreBucket(&saved.Buckets[i])
+	}
+	for _, c := range saved.Changes {
+		h.change(change{at: c.Time.UnixNano(), uri: c.URI, from: c.From, to: c.To, reason: c.Reason, detail: c.Detail})
+	}
+}
+
+// restoreBucket adds a saved bucket to the bucket holding its start, if
+// that is kept and not after now's.
+func (h *history) restoreBucket(s *Bucket) {
+	k := s.Start.UnixNano() / h.width
+	n := int64(len(h.ring))
+	if k > h.cur || k <= h.cur-n {
+		return
+	}
+	h.first = min(h.first, k)
+	b := h.at(k)
+	b.probes = satAdd(b.probes, s.Probes)
+	b.failures = satAdd(b.failures, s.Failures)
+	if s.RTTMax > 0 {
+		lo, p50, hi := usec(s.RTTMin), usec(s.RTTP50), usec(s.RTTMax)
+		if b.rttMax == 0 {
+			b.rttMin, b.rttP50 = lo, p50
+		}
+		b.rttMin, b.rttMax, b.rttP50 = min(b.rttMin, lo), max(b.rttMax, hi), max(b.rttP50, p50)
+		if k == h.cur {
+			h.rtts.add(p50)
+		}
+	}
+	b.routable += uint32(min(s.Routable, time.Duration(h.width)) / time.Millisecond)
+}
+
+func satAdd(v uint16, n int) uint16 { return uint16(min(int(v)+max(n, 0), int(^uint16(0)))) }
+
+// rttHistogram counts RTTs in bins of a quarter of an octave: the bins of
+// [2^o, 2^(o+1)) microseconds are its four equal parts, so that a bin's
+// middle is within 12.5% of any RTT in it. 92 bins cover up to 2^24 us
+// (16.8 s); longer RTTs fall in the last.
+type rttHistogram [histBins]uint16
+
+const histBins = 92
+
+// bin returns the bin of r microseconds.
+func bin(r uint32) int {
+	if r < 4 {
+		return int(r)
+	}
+	o := bits.Len32(r) - 1
+	return min(4*(o-1)+int(r>>(o-2)&3), histBins-1)
+}
+
+// middle returns the middle of bin i in microseconds.
+func middle(i int) uint32 {
+	if i < 4 {
+		return uint32(i)
+	}
+	o, sub := i/4+1, uint32(i%4)
+	return (4+sub)<<(o-2) + 1<<(o-2)/2
+}
+
+// add counts r microseconds, halving every bin when one is full, which
+// keeps the shares.
+func (h *rttHistogram) add(r uint32) {
+	i := bin(r)
+	if h[i] == ^uint16(0) {
+		for j := range h {
+			h[j] /= 2
+		}
+	}
+	h[i]++
+}
+
+// median returns the middle of the bin holding the median (the lower
+// one of an even count); 0 when empty.
+func (h *rttHistogram) median() uint32 {
+	total := 0
+	for _, c := range h {
+		total += int(c)
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := (total + 1) / 2
+	for i, c := range h {
+		if rank -= int(c); rank <= 0 {
+			return middle(i)
+		}
+	}
+	return 0
+}
