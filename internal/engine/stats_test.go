@@ -2,6 +2,7 @@ package engine
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -93,4 +94,31 @@ func TestStatsOfMasksTheWindow(t *testing.T) {
 	if p := s.public(); p.Loss != 1 || p.LossBits[1] != 1<<36-1 {
 		t.Fatalf("got %+v", p)
 	}
+}
+
+// TestRestoreStats: a restored contact takes its saved statistics, and
+// its next probe continues them.
+func TestRestoreStats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Rand: func() float64 { return 0.5 }}, answersUntil(time.Hour))
+		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())})
+		s := down(h.t0, 20*time.Second)
+		s.Stats = Stats{SRTT: 12 * time.Millisecond, RTTVar: 2 * time.Millisecond, RTTMin: 9 * time.Millisecond, RTTMax: 40 * time.Millisecond,
+			Probes: 103, Failures: 5, LossBits: [2]uint64{1<<2 | 1<<3 | 1<<4, 0}}
+		h.e.Restore([]Saved{s}, nil)
+		a, _ := h.e.AoR("pbx07")
+		want := s.Stats
+		want.Loss, want.LossWindow = 0.03, 100
+		if got := a.Contacts[0].Stats; got != want {
+			t.Fatalf("restored %+v\nwant %+v", got, want)
+		}
+		h.until(16 * time.Second) // one success of 10 ms: probe number 103, bit 3
+		a, _ = h.e.AoR("pbx07")
+		// RTTVAR = 3/4*2 + 1/4*|12-10| = 2; SRTT = 7/8*12 + 1/8*10 = 11.75.
+		want = Stats{SRTT: 11750 * time.Microsecond, RTTVar: 2 * time.Millisecond, RTTMin: 9 * time.Millisecond, RTTMax: 40 * time.Millisecond,
+			Probes: 104, Failures: 5, Loss: 0.02, LossWindow: 100, LossBits: [2]uint64{1<<2 | 1<<4, 0}}
+		if got := a.Contacts[0].Stats; got != want {
+			t.Fatalf("after a probe %+v\nwant %+v", got, want)
+		}
+	})
 }

@@ -31,7 +31,7 @@ func BenchmarkStateWrite1M(b *testing.B) {
 	var st Stats
 	for b.Loop() {
 		var err error
-		if st, err = Write(path, Header{Written: time.Now(), Seq: e.Seq()}, Pages(e)); err != nil {
+		if st, err = Write(path, Header{Written: time.Now(), Seq: e.Seq()}, Pages(e), Histories(e)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -74,7 +74,7 @@ func BenchmarkStateRead1M(b *testing.B) {
 	const n = 1_000_000
 	e := probed(b, n)
 	path := filepath.Join(b.TempDir(), "state")
-	if _, err := Write(path, Header{Written: time.Now()}, Pages(e)); err != nil {
+	if _, err := Write(path, Header{Written: time.Now()}, Pages(e), Histories(e)); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -94,7 +94,7 @@ func BenchmarkStateRead1M(b *testing.B) {
 func BenchmarkStateRestore1M(b *testing.B) {
 	const n = 1_000_000
 	path := filepath.Join(b.TempDir(), "state")
-	if _, err := Write(path, Header{Written: time.Now()}, Pages(probed(b, n))); err != nil {
+	if _, err := Write(path, Header{Written: time.Now()}, Pages(probed(b, n)), nil); err != nil {
 		b.Fatal(err)
 	}
 	p := qualify.Policy{Frequency: 60 * time.Second, Timeout: 3 * time.Second}
