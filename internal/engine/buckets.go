@@ -61,6 +61,7 @@ type change struct {
 	uri, detail string
 	from, to    qualify.Status
 	reason      qualify.Reason
+	code        int16
 }
 
 // newHistory returns an empty history of buckets of width over length,
@@ -106,13 +107,15 @@ func (h *history) roll(k int64) {
 func (h *history) at(k int64) *bucket { return &h.ring[k%int64(len(h.ring))] }
 
 // credit adds the routable time from..to (from within the kept buckets'
-// span or before it) to the buckets it overlaps.
+// span or before it) to the buckets it overlaps, in milliseconds of the
+// wall clock: the whole milliseconds between the ends, so that spans
+// that meet add up without rounding.
 func (h *history) credit(from, to int64) {
+	const ms = int64(time.Millisecond)
 	for k := max(from/h.width, h.first); k <= to/h.width && k <= h.cur; k++ {
 		lo, hi := max(from, k*h.width), min(to, (k+1)*h.width)
 		if hi > lo {
-			b := h.at(k)
-			b.routable += uint32((hi - lo) / int64(time.Millisecond))
+			h.at(k).routable += uint32(hi/ms - lo/ms)
 		}
 	}
 }
@@ -171,7 +174,7 @@ func (h *history) public(p *History, aor string) {
 	for i := range h.n {
 		c := &h.changes[(h.head+i)%len(h.changes)]
 		p.Changes = append(p.Changes, Change{Time: fromUnixNano(c.at), URI: c.uri, From: c.from, To: c.to,
-			Reason: c.reason, Detail: c.detail})
+			Reason: c.reason, Detail: c.detail, Code: int(c.code)})
 	}
 }
 
@@ -191,7 +194,7 @@ func (h *history) restore(saved *History, now int64, avail bool) {
 		h.restoreBucket(&saved.Buckets[i])
 	}
 	for _, c := range saved.Changes {
-		h.change(change{at: c.Time.UnixNano(), uri: c.URI, from: c.From, to: c.To, reason: c.Reason, detail: c.Detail})
+		h.change(change{at: c.Time.UnixNano(), uri: c.URI, from: c.From, to: c.To, reason: c.Reason, code: int16(c.Code), detail: c.Detail})
 	}
 }
 

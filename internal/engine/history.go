@@ -49,6 +49,9 @@ type Change struct {
 	From, To qualify.Status
 	Reason   qualify.Reason
 	Detail   string
+	// Code is the final status code of the probe that made the change, if
+	// any: with Reason, what asterisk.ReasonText spells.
+	Code int
 }
 
 // History is an AoR's recent past: buckets of Width, oldest first, and
@@ -142,5 +145,5 @@ func (a *aorState) noteChange(ev *Event) {
 		return
 	}
 	a.hist.change(change{at: ev.Time.UnixNano(), uri: ev.URI, from: ev.From, to: ev.To,
-		reason: ev.Reason, detail: ev.Result.Detail})
+		reason: ev.Reason, code: int16(ev.Result.Code), detail: ev.Result.Detail})
 }

@@ -108,7 +108,7 @@ func TestHistoryBuckets(t *testing.T) {
 		}
 		var changes []Change
 		for _, ev := range h.eventsOf(StatusChanged) {
-			changes = append(changes, Change{Time: ev.Time, URI: ev.URI, From: ev.From, To: ev.To, Reason: ev.Reason, Detail: ev.Result.Detail})
+			changes = append(changes, Change{Time: ev.Time, URI: ev.URI, From: ev.From, To: ev.To, Reason: ev.Reason, Detail: ev.Result.Detail, Code: ev.Result.Code})
 		}
 		if len(changes) != 3 || !slices.EqualFunc(got.Changes, changes, sameChange) {
 			t.Fatalf("changes %+v\nwant the 3 status changes %+v", got.Changes, changes)
@@ -122,7 +122,8 @@ func TestHistoryBuckets(t *testing.T) {
 // sameChange reports whether x and y are the same change, at the same
 // instant.
 func sameChange(x, y Change) bool {
-	return x.Time.Equal(y.Time) && x.URI == y.URI && x.From == y.From && x.To == y.To && x.Reason == y.Reason && x.Detail == y.Detail
+	return x.Time.Equal(y.Time) && x.URI == y.URI && x.From == y.From && x.To == y.To && x.Reason == y.Reason && x.Detail == y.Detail &&
+		x.Code == y.Code
 }
 
 // expectedBuckets derives n buckets of width from h's record: the probes

@@ -31,7 +31,7 @@
 // steps up to the median and the maximum, the routable time as the
 // milliseconds short of the width: a steady bucket is 8 bytes), and the
 // changes (time against written, URI and detail coded against the
-// previous change's, statuses and reason in a byte). Version 1 files,
+// previous change's, statuses and reason in a byte, status code). Version 1 files,
 // without statistics or histories, are read as they were.
 //
 // The encoding is encoding/binary's varints written by hand rather than

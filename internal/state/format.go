@@ -35,7 +35,7 @@ const (
 	// minBucket and minChange are the fewest bytes a history's bucket and
 	// change take: one-byte varints, the change's status byte.
 	minBucket = 6
-	minChange = 8
+	minChange = 9
 	// historyFollows precedes each history, where endOfRecords ends them.
 	historyFollows = 1
 	// maxString bounds a name, URI or option string.

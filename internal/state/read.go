@@ -266,6 +266,7 @@ func (d *decoder) history(h *engine.History) {
 		if !unpackChange(d.byte(), c) {
 			d.fail("bad change byte")
 		}
+		c.Code = int(d.uvarint(999))
 		c.Detail, detail = d.frontCoded(detail)
 	}
 }

@@ -59,6 +59,8 @@ func sampleHistories() []engine.History {
 			{Time: start.Add(73 * time.Second), URI: "sip:pbx07@192.0.2.7:5060", From: qualify.Reachable, To: qualify.Unreachable,
 				Reason: qualify.ReasonTimeout, Detail: "no response"},
 			{Time: start.Add(140 * time.Second), URI: "sip:pbx07-b@192.0.2.8:5060", From: qualify.Reachable, To: qualify.Removed},
+			{Time: start.Add(150 * time.Second), URI: "sip:pbx07@192.0.2.7:5060", From: qualify.NonQualified, To: qualify.Unreachable,
+				Reason: qualify.ReasonStatus, Code: 503, Detail: "Service Unavailable"},
 		}},
 		{AoR: "quiet", Width: time.Minute, Buckets: []engine.Bucket{}, Changes: []engine.Change{}},
 	}
@@ -249,7 +251,7 @@ func TestCorruptBodies(t *testing.T) {
 		{"shared suffix longer than the last name", []byte{0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
 		{"no end of records", records[:len(records)-1], 3},
 		{"a history of buckets of no width", append(bytes.Clone(records), endOfRecords, historyFollows, 1, 'x', 0, 0, 1, 0, 0, 0, 0, 0, 0, 0), 3},
-		{"a bad change", append(bytes.Clone(records), endOfRecords, historyFollows, 1, 'x', 1, 0, 0, 1, 0, 0, 0, 0, 0x80, 0, 0, 0), 3},
+		{"a bad change", append(bytes.Clone(records), endOfRecords, historyFollows, 1, 'x', 1, 0, 0, 1, 0, 0, 0, 0, 0x80, 0, 0, 0, 0), 3},
 		{"a bad history marker", append(bytes.Clone(records), endOfRecords, 2), 3},
 	}
 	for _, tt := range tests {

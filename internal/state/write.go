@@ -271,6 +271,7 @@ func (e *encoder) history(h *engine.History) {
 		e.buf = binary.AppendVarint(e.buf, e.written-c.Time.UnixMicro())
 		e.buf, uri = frontCode(e.buf, uri, trimmed(c.URI))
 		e.buf = append(e.buf, packChange(c))
+		e.buf = binary.AppendUvarint(e.buf, uint64(max(c.Code, 0)))
 		e.buf, detail = frontCode(e.buf, detail, trimmed(c.Detail))
 	}
 }
