@@ -30,7 +30,7 @@ func TestHistoryNotFound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := scenarioEnvOf(t, Config{}, engine.Config{HistoryAoRs: 1})
 		for target, want := range map[string]string{
-			"/api/v1/aors/nosuch/history": `{"error":"unknown AoR \"nosuch\""}`,
+			"/api/v1/aors/nosuch/history":  `{"error":"unknown AoR \"nosuch\""}`,
 			"/api/v1/aors/carrier/history": `{"error":"no history kept of AoR \"carrier\" (see --history-aors)"}`,
 		} {
 			w := v.do("GET", target)
