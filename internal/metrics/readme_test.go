@@ -37,7 +37,7 @@ func TestREADMEDocumentsEverySeries(t *testing.T) {
 	if err := m.Watch(reg, Sources{Summary: func() engine.Summary { return engine.Summary{} },
 		SIP:      func() SIPStats { return SIPStats{Dropped: map[string]uint64{"late": 0}} },
 		InFlight: func() int { return 0 }, EventsDropped: func() uint64 { return 0 },
-		AoR:      probedAoR}); err != nil {
+		AoR: probedAoR}); err != nil {
 		t.Fatal(err)
 	}
 	m.ObserveProbe("a", qualify.Result{Code: 200, RTT: time.Millisecond}, true, qualify.ReasonNone)
