@@ -44,7 +44,7 @@ func (e *Engine) ApplyFunc(n int, at func(i int) *AoR) error {
 		return err
 	}
 	p := e.plan(d, total)
-	e.histories(states, &p)
+	p.histNames = e.histories(states, &p)
 	order := e.sorted(states, &p)
 	prev := e.install(d, next, states, order, &p, total)
 	clear(prev) // without mu: no reader has it now (see sorted)
@@ -80,33 +80,39 @@ func (e *Engine) install(aors defs, next map[string]*aorState, states []aorState
 	}
 	e.place(r.fresh, now)
 	prev := e.order
-	e.aors, e.order = next, order
+	e.aors, e.order, e.histNames = next, order, p.histNames
 	e.sum = r.sum
 	return prev
 }
 
-// histories gives the AoRs of states, a new set, their histories: an AoR
-// defined before keeps its own, and while fewer than Config.HistoryAoRs
-// have one, the others without one get a new one in configuration order.
-// It reads the old AoRs' histories without mu: only Apply sets them, and
-// the caller holds applyMu.
-func (e *Engine) histories(states []aorState, p *reloadPlan) {
-	n := 0
+// histories gives the AoRs of states, a new set, their histories, and
+// returns their names in name order: an AoR defined before keeps its
+// own, and while fewer than Config.HistoryAoRs have one, the others
+// without one get a new one in configuration order. It reads the old
+// AoRs' histories without mu: only Apply sets them, and the caller holds
+// applyMu.
+func (e *Engine) histories(states []aorState, p *reloadPlan) []string {
+	if e.cfg.HistoryAoRs <= 0 {
+		return nil
+	}
+	var names []string
 	for i := range states {
 		if old := p.old(i); old != nil && old.hist != nil {
 			states[i].hist = old.hist
-			n++
+			names = append(names, states[i].name)
 		}
 	}
 	for i := range states {
-		if n >= e.cfg.HistoryAoRs {
-			return
+		if len(names) >= e.cfg.HistoryAoRs {
+			break
 		}
 		if states[i].hist == nil {
 			states[i].hist = newHistory(e.cfg.HistoryBucket, e.cfg.HistoryLength)
-			n++
+			names = append(names, states[i].name)
 		}
 	}
+	slices.Sort(names)
+	return names
 }
 
 // newAoRs validates aors and returns their states, without contacts: in
@@ -220,6 +226,9 @@ type reloadPlan struct {
 	olds  []*aorState // by AoR of the new set; nil: a new name (or a first load)
 	prev  []uint32    // by contact of the new set, AoR after AoR; noSlot: new
 	found int         // old AoRs that the new set defines again
+	// histNames are the names of the new set's AoRs with a history, in
+	// name order.
+	histNames []string
 }
 
 // noSlot marks a contact that had no slot.

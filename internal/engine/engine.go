@@ -111,11 +111,14 @@ type Engine struct {
 	aors  map[string]*aorState
 	// order holds the AoRs of aors sorted by name, each at its rank, so
 	// that a listing never sorts with the engine locked.
-	order   []*aorState
-	waiters map[uint32][]chan<- ContactResult
-	subs    []*Subscription
-	seq     uint64  // last event sequence number
-	sum     Summary // kept up to date by Apply, record and shiftRoutable; AoRs unused
+	order []*aorState
+	// histNames are the names of the AoRs with a history, in name order;
+	// Apply replaces the slice, never changes it.
+	histNames []string
+	waiters   map[uint32][]chan<- ContactResult
+	subs      []*Subscription
+	seq       uint64  // last event sequence number
+	sum       Summary // kept up to date by Apply, record and shiftRoutable; AoRs unused
 
 	probes [qualify.NumReasons]atomic.Uint64 // applied probes by verdict reason
 }

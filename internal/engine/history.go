@@ -88,17 +88,12 @@ func (e *Engine) HistoryTo(h *History, name string) bool {
 }
 
 // HistoryNames returns the names of the AoRs that have a history, in name
-// order.
+// order (at most Config.HistoryAoRs). The caller must not modify the
+// slice.
 func (e *Engine) HistoryNames() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []string
-	for _, a := range e.order {
-		if a.hist != nil {
-			out = append(out, a.name)
-		}
-	}
-	return out
+	return e.histNames
 }
 
 // RestoreHistory puts saved histories back into the AoRs of the same
