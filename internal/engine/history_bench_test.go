@@ -3,11 +3,11 @@ package engine
 import (
 	"context"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/enginetest"
 	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
@@ -47,12 +47,7 @@ func dayOfProbes(b *testing.B, n int) uint64 {
 	}
 	p := referencePolicy()
 	p.Failures = 1
-	aors := make([]AoR, 1000)
-	for i := range aors {
-		u := "sip:c" + strconv.Itoa(i) + "@192.0.2.1"
-		aors[i] = AoR{Name: u[4:], Contacts: []string{u}, Policy: &p}
-	}
-	if err := e.Apply(aors); err != nil {
+	if err := e.Apply(enginetest.NumberedAoRs(1000, p)); err != nil {
 		b.Fatal(err)
 	}
 	d := e.Drive(b.Context())
