@@ -23,17 +23,26 @@ const (
 // history is an AoR's recent past: a ring of buckets aligned to the wall
 // clock, and a ring of its latest status changes. Its times are Unix
 // nanoseconds. Guarded by Engine.mu.
+//
+// A probe touches only the fields up to rtts, next to each other: the
+// current bucket is kept apart from the ring until it closes, and while
+// a probe ends before next it costs no division by the width. Every
+// AoR's history a cache miss, a probe cost twice as much with the
+// current bucket in the ring and the bucket found by division.
 type history struct {
-	width int64    // of a bucket, in ns
-	ring  []bucket // bucket number k at ring[k%len(ring)], for k in (cur-len(ring), cur]
-	cur   int64    // number of the newest bucket: its start / width
-	first int64    // number of the first bucket kept
 	// mark is the time up to which the routable time is counted; avail
 	// is the AoR's availability since mark.
 	mark  int64
+	next  int64  // when the current bucket ends
+	now   bucket // the current bucket, number cur
 	avail bool
 	// rtts are the current bucket's successful RTTs, for its median.
 	rtts rttHistogram
+
+	width int64    // of a bucket, in ns
+	ring  []bucket // closed bucket number k at ring[k%len(ring)], for k in (cur-len(ring), cur)
+	cur   int64    // number of the current bucket: its start / width
+	first int64    // number of the first bucket kept
 
 	changes [MaxChanges]change // a ring: the latest n, the oldest at head
 	head, n int
@@ -52,7 +61,7 @@ func (b *bucket) median(rtts *rttHistogram) uint32 {
 	if b.rttMax == 0 {
 		return 0
 	}
-	return min(max(rtts.median(), b.rttMin), b.rttMax)
+	return min(max(rtts.median(bin(b.rttMin), bin(b.rttMax)), b.rttMin), b.rttMax)
 }
 
 // change is one status change, as a history keeps it.
@@ -75,36 +84,54 @@ func newHistory(width, length time.Duration) *history {
 // the buckets before now's are closed. A now before mark (the wall clock
 // stepped back) counts as mark.
 func (h *history) advance(now int64) {
+	const ms = int64(time.Millisecond)
 	if h.cur < 0 { // the first advance
 		h.cur, h.first, h.mark = now/h.width, now/h.width, now
+		h.next = (h.cur + 1) * h.width
 		return
 	}
 	now = max(now, h.mark)
-	if k := now / h.width; k > h.cur {
-		h.roll(k)
+	if now >= h.next {
+		h.jump(now)
+		return
 	}
+	if h.avail {
+		h.now.routable += uint32(now/ms - h.mark/ms) // see credit
+	}
+	h.mark = now
+}
+
+// jump moves h to now, in a bucket after the current one.
+func (h *history) jump(now int64) {
+	h.roll(now / h.width)
 	if h.avail {
 		h.credit(h.mark, now)
 	}
 	h.mark = now
 }
 
-// roll closes the current bucket and clears the buckets up to number k,
-// which becomes the current one.
+// roll closes the current bucket into the ring and clears the buckets up
+// to number k, which becomes the current one.
 func (h *history) roll(k int64) {
 	n := int64(len(h.ring))
-	b := h.at(h.cur)
-	b.rttP50 = b.median(&h.rtts)
-	h.rtts = rttHistogram{}
-	for j := max(h.cur+1, k-n+1); j <= k; j++ {
-		*h.at(j) = bucket{}
+	h.now.rttP50 = h.now.median(&h.rtts)
+	h.ring[h.cur%n] = h.now
+	h.rtts.reset(&h.now)
+	h.now = bucket{}
+	for j := max(h.cur+1, k-n+1); j < k; j++ {
+		h.ring[j%n] = bucket{}
 	}
-	h.cur = k
+	h.cur, h.next = k, (k+1)*h.width
 	h.first = max(h.first, k-n+1)
 }
 
 // at returns the bucket numbered k, which must be kept.
-func (h *history) at(k int64) *bucket { return &h.ring[k%int64(len(h.ring))] }
+func (h *history) at(k int64) *bucket {
+	if k == h.cur {
+		return &h.now
+	}
+	return &h.ring[k%int64(len(h.ring))]
+}
 
 // credit adds the routable time from..to (from within the kept buckets'
 // span or before it) to the buckets it overlaps, in milliseconds of the
@@ -122,7 +149,7 @@ func (h *history) credit(from, to int64) {
 
 // probe counts an applied probe in the current bucket.
 func (h *history) probe(ok bool, rtt time.Duration) {
-	b := h.at(h.cur)
+	b := &h.now
 	b.probes = satInc(b.probes)
 	if !ok {
 		b.failures = satInc(b.failures)
@@ -264,20 +291,26 @@ func (h *rttHistogram) add(r uint32) {
 }
 
 // median returns the middle of the bin holding the median (the lower
-// one of an even count); 0 when empty.
-func (h *rttHistogram) median() uint32 {
+// one of an even count), of RTTs that are all in bins lo to hi; 0 when
+// there is none.
+func (h *rttHistogram) median(lo, hi int) uint32 {
 	total := 0
-	for _, c := range h {
+	for _, c := range h[lo : hi+1] {
 		total += int(c)
 	}
-	if total == 0 {
-		return 0
-	}
 	rank := (total + 1) / 2
-	for i, c := range h {
-		if rank -= int(c); rank <= 0 {
-			return middle(i)
+	for i, c := range h[lo : hi+1] {
+		if rank -= int(c); rank <= 0 && total > 0 {
+			return middle(lo + i)
 		}
 	}
 	return 0
+}
+
+// reset empties h, the histogram of b's RTTs: only the bins between b's
+// minimum's and maximum's can hold any.
+func (h *rttHistogram) reset(b *bucket) {
+	if b.rttMax > 0 {
+		clear(h[bin(b.rttMin) : bin(b.rttMax)+1])
+	}
 }

@@ -47,7 +47,7 @@ func TestBucketMedian(t *testing.T) {
 			for _, r := range c.rtts {
 				h.probe(true, time.Duration(r)*time.Microsecond)
 			}
-			got := h.ring[0].median(&h.rtts)
+			got := h.now.median(&h.rtts)
 			if float64(got) > float64(c.want)*1.125 || float64(got) < float64(c.want)*0.875 {
 				t.Fatalf("median %d, want %d within 12.5%%", got, c.want)
 			}
