@@ -24,11 +24,10 @@ const (
 // clock, and a ring of its latest status changes. Its times are Unix
 // nanoseconds. Guarded by Engine.mu.
 //
-// A probe touches only the fields up to rtts, next to each other: the
-// current bucket is kept apart from the ring until it closes, and while
-// a probe ends before next it costs no division by the width. Every
-// AoR's history a cache miss, a probe cost twice as much with the
-// current bucket in the ring and the bucket found by division.
+// A probe touches only the fields up to rtts, next to each other, since
+// each AoR's history is a cache miss: the current bucket is kept apart
+// from the ring until it closes, and while a probe ends before next it
+// costs no division by the width.
 type history struct {
 	// mark is the time up to which the routable time is counted; avail
 	// is the AoR's availability since mark.
