@@ -237,7 +237,8 @@ func (h *history) restoreBucket(s *Bucket) {
 	b.probes = satAdd(b.probes, s.Probes)
 	b.failures = satAdd(b.failures, s.Failures)
 	if s.RTTMax > 0 {
-		lo, p50, hi := usec(s.RTTMin), usec(s.RTTP50), usec(s.RTTMax)
+		lo, hi := usec(s.RTTMin), usec(s.RTTMax)
+		p50 := min(max(usec(s.RTTP50), lo), hi)
 		if b.rttMax == 0 {
 			b.rttMin, b.rttP50 = lo, p50
 		}
@@ -246,7 +247,8 @@ func (h *history) restoreBucket(s *Bucket) {
 			h.rtts.add(p50)
 		}
 	}
-	b.routable += uint32(min(s.Routable, time.Duration(h.width)) / time.Millisecond)
+	width := uint32(h.width / int64(time.Millisecond))
+	b.routable = min(b.routable+uint32(min(max(s.Routable, 0), time.Duration(h.width))/time.Millisecond), width)
 }
 
 func satAdd(v uint16, n int) uint16 { return uint16(min(int(v)+max(n, 0), int(^uint16(0)))) }
