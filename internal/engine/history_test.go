@@ -315,3 +315,27 @@ func TestRestoreHistory(t *testing.T) {
 		}
 	})
 }
+
+func TestRestoreHistoryOtherWidth(t *testing.T) {
+	// Saved minute buckets go to the two-minute buckets holding their
+	// starts: counts and routable times add up, the RTT bounds widen and
+	// the larger median stands.
+	ms := time.Millisecond
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	saved := History{AoR: "x", Width: time.Minute, Buckets: []Bucket{
+		{Start: t0, Probes: 2, Failures: 1, RTTMin: 10 * ms, RTTP50: 10 * ms, RTTMax: 10 * ms, Routable: time.Minute},
+		{Start: t0.Add(time.Minute), Probes: 2, RTTMin: 20 * ms, RTTP50: 30 * ms, RTTMax: 40 * ms, Routable: 30 * time.Second},
+		{Start: t0.Add(2 * time.Minute), Probes: 1},
+	}}
+	h := newHistory(2*time.Minute, time.Hour)
+	h.restore(&saved, t0.Add(3*time.Minute).UnixNano(), true)
+	var got History
+	h.public(&got, "x")
+	want := []Bucket{
+		{Start: t0, Probes: 4, Failures: 1, RTTMin: 10 * ms, RTTP50: 30 * ms, RTTMax: 40 * ms, Routable: 90 * time.Second},
+		{Start: t0.Add(2 * time.Minute), Probes: 1},
+	}
+	if !slices.Equal(got.Buckets, want) {
+		t.Fatalf("got %+v\nwant %+v", got.Buckets, want)
+	}
+}
