@@ -27,7 +27,9 @@ const (
 // A probe touches only the fields up to rtts, next to each other, since
 // each AoR's history is a cache miss: the current bucket is kept apart
 // from the ring until it closes, and while a probe ends before next it
-// costs no division by the width.
+// costs no division by the width. A closed bucket is packed in 12 bytes,
+// and the changes grow with use, so that a history of a day is 18 KiB
+// and a phone that changes status once a day costs little more.
 type history struct {
 	// mark is the time up to which the routable time is counted; avail
 	// is the AoR's availability since mark.
@@ -39,20 +41,65 @@ type history struct {
 	rtts rttHistogram
 
 	width int64    // of a bucket, in ns
-	ring  []bucket // closed bucket number k at ring[k%len(ring)], for k in (cur-len(ring), cur)
+	unit  int64    // of a packed bucket's routable time, in ns: 1 ms, or whole ms more for widths past 65 s
+	ring  []packed // closed bucket number k at ring[k%len(ring)], for k in (cur-len(ring), cur)
 	cur   int64    // number of the current bucket: its start / width
 	first int64    // number of the first bucket kept
 
-	changes [MaxChanges]change // a ring: the latest n, the oldest at head
-	head, n int
+	changes []change // a ring once MaxChanges long: the latest, the oldest at head
+	head    int
 }
 
-// bucket is one closed or current interval of a history: 20 bytes.
+// bucket is the current interval of a history, or a closed one unpacked.
 type bucket struct {
 	rttMin, rttP50, rttMax uint32 // microseconds; 0 without a success
 	probes, failures       uint16 // saturating
 	routable               uint32 // milliseconds
 }
+
+// packed is a closed bucket in 12 bytes: its RTTs as f16, its routable
+// time in units of history.unit.
+type packed struct {
+	probes, failures uint16
+	routable         uint16
+	rtt              [3]f16 // minimum, median, maximum
+}
+
+// pack returns b packed, its routable time in units of unit.
+func (b *bucket) pack(unit int64) packed {
+	ms := int64(time.Millisecond)
+	return packed{probes: b.probes, failures: b.failures, routable: uint16((int64(b.routable)*ms + unit/2) / unit),
+		rtt: [3]f16{toF16(b.rttMin), toF16(b.rttP50), toF16(b.rttMax)}}
+}
+
+// unpack is the inverse of pack, the RTTs to f16's precision.
+func (p *packed) unpack(unit int64) bucket {
+	return bucket{probes: p.probes, failures: p.failures, routable: uint32(int64(p.routable) * unit / int64(time.Millisecond)),
+		rttMin: p.rtt[0].usec(), rttP50: p.rtt[1].usec(), rttMax: p.rtt[2].usec()}
+}
+
+// f16 is an RTT in microseconds in 16 bits: a 12-bit mantissa m and a
+// 4-bit exponent e, m<<e; exact below 4,096 us, within 0.025% above, up
+// to 134 s (longer RTTs are stored as that).
+type f16 uint16
+
+func toF16(v uint32) f16 {
+	const most = 1<<12 - 1
+	if v <= most {
+		return f16(v)
+	}
+	e := bits.Len32(v) - 12
+	m := (v + 1<<(e-1)) >> e // rounded
+	if m > most {
+		m, e = m>>1, e+1
+	}
+	if e > 15 {
+		return f16(15<<12 | most)
+	}
+	return f16(uint32(e)<<12 | m)
+}
+
+func (f f16) usec() uint32 { return uint32(f&(1<<12-1)) << (f >> 12) }
 
 // median returns the median estimate of rtts, b's RTTs, within b's
 // bounds: exact for a bucket of one success.
@@ -76,14 +123,17 @@ type change struct {
 // which starts at its first advance.
 func newHistory(width, length time.Duration) *history {
 	n := max(int(length/width), 1)
-	return &history{width: int64(width), ring: make([]bucket, n), cur: -1}
+	wms := int64(width / time.Millisecond)
+	unit := max((wms+1<<16-2)/(1<<16-1), 1) * int64(time.Millisecond) // whole ms, at most 65535 a bucket
+	return &history{width: int64(width), unit: unit, ring: make([]packed, n), cur: -1}
 }
 
 // advance moves h to now: the routable time since mark is counted, and
 // the buckets before now's are closed. A now before mark (the wall clock
-// stepped back) counts as mark.
+// stepped back) counts as mark. Routable time is counted in whole
+// milliseconds of the wall clock between the ends of each span, so that
+// spans that meet add up without rounding.
 func (h *history) advance(now int64) {
-	const ms = int64(time.Millisecond)
 	if h.cur < 0 { // the first advance
 		h.cur, h.first, h.mark = now/h.width, now/h.width, now
 		h.next = (h.cur + 1) * h.width
@@ -92,58 +142,56 @@ func (h *history) advance(now int64) {
 	now = max(now, h.mark)
 	if now >= h.next {
 		h.jump(now)
-		return
 	}
+	h.credit(now)
+}
+
+// credit counts the routable time from mark to now, both in the current
+// bucket, and moves mark to now.
+func (h *history) credit(now int64) {
+	const ms = int64(time.Millisecond)
 	if h.avail {
-		h.now.routable += uint32(now/ms - h.mark/ms) // see credit
+		h.now.routable += uint32(now/ms - h.mark/ms)
 	}
 	h.mark = now
 }
 
-// jump moves h to now, in a bucket after the current one.
+// jump closes the current bucket, and those up to now's, which becomes
+// the current one with mark at its start.
 func (h *history) jump(now int64) {
-	h.roll(now / h.width)
-	if h.avail {
-		h.credit(h.mark, now)
-	}
-	h.mark = now
-}
-
-// roll closes the current bucket into the ring and clears the buckets up
-// to number k, which becomes the current one.
-func (h *history) roll(k int64) {
+	h.credit(h.next)
+	k := now / h.width
 	n := int64(len(h.ring))
 	h.now.rttP50 = h.now.median(&h.rtts)
-	h.ring[h.cur%n] = h.now
+	h.ring[h.cur%n] = h.now.pack(h.unit)
 	h.rtts.reset(&h.now)
 	h.now = bucket{}
-	for j := max(h.cur+1, k-n+1); j < k; j++ {
-		h.ring[j%n] = bucket{}
+	var skipped packed // a bucket without a probe: routable throughout, or not
+	if h.avail {
+		skipped.routable = uint16(h.width / h.unit)
 	}
-	h.cur, h.next = k, (k+1)*h.width
+	for j := max(h.cur+1, k-n+1); j < k; j++ {
+		h.ring[j%n] = skipped
+	}
+	h.cur, h.next, h.mark = k, (k+1)*h.width, k*h.width
 	h.first = max(h.first, k-n+1)
 }
 
-// at returns the bucket numbered k, which must be kept.
-func (h *history) at(k int64) *bucket {
+// get returns the bucket numbered k, which must be kept.
+func (h *history) get(k int64) bucket {
 	if k == h.cur {
-		return &h.now
+		return h.now
 	}
-	return &h.ring[k%int64(len(h.ring))]
+	return h.ring[k%int64(len(h.ring))].unpack(h.unit)
 }
 
-// credit adds the routable time from..to (from within the kept buckets'
-// span or before it) to the buckets it overlaps, in milliseconds of the
-// wall clock: the whole milliseconds between the ends, so that spans
-// that meet add up without rounding.
-func (h *history) credit(from, to int64) {
-	const ms = int64(time.Millisecond)
-	for k := max(from/h.width, h.first); k <= to/h.width && k <= h.cur; k++ {
-		lo, hi := max(from, k*h.width), min(to, (k+1)*h.width)
-		if hi > lo {
-			h.at(k).routable += uint32(hi/ms - lo/ms)
-		}
+// set stores b as the bucket numbered k, which must be kept.
+func (h *history) set(k int64, b bucket) {
+	if k == h.cur {
+		h.now = b
+		return
 	}
+	h.ring[k%int64(len(h.ring))] = b.pack(h.unit)
 }
 
 // probe counts an applied probe in the current bucket.
@@ -169,15 +217,20 @@ func satInc(v uint16) uint16 {
 	return v + 1
 }
 
-// change records c, dropping the oldest change when the ring is full.
+// change records c, dropping the oldest change once MaxChanges are kept.
+// The ring grows by doubling up to MaxChanges.
 func (h *history) change(c change) {
-	if h.n < len(h.changes) {
-		h.changes[(h.head+h.n)%len(h.changes)] = c
-		h.n++
+	if len(h.changes) < MaxChanges {
+		if len(h.changes) == cap(h.changes) {
+			grown := make([]change, len(h.changes), min(max(2*cap(h.changes), 2), MaxChanges))
+			copy(grown, h.changes)
+			h.changes = grown
+		}
+		h.changes = append(h.changes, c)
 		return
 	}
 	h.changes[h.head] = c
-	h.head = (h.head + 1) % len(h.changes)
+	h.head = (h.head + 1) % MaxChanges
 }
 
 // public copies h into p, reusing p's slices: the kept buckets oldest
@@ -186,18 +239,17 @@ func (h *history) public(p *History, aor string) {
 	p.AoR, p.Width = aor, time.Duration(h.width)
 	p.Buckets, p.Changes = p.Buckets[:0], p.Changes[:0]
 	for k := h.first; k <= h.cur && h.cur >= 0; k++ {
-		b := h.at(k)
-		p50 := b.rttP50
+		b := h.get(k)
 		if k == h.cur {
-			p50 = b.median(&h.rtts)
+			b.rttP50 = b.median(&h.rtts)
 		}
 		p.Buckets = append(p.Buckets, Bucket{
 			Start: fromUnixNano(k * h.width), Probes: int(b.probes), Failures: int(b.failures),
-			RTTMin: micros(b.rttMin), RTTP50: micros(p50), RTTMax: micros(b.rttMax),
+			RTTMin: micros(b.rttMin), RTTP50: micros(b.rttP50), RTTMax: micros(b.rttMax),
 			Routable: time.Duration(b.routable) * time.Millisecond,
 		})
 	}
-	for i := range h.n {
+	for i := range h.changes {
 		c := &h.changes[(h.head+i)%len(h.changes)]
 		p.Changes = append(p.Changes, Change{Time: fromUnixNano(c.at), URI: c.uri, From: c.from, To: c.to,
 			Reason: c.reason, Detail: c.detail, Code: int(c.code)})
@@ -212,7 +264,7 @@ func micros(v uint32) time.Duration { return time.Duration(v) * time.Microsecond
 // and the gap between the saved history's end and now stays empty, its
 // routable time unknown.
 func (h *history) restore(saved *History, now int64, avail bool) {
-	*h = history{width: h.width, ring: h.ring, cur: -1}
+	*h = history{width: h.width, unit: h.unit, ring: h.ring, cur: -1}
 	clear(h.ring)
 	h.advance(now)
 	h.avail = avail
@@ -233,7 +285,7 @@ func (h *history) restoreBucket(s *Bucket) {
 		return
 	}
 	h.first = min(h.first, k)
-	b := h.at(k)
+	b := h.get(k)
 	b.probes = satAdd(b.probes, s.Probes)
 	b.failures = satAdd(b.failures, s.Failures)
 	if s.RTTMax > 0 {
@@ -249,6 +301,7 @@ func (h *history) restoreBucket(s *Bucket) {
 	}
 	width := uint32(h.width / int64(time.Millisecond))
 	b.routable = min(b.routable+uint32(min(max(s.Routable, 0), time.Duration(h.width))/time.Millisecond), width)
+	h.set(k, b)
 }
 
 func satAdd(v uint16, n int) uint16 { return uint16(min(int(v)+max(n, 0), int(^uint16(0)))) }

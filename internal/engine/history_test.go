@@ -42,7 +42,7 @@ func TestBucketMedian(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var h history
-			h.ring = make([]bucket, 1)
+			h.ring = make([]packed, 1)
 			h.cur = 0
 			for _, r := range c.rtts {
 				h.probe(true, time.Duration(r)*time.Microsecond)
