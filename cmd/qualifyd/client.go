@@ -42,14 +42,17 @@ func clientFlags(fs *flag.FlagSet) func() (*apiClient, error) {
 }
 
 // parseClient parses the flags of the client command name (--http,
-// --token-file) and its positional arguments, which valid checks, and
-// builds the client. On an error it prints usage (or the error) and
-// returns exit code 2.
-func parseClient(name, usage string, args []string, stderr io.Writer, valid func(pos []string) bool) (*apiClient, []string, int) {
+// --token-file, and those each of extra registers) and its positional
+// arguments, which valid checks, and builds the client. On an error it
+// prints usage (or the error) and returns exit code 2.
+func parseClient(name, usage string, args []string, stderr io.Writer, valid func(pos []string) bool, extra ...func(*flag.FlagSet)) (*apiClient, []string, int) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = usageFunc(fs, name+" "+usage)
 	client := clientFlags(fs)
+	for _, f := range extra {
+		f(fs)
+	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return nil, nil, 2

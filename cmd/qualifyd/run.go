@@ -29,6 +29,7 @@ type runOptions struct {
 	stateFile string
 	// allowShrink lets a reload drop every AoR or most contacts.
 	allowShrink bool
+	histAoRs    int
 }
 
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
@@ -46,6 +47,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.IntVar(&o.perAoR, "metrics-per-aor", 0, "export per-AoR metric series for at most this many AoRs (0: none)")
 	fs.StringVar(&o.stateFile, "state-file", "", "keep the contacts' state and the event ids across restarts in this file (e.g. /var/lib/qualifyd/state; default: none)")
 	fs.BoolVar(&o.allowShrink, "reload-allow-shrink", false, "let a reload (SIGHUP or the API) apply a configuration that drops every AoR or more than half of the contacts")
+	fs.IntVar(&o.histAoRs, "history-aors", engine.DefaultHistoryAoRs, "keep a 24-hour history for at most this many AoRs, the first in configuration order (0: none)")
 	fs.DurationVar(&o.coalesce, "coalesce", engine.DefaultCoalesce, "start the probes due within this window in one wake-up, each at most this late (0: each at its due time)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -56,6 +58,9 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	}
 	if o.config == "" {
 		return o, errors.New("--config FILE is required")
+	}
+	if o.histAoRs < 0 {
+		return o, fmt.Errorf("--history-aors %d: want 0 or more", o.histAoRs)
 	}
 	if o.coalesce < 0 || o.coalesce > time.Second {
 		return o, fmt.Errorf("--coalesce %v: want 0 to 1s", o.coalesce)
@@ -97,6 +102,7 @@ func (o runOptions) daemonConfig(stdout, stderr io.Writer) daemon.Config {
 		ConfigFile: o.config, ConfigDir: o.configDir, SIPBind: o.sipBind, Coalesce: engineCoalesce(o.coalesce),
 		HTTPAddr: o.httpAddr, Token: o.token, PerAoR: o.perAoR, Version: version(), StateFile: o.stateFile,
 		ReloadAllowShrink: o.allowShrink,
+		HistoryAoRs:       historyAoRs(o.histAoRs),
 		Log:               stdout, LogFormat: o.logFormat, Errors: stderr,
 	}
 }
@@ -121,6 +127,15 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// historyAoRs maps --history-aors to engine.Config.HistoryAoRs, where
+// zero is the default and a negative value none.
+func historyAoRs(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // engineCoalesce maps --coalesce to engine.Config.Coalesce, where zero

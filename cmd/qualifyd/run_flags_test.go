@@ -73,3 +73,32 @@ func TestRunReloadAllowShrinkFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestRunHistoryAoRsFlag: --history-aors defaults to the engine's
+// default, 0 keeps no history, and a negative count is refused.
+func TestRunHistoryAoRsFlag(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		want   int // daemon.Config.HistoryAoRs
+		errHas string
+	}{
+		{args: nil, want: engine.DefaultHistoryAoRs},
+		{args: []string{"--history-aors", "20"}, want: 20},
+		{args: []string{"--history-aors", "0"}, want: -1},
+		{args: []string{"--history-aors", "-1"}, errHas: "--history-aors -1: want 0 or more"},
+	} {
+		o, err := parseRun(append([]string{"--config", "x.conf", "--http", ""}, c.args...), io.Discard)
+		if c.errHas != "" {
+			if err == nil || !strings.Contains(err.Error(), c.errHas) {
+				t.Errorf("%q: error %v, want %q", c.args, err, c.errHas)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if got := o.daemonConfig(io.Discard, io.Discard).HistoryAoRs; got != c.want {
+			t.Errorf("%q: HistoryAoRs %d, want %d", c.args, got, c.want)
+		}
+	}
+}

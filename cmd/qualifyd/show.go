@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -14,15 +15,25 @@ import (
 // runShow is `qualifyd show contacts|aors|endpoints`: Asterisk's `pjsip
 // show contacts` / `pjsip show aors` tables from a running daemon, with
 // the failure counters and next probe time appended, and the endpoints'
-// availability with their AoRs.
+// availability with their AoRs. `show contacts --stats` appends the
+// contacts' running statistics.
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, pos, code := parseClient("show", "contacts|aors|endpoints [--http ADDR]", args, stderr, func(pos []string) bool {
-		return len(pos) == 1 && (pos[0] == "contacts" || pos[0] == "aors" || pos[0] == "endpoints")
+	var stats bool
+	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints [--http ADDR]", args, stderr, func(pos []string) bool {
+		return len(pos) == 1 && (pos[0] == "contacts" || !stats && (pos[0] == "aors" || pos[0] == "endpoints"))
+	}, func(fs *flag.FlagSet) {
+		fs.BoolVar(&stats, "stats", false, "show contacts: add the RTT statistics (SRTT, RTTVAR, min, max), the loss over the last 100 probes and the probe and failure totals")
 	})
 	if c == nil {
 		return code
 	}
-	if err := show(ctx, c, pos[0], stdout, time.Now()); err != nil {
+	var err error
+	if stats {
+		err = showStats(ctx, c, stdout, time.Now())
+	} else {
+		err = show(ctx, c, pos[0], stdout, time.Now())
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "qualifyd show:", err)
 		return 1
 	}
@@ -149,4 +160,74 @@ func yesNo(b bool) string {
 		return "Available"
 	}
 	return "Unavailable"
+}
+
+// apiStats are a contact's running statistics as the API serves them.
+type apiStats struct {
+	SRTTUsec      int64   `json:"rtt_srtt_usec"`
+	RTTVarUsec    int64   `json:"rtt_var_usec"`
+	RTTMinUsec    int64   `json:"rtt_min_usec"`
+	RTTMaxUsec    int64   `json:"rtt_max_usec"`
+	LossRatio     float64 `json:"loss_ratio"`
+	LossWindow    int     `json:"loss_window"`
+	Probes        uint64  `json:"probes"`
+	FailuresTotal uint64  `json:"failures_total"`
+}
+
+// statsContact is a contact with its statistics.
+type statsContact struct {
+	apiContact
+	apiStats
+}
+
+// statsHeader heads the columns --stats appends.
+const statsHeader = " <SRTT(ms)> <RTTVAR(ms)> <Min(ms)..> <Max(ms)..> <Loss> <Probes> <Failed>"
+
+// showStats prints the contacts table with the statistics' columns after
+// Asterisk's.
+func showStats(ctx context.Context, c *apiClient, w io.Writer, now time.Time) error {
+	var body struct {
+		Contacts []statsContact `json:"contacts"`
+	}
+	if err := c.do(ctx, "GET", "/api/v1/contacts", &body); err != nil {
+		return err
+	}
+	cs := make([]apiContact, len(body.Contacts))
+	for i := range body.Contacts {
+		cs[i] = body.Contacts[i].apiContact
+	}
+	width := nameWidth(cs)
+	rows := make([]string, len(cs))
+	base := 0
+	for i := range cs {
+		rows[i] = contactRow("  Contact:  ", cs[i], width, now)
+		base = max(base, len(rows[i]))
+	}
+	head := fmt.Sprintf(strings.TrimSuffix(contactHeader, "\n"), strings.Repeat(".", width-14))
+	base = max(base, len(head))
+	fmt.Fprintf(w, "\n%-*s%s\n", base, head, statsHeader)
+	fmt.Fprintln(w, strings.Repeat("=", base+len(statsHeader)))
+	fmt.Fprintln(w)
+	for i, row := range rows {
+		fmt.Fprintf(w, "%-*s%s\n", base, row, statsColumns(&body.Contacts[i].apiStats))
+	}
+	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(cs))
+	return nil
+}
+
+// statsColumns are one contact's statistics in statsHeader's columns: "-"
+// for the RTTs before a success and for the loss before a probe.
+func statsColumns(s *apiStats) string {
+	rtt := func(us int64) string {
+		if s.RTTMaxUsec == 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(float64(us)/1000, 'f', 3, 64)
+	}
+	loss := "-"
+	if s.LossWindow > 0 {
+		loss = strconv.FormatFloat(s.LossRatio*100, 'f', 0, 64) + "%"
+	}
+	return fmt.Sprintf(" %10s %12s %11s %11s %6s %8d %8d", rtt(s.SRTTUsec), rtt(s.RTTVarUsec), rtt(s.RTTMinUsec), rtt(s.RTTMaxUsec),
+		loss, s.Probes, s.FailuresTotal)
 }

@@ -85,6 +85,36 @@ func TestShowTables(t *testing.T) {
 		}
 		goldenFile(t, "show_"+what+".golden", out.Bytes())
 	}
+	var out bytes.Buffer
+	if err := showStats(t.Context(), c, &out, now); err != nil {
+		t.Fatal(err)
+	}
+	goldenFile(t, "show_contacts_stats.golden", out.Bytes())
+}
+
+// TestShowStatsFlag: --stats adds the statistics to show contacts, with
+// Asterisk's columns as they are without it, and only to it.
+func TestShowStatsFlag(t *testing.T) {
+	srv, _ := fakeAPI(t)
+	var plain, stats, errb bytes.Buffer
+	if code := run(t.Context(), []string{"show", "contacts", "--http", srv.URL}, &plain, &errb); code != 0 {
+		t.Fatalf("show contacts: exit %d, %s", code, errb.String())
+	}
+	if code := run(t.Context(), []string{"show", "contacts", "--stats", "--http", srv.URL}, &stats, &errb); code != 0 {
+		t.Fatalf("show contacts --stats: exit %d, %s", code, errb.String())
+	}
+	pl, st := strings.Split(plain.String(), "\n"), strings.Split(stats.String(), "\n")
+	if len(pl) != len(st) || !strings.Contains(st[1], "<SRTT(ms)>") {
+		t.Fatalf("--stats table:\n%s\nwithout:\n%s", stats.String(), plain.String())
+	}
+	for i := range pl {
+		if !strings.HasPrefix(st[i], strings.TrimRight(pl[i], " ")) {
+			t.Errorf("line %d: %q does not start with %q", i, st[i], pl[i])
+		}
+	}
+	if code := run(t.Context(), []string{"show", "aors", "--stats", "--http", srv.URL}, &stats, &errb); code != 2 {
+		t.Fatalf("show aors --stats: exit %d, want 2", code)
+	}
 }
 
 func TestQualifyCommand(t *testing.T) {

@@ -44,6 +44,12 @@ type Config struct {
 	// start, written every 10 s while anything changed and at shutdown.
 	// A file that cannot be used is logged and ignored.
 	StateFile string
+	// HistoryAoRs is engine.Config.HistoryAoRs: how many AoRs keep a
+	// history; zero means the engine's default, negative none.
+	HistoryAoRs int
+	// HistoryBucket is engine.Config.HistoryBucket, the width of a
+	// history's buckets; zero means the engine's default.
+	HistoryBucket time.Duration
 
 	// HTTPAddr is the API, metrics and status page address; empty
 	// disables HTTP.

@@ -88,7 +88,8 @@ func (d *Daemon) build(conf *pjsip.Config) error {
 		return err
 	}
 	d.eng, err = engine.New(engine.Config{Prober: d.prober, MaxInitialQualifyTime: conf.MaxInitialQualifyTime,
-		Observe: d.metrics.ObserveProbe, Lateness: d.metrics.ObserveLateness, Coalesce: d.cfg.Coalesce, Rand: d.cfg.Rand, Seq: d.startSeq()})
+		Observe: d.metrics.ObserveProbe, Lateness: d.metrics.ObserveLateness, Coalesce: d.cfg.Coalesce, Rand: d.cfg.Rand, Seq: d.startSeq(),
+		HistoryAoRs: d.cfg.HistoryAoRs, HistoryBucket: d.cfg.HistoryBucket})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ func watchEngine(m *metrics.Metrics, reg prometheus.Registerer, eng *engine.Engi
 		SIP:           func() metrics.SIPStats { return sipStats(p.Stats()) },
 		InFlight:      func() int { return eng.Counters().InFlight },
 		EventsDropped: sub.Dropped,
+		AoR:           eng.AoR,
 	})
 }
 

@@ -77,8 +77,9 @@ func (d *Daemon) restoreState() {
 		n.Add(d.eng.Restore(chunk, f.Seal))
 		d.caughtUp()
 	}
+	hists := d.eng.RestoreHistory(f.Histories)
 	d.log.Notice(slog.LevelInfo, "state restored", slog.String("state_file", d.state.path), slog.Int("restored", n.Restored),
-		slog.Int("changed", n.Changed), slog.Int("stale", n.Stale), slog.Time("written", f.Written))
+		slog.Int("changed", n.Changed), slog.Int("stale", n.Stale), slog.Int("histories", hists), slog.Time("written", f.Written))
 }
 
 // caughtUp waits until the log's subscription holds at most half its
@@ -128,7 +129,7 @@ func (d *Daemon) saveState(clean bool) {
 	}
 	mark := d.changes()
 	h := state.Header{Written: time.Now(), Seq: d.eng.Seq(), Clean: clean}
-	_, err := state.Write(d.state.path, h, state.Pages(d.eng))
+	_, err := state.Write(d.state.path, h, state.Pages(d.eng), state.Histories(d.eng))
 	switch {
 	case err == nil:
 		d.state.mark, d.state.err = mark, ""

@@ -83,7 +83,8 @@ func runUntilDown(t *testing.T, conf *pjsip.Config, path string, rand float64, l
 // leaves a state file; the next one, started on it, has the trunk
 // Unreachable and its endpoint unavailable before its own first probe
 // (due only at 0.99 F), with the old process's last result (to the
-// microsecond the file keeps), logs the contact's line once, and numbers
+// microsecond the file keeps), statistics and history, logs the
+// contact's line once, and numbers
 // its events on from the old process's last one (qualify-semantics §8).
 // The endpoint's log view starts offline, so it prints no line, as in
 // the first run (§10).
@@ -107,6 +108,15 @@ func TestStateAcrossRestart(t *testing.T) {
 	if c.Status != qualify.Unreachable || got.Available || !c.Last.At.Equal(was.Contacts[0].Last.At.Truncate(time.Microsecond)) || c.Last.Reason != qualify.ReasonTimeout {
 		t.Fatalf("restored %+v, was %+v", got, was)
 	}
+	if c.Stats.Probes != 1 || c.Stats.Failures != 1 || c.Stats != was.Contacts[0].Stats {
+		t.Fatalf("restored statistics %+v, were %+v", c.Stats, was.Contacts[0].Stats)
+	}
+	h1, _ := d1.Engine().History("dead")
+	h2, ok := d2.Engine().History("dead")
+	if !ok || len(h1.Changes) != 1 || len(h2.Changes) != 1 || !h2.Changes[0].Time.Equal(h1.Changes[0].Time.Truncate(time.Microsecond)) ||
+		h2.Changes[0].To != qualify.Unreachable || h2.Buckets[0].Failures != 1 {
+		t.Fatalf("restored history %+v, was %+v", h2, h1)
+	}
 	if n := d2.Engine().Counters().Probes; n != [qualify.NumReasons]uint64{} {
 		t.Fatalf("the second run probed before the check: %v", n)
 	}
@@ -117,7 +127,7 @@ func TestStateAcrossRestart(t *testing.T) {
 	if strings.Contains(out, "Endpoint trunk") {
 		t.Errorf("second run logged an endpoint line:\n%s", out)
 	}
-	for _, want := range []string{"state restored state_file=" + path + " restored=1 changed=0 stale=0",
+	for _, want := range []string{"state restored state_file=" + path + " restored=1 changed=0 stale=0 histories=1",
 		"Contact dead/" + conf.AoRs[0].Contacts[0] + " is now Unreachable."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("second run's log lacks %q:\n%s", want, out)

@@ -44,6 +44,7 @@ func (e *Engine) ApplyFunc(n int, at func(i int) *AoR) error {
 		return err
 	}
 	p := e.plan(d, total)
+	p.histNames = e.histories(states, &p)
 	order := e.sorted(states, &p)
 	prev := e.install(d, next, states, order, &p, total)
 	clear(prev) // without mu: no reader has it now (see sorted)
@@ -79,9 +80,39 @@ func (e *Engine) install(aors defs, next map[string]*aorState, states []aorState
 	}
 	e.place(r.fresh, now)
 	prev := e.order
-	e.aors, e.order = next, order
+	e.aors, e.order, e.histNames = next, order, p.histNames
 	e.sum = r.sum
 	return prev
+}
+
+// histories gives the AoRs of states, a new set, their histories, and
+// returns their names in name order: an AoR defined before keeps its
+// own, and while fewer than Config.HistoryAoRs have one, the others
+// without one get a new one in configuration order. It reads the old
+// AoRs' histories without mu: only Apply sets them, and the caller holds
+// applyMu.
+func (e *Engine) histories(states []aorState, p *reloadPlan) []string {
+	if e.cfg.HistoryAoRs <= 0 {
+		return nil
+	}
+	var names []string
+	for i := range states {
+		if old := p.old(i); old != nil && old.hist != nil {
+			states[i].hist = old.hist
+			names = append(names, states[i].name)
+		}
+	}
+	for i := range states {
+		if len(names) >= e.cfg.HistoryAoRs {
+			break
+		}
+		if states[i].hist == nil {
+			states[i].hist = newHistory(e.cfg.HistoryBucket, e.cfg.HistoryLength)
+			names = append(names, states[i].name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // newAoRs validates aors and returns their states, without contacts: in
@@ -195,6 +226,9 @@ type reloadPlan struct {
 	olds  []*aorState // by AoR of the new set; nil: a new name (or a first load)
 	prev  []uint32    // by contact of the new set, AoR after AoR; noSlot: new
 	found int         // old AoRs that the new set defines again
+	// histNames are the names of the new set's AoRs with a history, in
+	// name order.
+	histNames []string
 }
 
 // noSlot marks a contact that had no slot.
@@ -282,6 +316,7 @@ func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32
 			r.sum.ByStatus[qualify.NonQualified]++
 		}
 	}
+	a.noteAvailable(r.now)
 	r.sum.AoRs++
 	r.sum.Routable += int(a.routable)
 	if a.available() {
@@ -321,7 +356,9 @@ func (e *Engine) renew(a *aorState, id uint32, now time.Time) {
 	nid := e.alloc(a, uri)
 	e.start(a, nid, now)
 	if was != qualify.NonQualified {
-		e.publish(e.contactEvent(StatusChanged, nid, was, now))
+		ev := e.contactEvent(StatusChanged, nid, was, now)
+		e.publish(ev)
+		a.noteChange(&ev)
 	}
 }
 
@@ -364,6 +401,9 @@ func (e *Engine) retire(old *aorState, gone []uint32, now time.Time) {
 		ev := e.contactEvent(StatusChanged, id, e.slots[id].state.Status, now)
 		ev.To, ev.Routable, ev.Next = qualify.Removed, false, time.Time{}
 		e.publish(ev)
+		if !whole {
+			old.noteChange(&ev)
+		}
 		e.drop(id, ErrRemoved)
 	}
 	if whole && old.available() {

@@ -36,6 +36,16 @@
 // but the table as a whole is not taken at one instant, and a reload
 // between two pages shows in the later ones.
 //
+// # Statistics and history
+//
+// Each applied result also feeds the contact's running statistics (see
+// Stats), a few words in its slot, and, for the AoRs that have one (the
+// first Config.HistoryAoRs), the AoR's history: buckets aligned to the
+// wall clock and its latest status changes (see History). A slot has a
+// flag for its AoR's history, so that the probes of the other AoRs never
+// touch their AoR. Both are updated under the engine's lock, in the
+// result's path; neither decides anything (qualify-semantics §5).
+//
 // # Locking
 //
 // One mutex (Engine.mu) guards the table, the AoRs, the waiters and the

@@ -171,10 +171,19 @@ func (instant) Start(_ context.Context, _ probe.Target, tag uint64, done func(ui
 // BenchmarkProbe is one probe of a driven engine of 1,000 contacts, from
 // the scheduler's job to the applied result and the next due time, with
 // a prober that costs nothing: the engine's own cost per probe, which
-// allocates nothing.
-func BenchmarkProbe(b *testing.B) {
+// allocates nothing. Each contact is an AoR of its own, with a history
+// (the default Config.HistoryAoRs).
+func BenchmarkProbe(b *testing.B) { benchProbe(b, Config{}) }
+
+// BenchmarkNoHistoryProbe is BenchmarkProbe without histories: the
+// statistics' cost alone.
+func BenchmarkNoHistoryProbe(b *testing.B) { benchProbe(b, Config{HistoryAoRs: -1}) }
+
+// benchProbe is BenchmarkProbe of an engine of cfg.
+func benchProbe(b *testing.B, cfg Config) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	e, err := New(Config{Prober: instant{}, Now: func() time.Time { return now }})
+	cfg.Prober, cfg.Now = instant{}, func() time.Time { return now }
+	e, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

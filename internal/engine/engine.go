@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -60,6 +61,19 @@ type Config struct {
 	// Now returns the current time; nil means time.Now. A simulator that
 	// drives the engine in virtual time (see Drive) sets it.
 	Now func() time.Time
+	// HistoryAoRs is how many AoRs keep a history (see History): the
+	// first so many in configuration order of the first Apply, then, as
+	// AoRs with a history are removed, the next ones in configuration
+	// order of a later Apply. An AoR keeps its history until it is
+	// removed. Zero means DefaultHistoryAoRs, negative none.
+	HistoryAoRs int
+	// HistoryBucket is the width of a history's buckets, aligned to the
+	// wall clock (a bucket starts at a multiple of it since the Unix
+	// epoch); zero means DefaultHistoryBucket.
+	HistoryBucket time.Duration
+	// HistoryLength is how far back a history reaches, in whole buckets;
+	// zero means DefaultHistoryLength.
+	HistoryLength time.Duration
 	// Seq is the number of the event before the engine's first: events
 	// are numbered from Seq+1. A daemon continues its previous process's
 	// numbers (from a state file) or starts past them (StartSeq), so that
@@ -97,11 +111,14 @@ type Engine struct {
 	aors  map[string]*aorState
 	// order holds the AoRs of aors sorted by name, each at its rank, so
 	// that a listing never sorts with the engine locked.
-	order   []*aorState
-	waiters map[uint32][]chan<- ContactResult
-	subs    []*Subscription
-	seq     uint64  // last event sequence number
-	sum     Summary // kept up to date by Apply, record and shiftRoutable; AoRs unused
+	order []*aorState
+	// histNames are the names of the AoRs with a history, in name order;
+	// Apply replaces the slice, never changes it.
+	histNames []string
+	waiters   map[uint32][]chan<- ContactResult
+	subs      []*Subscription
+	seq       uint64  // last event sequence number
+	sum       Summary // kept up to date by Apply, record and shiftRoutable; AoRs unused
 
 	probes [qualify.NumReasons]atomic.Uint64 // applied probes by verdict reason
 }
@@ -129,6 +146,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.HistoryBucket = cmp.Or(max(cfg.HistoryBucket, 0), DefaultHistoryBucket)
+	cfg.HistoryLength = max(cmp.Or(max(cfg.HistoryLength, 0), DefaultHistoryLength), cfg.HistoryBucket)
+	cfg.HistoryAoRs = cmp.Or(cfg.HistoryAoRs, DefaultHistoryAoRs)
 	now := cfg.Now()
 	e := &Engine{
 		epoch: now, epochUnix: now.UnixNano(),

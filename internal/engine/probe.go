@@ -127,7 +127,11 @@ func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify
 	c.wait(e.stamp(step.Next))
 	c.last = lastResult{at: end.UnixNano(), rtt: c.last.rtt, code: int16(res.Code), reason: step.Reason, ok: step.OK, detail: res.Detail}
 	if step.OK {
-		c.last.rtt = res.RTT
+		c.last.rtt = rttMicros(res.RTT)
+	}
+	c.stats.add(step.OK, res.RTT)
+	if c.hist {
+		c.aor.noteProbe(end, step.OK, res.RTT)
 	}
 	e.transition(id, step, edgeKind(step), res, end)
 }
@@ -145,6 +149,9 @@ func (e *Engine) transition(id uint32, step qualify.Step, kind EventKind, res qu
 		ev := e.contactEvent(kind, id, step.From, at)
 		ev.Result, ev.Reason = res, step.Reason
 		e.publish(ev)
+		if kind == StatusChanged {
+			c.aor.noteChange(&ev)
+		}
 	}
 	if now := e.routable(id); now != wasRoutable {
 		e.shiftRoutable(c.aor, now, at)
@@ -185,5 +192,6 @@ func (e *Engine) shiftRoutable(a *aorState, routable bool, now time.Time) {
 			e.sum.AoRsAvailable++
 		}
 		e.publish(Event{Kind: AvailabilityChanged, Time: now, AoR: a.name, Available: a.available()})
+		a.noteAvailable(now)
 	}
 }

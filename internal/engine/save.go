@@ -24,6 +24,8 @@ type Saved struct {
 	// the latest success.
 	Last LastResult
 	RTT  time.Duration
+	// Stats are the contact's running statistics.
+	Stats Stats
 }
 
 // SavedPage returns the state of the contacts of the AoRs named after
@@ -41,6 +43,6 @@ func (e *Engine) saved(id uint32) Saved {
 	c := &e.slots[id]
 	return Saved{
 		AoR: c.name, URI: c.uri, Policy: c.policy, Probe: c.opts, State: c.state,
-		Last: c.last.public(), RTT: c.last.rtt,
+		Last: c.last.public(), RTT: c.last.RTT(), Stats: c.stats.public(),
 	}
 }

@@ -209,10 +209,11 @@ func (e *Engine) snapshot(id uint32) ContactSnapshot {
 		Status: c.state.Status, Routable: p.Routable(c.state.Status), Phase: c.state.Phase(),
 		Failures: int(c.state.Failures), Successes: int(c.state.Successes),
 		FailureThreshold: p.FailureThresholdFor(c.state), SuccessThreshold: p.SuccessThreshold(),
-		RTT: c.last.rtt, Last: c.last.public(),
+		RTT: c.last.RTT(), Last: c.last.public(),
 		NextProbe:   next.wall(),
 		InFlight:    c.running,
 		LatencyOnly: p.LatencyOnly,
+		Stats:       c.stats.public(),
 	}
 }
 

@@ -16,11 +16,12 @@ type aorState struct {
 	ids      []uint32 // contact slots, in configuration order
 	routable int32    // how many of the contacts are routable
 	rank     int32    // its index in Engine.order
+	hist     *history // nil unless the AoR is one of Config.HistoryAoRs
 }
 
 func (a *aorState) available() bool { return a.routable > 0 }
 
-// contact is one slot of the table: 120 bytes (TestSlotSize), a million
+// contact is one slot of the table: 152 bytes (TestSlotSize), a million
 // of them in one slice. Its times are mono values, 0 for none.
 //
 // The slot copies what a probe needs of its AoR (name, interned policy and
@@ -36,8 +37,10 @@ type contact struct {
 	state   qualify.State
 	zombie  bool // removed while its probe runs; freed when the probe returns
 	running bool // a probe is in flight
+	hist    bool // aor.hist != nil: its probes go to the AoR's history
 
-	last lastResult
+	last  lastResult
+	stats stats
 	// when is the slot's one time, which running says the meaning of:
 	// idle, when the next probe is due; running, when the probe in flight
 	// started. Read it with due and started, set it with wait and begin.
@@ -69,13 +72,20 @@ func (c *contact) wait(due mono) { c.running, c.when = false, due }
 
 // lastResult is the latest applied probe result of a contact.
 type lastResult struct {
-	at     int64         // when it ended
-	rtt    time.Duration // of the last success; kept across failures
+	at     int64  // when it ended
+	rtt    uint32 // of the last success, in microseconds; kept across failures
 	code   int16
 	reason qualify.Reason
 	ok     bool
 	detail string
 }
+
+// rttMicros returns d in whole microseconds, as a slot keeps an RTT: RTTs
+// are shown and saved in microseconds.
+func rttMicros(d time.Duration) uint32 { return uint32(max(min(d, maxStatRTT), 0) / time.Microsecond) }
+
+// RTT returns the last success's RTT.
+func (l *lastResult) RTT() time.Duration { return micros(l.rtt) }
 
 // public returns l as snapshots show it.
 func (l *lastResult) public() LastResult {
@@ -99,7 +109,7 @@ func (e *Engine) alloc(a *aorState, uri string) uint32 {
 
 // join makes c a contact of a.
 func (c *contact) join(a *aorState) {
-	c.aor, c.name, c.policy, c.opts = a, a.name, a.policy, a.probe
+	c.aor, c.name, c.policy, c.opts, c.hist = a, a.name, a.policy, a.probe, a.hist != nil
 }
 
 // release frees slot id. Called with mu held.

@@ -90,3 +90,53 @@ func BenchmarkObserveProbe(b *testing.B) {
 		}
 	})
 }
+
+// probedAoR is a Sources.AoR of AoRs "a" and "b" of two contacts each:
+// one never probed, one with statistics (a's better than b's), and "c"
+// not configured.
+func probedAoR(name string) (engine.AoRSnapshot, bool) {
+	st := map[string]engine.Stats{
+		"a": {SRTT: 12 * time.Millisecond, RTTMax: 20 * time.Millisecond, Loss: 0.02, LossWindow: 100, Probes: 300, Failures: 9},
+		"b": {Loss: 1, LossWindow: 3, Probes: 3, Failures: 3},
+	}
+	s, ok := st[name]
+	if !ok {
+		return engine.AoRSnapshot{}, false
+	}
+	worse := engine.Stats{SRTT: 40 * time.Millisecond, RTTMax: 50 * time.Millisecond, Loss: 0.5, LossWindow: 100, Probes: 100}
+	return engine.AoRSnapshot{Name: name, Contacts: []engine.ContactSnapshot{{}, {Stats: s}, {Stats: worse}}}, true
+}
+
+// TestPerAoRStats: the statistics' gauges are exported for the AoRs with
+// per-AoR series, the best of their contacts, and only with both PerAoR
+// and Sources.AoR.
+func TestPerAoRStats(t *testing.T) {
+	m, reg := newMetrics(t, Options{PerAoR: true})
+	if err := m.Watch(reg, Sources{AoR: probedAoR}); err != nil {
+		t.Fatal(err)
+	}
+	for _, aor := range []string{"a", "b", "c"} {
+		m.ObserveProbe(aor, qualify.Result{Code: 200, RTT: time.Millisecond}, true, qualify.ReasonNone)
+	}
+	want := `
+# HELP qualifyd_aor_loss_ratio Share of failed probes among the last 100 per AoR: the lowest of its contacts that were probed.
+# TYPE qualifyd_aor_loss_ratio gauge
+qualifyd_aor_loss_ratio{aor="a"} 0.02
+qualifyd_aor_loss_ratio{aor="b"} 0.5
+# HELP qualifyd_aor_rtt_srtt_seconds Smoothed RTT (RFC 6298 SRTT) per AoR: the lowest of its contacts that had a success.
+# TYPE qualifyd_aor_rtt_srtt_seconds gauge
+qualifyd_aor_rtt_srtt_seconds{aor="a"} 0.012
+qualifyd_aor_rtt_srtt_seconds{aor="b"} 0.04
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qualifyd_aor_loss_ratio", "qualifyd_aor_rtt_srtt_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	off, reg2 := newMetrics(t, Options{})
+	if err := off.Watch(reg2, Sources{AoR: probedAoR}); err != nil {
+		t.Fatal(err)
+	}
+	off.ObserveProbe("a", qualify.Result{Code: 200}, true, qualify.ReasonNone)
+	if n := testutil.CollectAndCount(reg2, "qualifyd_aor_loss_ratio", "qualifyd_aor_rtt_srtt_seconds"); n != 0 {
+		t.Fatalf("%d statistics series without PerAoR", n)
+	}
+}

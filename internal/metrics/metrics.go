@@ -45,6 +45,10 @@ type Sources struct {
 	// engine events that did not reach ObserveEvent (and the log) because
 	// their consumer fell behind (engine.Subscription.Dropped).
 	EventsDropped func() uint64
+	// AoR, if set, gives an AoR's snapshot (engine.Engine.AoR) for the
+	// per-AoR statistics' gauges of the AoRs that have per-AoR series;
+	// without Options.PerAoR it is not called.
+	AoR func(name string) (engine.AoRSnapshot, bool)
 }
 
 // Metrics holds the registered series. Its methods are safe for concurrent
@@ -92,6 +96,9 @@ func (m *Metrics) Watch(reg prometheus.Registerer, src Sources) error {
 			Name: "qualifyd_events_dropped_total",
 			Help: "Engine events the log and the event counters missed because they fell behind.",
 		}, func() float64 { return float64(src.EventsDropped()) }))
+	}
+	if src.AoR != nil && m.aors != nil {
+		cs = append(cs, &aorStatsCollector{set: m.aors, aor: src.AoR})
 	}
 	return register(reg, cs)
 }

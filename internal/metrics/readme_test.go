@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // TestREADMEDocumentsEverySeries checks that the README's Metrics table
@@ -34,12 +36,14 @@ func TestREADMEDocumentsEverySeries(t *testing.T) {
 	}
 	if err := m.Watch(reg, Sources{Summary: func() engine.Summary { return engine.Summary{} },
 		SIP:      func() SIPStats { return SIPStats{Dropped: map[string]uint64{"late": 0}} },
-		InFlight: func() int { return 0 }, EventsDropped: func() uint64 { return 0 }}); err != nil {
+		InFlight: func() int { return 0 }, EventsDropped: func() uint64 { return 0 },
+		AoR: probedAoR}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.WatchSinks(reg, func() []SinkStats { return []SinkStats{{Name: "edge"}} }); err != nil {
 		t.Fatal(err)
 	}
+	m.ObserveProbe("a", qualify.Result{Code: 200, RTT: time.Millisecond}, true, qualify.ReasonNone)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,9 @@ type inFlight struct {
 // newSim applies one AoR to a fresh engine at the epoch.
 func newSim(ctx context.Context, a AoR, p *peer, rng *rand.Rand) (*sim, error) {
 	s := &sim{now: epoch, peer: p}
-	e, err := engine.New(engine.Config{Prober: s, Rand: rng.Float64, Now: func() time.Time { return s.now }})
+	// A simulation keeps no history: it runs for virtual years and reads
+	// only the events.
+	e, err := engine.New(engine.Config{Prober: s, Rand: rng.Float64, Now: func() time.Time { return s.now }, HistoryAoRs: -1})
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,13 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// Version is the format this package writes and reads.
-const Version = 1
+// Version is the format this package writes. It reads it and
+// OldestVersion, whose records have no statistics and which has no
+// histories.
+const Version = 2
+
+// OldestVersion is the oldest format this package reads.
+const OldestVersion = 1
 
 // magic opens every state file.
 const magic = "qfydstat"
@@ -23,8 +28,16 @@ const (
 	headerSize  = len(magic) + 2 + 2 + 8 + 8 + saltSize
 	trailerSize = 8 + 4
 	// minRecord is the fewest bytes a record takes: its status byte and
-	// fourteen one-byte varints.
-	minRecord = 15
+	// fourteen one-byte varints, and eight more for the statistics from
+	// version 2 on (minRecordV1 before).
+	minRecord   = 23
+	minRecordV1 = 15
+	// minBucket and minChange are the fewest bytes a history's bucket and
+	// change take: one-byte varints, the change's status byte.
+	minBucket = 6
+	minChange = 9
+	// historyFollows precedes each history, where endOfRecords ends them.
+	historyFollows = 1
 	// maxString bounds a name, URI or option string.
 	maxString = 64 << 10
 	// endOfRecords ends the records, where a status byte would be.
@@ -59,6 +72,10 @@ type File struct {
 	Header
 	// Contacts are the saved states, in the order written.
 	Contacts []engine.Saved
+	// Histories are the AoRs' saved histories (engine.RestoreHistory).
+	Histories []engine.History
+	// Version is the file's format version.
+	Version int
 
 	salt [saltSize]byte
 }
@@ -135,6 +152,19 @@ const (
 	policyAuto        = 8
 	policyFlagsKnown  = policyOnly2xx | policyLatencyOnly | policyMore | policyAuto
 )
+
+// packChange packs a change's statuses (bits 0-1 and 2-3) and reason
+// (4-6).
+func packChange(c *engine.Change) byte {
+	return byte(c.From) | byte(c.To)<<2 | byte(c.Reason)<<4
+}
+
+// unpackChange is the inverse of packChange; false for a byte no change
+// has.
+func unpackChange(b byte, c *engine.Change) bool {
+	c.From, c.To, c.Reason = qualify.Status(b&3), qualify.Status(b>>2&3), qualify.Reason(b>>4&7)
+	return b>>7 == 0 && int(c.Reason) < qualify.NumReasons
+}
 
 // policyFlags packs the policy's booleans.
 func policyFlags(p *qualify.Policy) byte {

@@ -11,7 +11,8 @@ import (
 // what it decodes is bounded by its size. Each input is tried as it is
 // and with its last four bytes replaced by the right checksum, so that
 // the fuzzer reaches the body's checks. The seeds in testdata/fuzz are a
-// file of sample() and damaged copies of it (TestWriteSeeds).
+// file of sample() and sampleHistories(), one of the first format, and
+// damaged copies (TestWriteSeeds).
 func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check(t, data)
@@ -29,8 +30,13 @@ func check(t *testing.T, data []byte) {
 	if err != nil {
 		return
 	}
-	if len(st.Contacts) > len(data)/minRecord {
+	if len(st.Contacts) > len(data)/minRecordV1 {
 		t.Fatalf("%d contacts from %d bytes", len(st.Contacts), len(data))
+	}
+	for _, h := range st.Histories {
+		if len(h.Buckets) > len(data)/minBucket || len(h.Changes) > len(data)/minChange || len(h.AoR) > maxString {
+			t.Fatalf("a history of %d buckets and %d changes from %d bytes", len(h.Buckets), len(h.Changes), len(data))
+		}
 	}
 	for _, c := range st.Contacts {
 		if c.Policy == nil || c.Probe == nil || c.State.Status > 2 || len(c.AoR) > maxString || len(c.URI) > maxString {

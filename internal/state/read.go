@@ -82,25 +82,27 @@ func Decode(data []byte) (*File, error) {
 	if len(data) < headerSize+1+trailerSize {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(data))
 	}
-	if v := binary.LittleEndian.Uint16(data[len(magic):]); v != Version {
-		return nil, fmt.Errorf("%w: version %d, this qualifyd reads %d", ErrVersion, v, Version)
+	v := int(binary.LittleEndian.Uint16(data[len(magic):]))
+	if v < OldestVersion || v > Version {
+		return nil, fmt.Errorf("%w: version %d, this qualifyd reads %d to %d", ErrVersion, v, OldestVersion, Version)
 	}
 	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
-	f, err := decodeBody(body)
+	f, err := decodeBody(body, v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return f, nil
 }
 
-// decodeBody decodes the header, the records and the count, the CRC
-// already checked.
-func decodeBody(body []byte) (*File, error) {
-	f := &File{}
-	d := decoder{b: body, off: len(magic) + 2, budget: 64 * len(body)}
+// decodeBody decodes the header, the records, the histories (from
+// version 2 on) and the count of a file of version v, the CRC already
+// checked.
+func decodeBody(body []byte, v int) (*File, error) {
+	f := &File{Version: v}
+	d := decoder{b: body, off: len(magic) + 2, budget: 64 * len(body), version: v}
 	flags := d.u16()
 	f.Written = time.Unix(0, int64(d.u64())).UTC()
 	f.Seq = d.u64()
@@ -110,7 +112,7 @@ func decodeBody(body []byte) (*File, error) {
 		return nil, fmt.Errorf("unknown flags %#x", flags)
 	}
 	n := binary.LittleEndian.Uint64(body[len(body)-8:])
-	if n > uint64((len(body)-headerSize)/minRecord) {
+	if n > uint64((len(body)-headerSize)/d.minRecord()) {
 		return nil, fmt.Errorf("%d records in %d bytes", n, len(body))
 	}
 	d.b = body[:len(body)-8]
@@ -120,6 +122,10 @@ func decodeBody(body []byte) (*File, error) {
 		f.Contacts = append(f.Contacts, engine.Saved{})
 		d.record(&f.Contacts[len(f.Contacts)-1])
 	}
+	if v >= 2 {
+		f.Histories = d.histories()
+	}
+	d.end()
 	switch {
 	case d.err != nil:
 		return nil, d.err
@@ -137,6 +143,7 @@ type decoder struct {
 	err     error
 	budget  int // string bytes that may still be made
 	written int64
+	version int
 
 	opts     []options
 	aor, uri string // the previous record's
@@ -154,10 +161,17 @@ func (d *decoder) fail(format string, args ...any) {
 	}
 }
 
-// more reports whether a record follows, consuming the end marker, which
-// must be the last byte.
+// minRecord is the fewest bytes a record of d's version takes.
+func (d *decoder) minRecord() int {
+	if d.version < 2 {
+		return minRecordV1
+	}
+	return minRecord
+}
+
+// more reports whether a record follows, consuming the end marker.
 func (d *decoder) more() bool {
-	if d.off >= len(d.b) {
+	if d.err != nil || d.off >= len(d.b) {
 		d.fail("no end of records")
 		return false
 	}
@@ -165,10 +179,14 @@ func (d *decoder) more() bool {
 		return true
 	}
 	d.off++
-	if d.off != len(d.b) {
+	return false
+}
+
+// end checks that nothing follows what was read.
+func (d *decoder) end() {
+	if d.err == nil && d.off != len(d.b) {
 		d.fail("%d bytes after the records", len(d.b)-d.off)
 	}
-	return false
 }
 
 func (d *decoder) record(s *engine.Saved) {
@@ -189,6 +207,93 @@ func (d *decoder) record(s *engine.Saved) {
 	s.RTT = time.Duration(d.uvarint(uint64(qualify.MaxInterval.Microseconds()))) * time.Microsecond
 	s.Last.Code = int(d.uvarint(999))
 	s.Last.Detail = d.string()
+	if d.version >= 2 {
+		d.stats(&s.Stats)
+	}
+}
+
+// stats reads a record's statistics.
+func (d *decoder) stats(s *engine.Stats) {
+	s.Probes = d.uvarint(1<<32 - 1)
+	s.Failures = d.uvarint(s.Probes)
+	s.LossBits = [2]uint64{d.uvarint(^uint64(0)), d.uvarint(^uint64(0))}
+	for _, v := range []*time.Duration{&s.SRTT, &s.RTTVar, &s.RTTMin, &s.RTTMax} {
+		*v = d.micros()
+	}
+}
+
+// micros reads a duration in microseconds, at most maxMicros.
+func (d *decoder) micros() time.Duration {
+	return time.Duration(d.uvarint(maxMicros)) * time.Microsecond
+}
+
+// maxMicros bounds the RTTs of the statistics and the histories: 2^32
+// microseconds, more than an hour.
+const maxMicros = 1<<32 - 1
+
+// histories reads the histories, each after a historyFollows byte, up to
+// the end marker.
+func (d *decoder) histories() []engine.History {
+	var out []engine.History
+	for d.err == nil {
+		switch d.byte() {
+		case endOfRecords:
+			return out
+		case historyFollows:
+			out = append(out, engine.History{})
+			d.history(&out[len(out)-1])
+		default:
+			d.fail("bad history marker")
+		}
+	}
+	return nil
+}
+
+// history reads one history, as encoder.history writes it.
+func (d *decoder) history(h *engine.History) {
+	h.AoR = d.string()
+	h.Width = time.Duration(d.uvarint(uint64(maxWidth)))
+	first := time.UnixMicro(d.written - d.varint()).UTC()
+	n := d.count(minBucket)
+	if d.err == nil && h.Width == 0 && n > 0 {
+		d.fail("buckets of no width")
+	}
+	h.Buckets = make([]engine.Bucket, n)
+	for i := range h.Buckets {
+		h.Buckets[i] = d.bucket(first.Add(time.Duration(i)*h.Width), h.Width)
+	}
+	h.Changes = make([]engine.Change, d.count(minChange))
+	var uri, detail string
+	for i := range h.Changes {
+		c := &h.Changes[i]
+		c.Time = time.UnixMicro(d.written - d.varint()).UTC()
+		c.URI, uri = d.frontCoded(uri)
+		if !unpackChange(d.byte(), c) {
+			d.fail("bad change byte")
+		}
+		c.Code = int(d.uvarint(999))
+		c.Detail, detail = d.frontCoded(detail)
+	}
+}
+
+// maxWidth bounds a history's bucket width: a day.
+const maxWidth = 24 * time.Hour
+
+// count reads a count of items of at least size bytes each, which the
+// bytes left must hold.
+func (d *decoder) count(size int) int {
+	return int(d.uvarint(uint64(max(len(d.b)-d.off, 0) / size)))
+}
+
+// bucket reads a bucket starting at start of a history of width.
+func (d *decoder) bucket(start time.Time, width time.Duration) engine.Bucket {
+	b := engine.Bucket{Start: start, Probes: int(d.uvarint(1<<32 - 1)), Failures: int(d.uvarint(1<<32 - 1))}
+	lo := d.uvarint(maxMicros)
+	mid := lo + d.uvarint(maxMicros-lo)
+	hi := mid + d.uvarint(maxMicros-mid)
+	b.RTTMin, b.RTTP50, b.RTTMax = time.Duration(lo)*time.Microsecond, time.Duration(mid)*time.Microsecond, time.Duration(hi)*time.Microsecond
+	b.Routable = width - time.Duration(d.uvarint(uint64(width.Milliseconds())))*time.Millisecond
+	return b
 }
 
 // options reads an options index, and the options when the index is new.

@@ -17,8 +17,12 @@ func TestWriteSeeds(t *testing.T) {
 	if !*writeSeeds {
 		t.Skip("run with -write-seeds to rewrite the corpus")
 	}
-	good := encoded(t, Header{Written: written, Seq: 42, Clean: true}, sample())
-	seeds := map[string][]byte{"good": good, "empty-state": encoded(t, Header{Written: written}, nil),
+	good := encoded(t, Header{Written: written, Seq: 42, Clean: true}, sample(), sampleHistories()...)
+	v1, err := os.ReadFile("testdata/v1.state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := map[string][]byte{"good": good, "good-v1": v1, "empty-state": encoded(t, Header{Written: written}, nil),
 		"truncated": good[:len(good)/2], "magic-only": []byte(magic), "foreign": []byte("not a state file\n")}
 	dir := filepath.Join("testdata", "fuzz", "FuzzRead")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

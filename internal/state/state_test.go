@@ -30,9 +30,12 @@ func sample() []engine.Saved {
 	at := written.Add(-1500 * time.Millisecond)
 	return []engine.Saved{
 		{AoR: "pbx07", URI: "sip:pbx07@192.0.2.7:5060", Policy: p, Probe: none, State: qualify.State{Status: qualify.Unreachable, Failures: 3},
-			Last: engine.LastResult{At: at, Reason: qualify.ReasonTimeout, Detail: "no response"}, RTT: 12345 * time.Microsecond},
+			Last: engine.LastResult{At: at, Reason: qualify.ReasonTimeout, Detail: "no response"}, RTT: 12345 * time.Microsecond,
+			Stats: engine.Stats{SRTT: 12 * time.Millisecond, RTTVar: 1500 * time.Microsecond, RTTMin: 9 * time.Millisecond, RTTMax: 31 * time.Millisecond,
+				Probes: 1234, Failures: 77, LossBits: [2]uint64{0x7 << 60, 1<<36 - 1}}},
 		{AoR: "pbx07", URI: "sip:pbx07-b@192.0.2.8:5060", Policy: p, Probe: none, State: qualify.State{Status: qualify.Reachable},
-			Last: engine.LastResult{At: at, OK: true, Code: 200}, RTT: time.Millisecond},
+			Last: engine.LastResult{At: at, OK: true, Code: 200}, RTT: time.Millisecond,
+			Stats: engine.Stats{SRTT: time.Millisecond, RTTVar: 500 * time.Microsecond, RTTMin: time.Millisecond, RTTMax: time.Millisecond, Probes: 1}},
 		{AoR: "pbx07", URI: "sip:never@192.0.2.9", Policy: p, Probe: none},
 		{AoR: "pbx08", URI: "sip:pbx08@192.0.2.10;transport=tcp", Policy: p, Probe: auth, State: qualify.State{Status: qualify.Unreachable, Failures: 3, Successes: 1},
 			Last: engine.LastResult{At: at.Add(-time.Hour), OK: true, Code: 401, Reason: qualify.ReasonNone}},
@@ -54,13 +57,47 @@ func learning() *qualify.Policy {
 		FailuresAuto: true, FailuresMin: 2, FailuresMax: 6, FalseOutagesPerDay: 0.1, FailureWindow: 20500 * time.Millisecond, SuccessCodes: codes}
 }
 
+// sampleHistories are two AoRs' histories: one of three buckets (a
+// steady one, an outage, one without a probe yet) and two changes, one
+// empty.
+func sampleHistories() []engine.History {
+	start := written.Add(-3 * time.Minute).Truncate(time.Minute)
+	ms := time.Millisecond
+	return []engine.History{{AoR: "pbx07", Width: time.Minute,
+		Buckets: []engine.Bucket{
+			{Start: start, Probes: 2, RTTMin: 9 * ms, RTTP50: 11 * ms, RTTMax: 31 * ms, Routable: time.Minute},
+			{Start: start.Add(time.Minute), Probes: 12, Failures: 11, RTTMin: 10 * ms, RTTP50: 10 * ms, RTTMax: 10 * ms, Routable: 13500 * ms},
+			{Start: start.Add(2 * time.Minute)},
+		},
+		Changes: []engine.Change{
+			{Time: start.Add(73 * time.Second), URI: "sip:pbx07@192.0.2.7:5060", From: qualify.Reachable, To: qualify.Unreachable,
+				Reason: qualify.ReasonTimeout, Detail: "no response"},
+			{Time: start.Add(140 * time.Second), URI: "sip:pbx07-b@192.0.2.8:5060", From: qualify.Reachable, To: qualify.Removed},
+			{Time: start.Add(150 * time.Second), URI: "sip:pbx07@192.0.2.7:5060", From: qualify.NonQualified, To: qualify.Unreachable,
+				Reason: qualify.ReasonStatus, Code: 503, Detail: "Service Unavailable"},
+		}},
+		{AoR: "quiet", Width: time.Minute, Buckets: []engine.Bucket{}, Changes: []engine.Change{}},
+	}
+}
+
 // pagesOf yields ss in pages of two.
 func pagesOf(ss []engine.Saved) iter.Seq[[]engine.Saved] { return slices.Chunk(ss, 2) }
 
-func encoded(t *testing.T, h Header, ss []engine.Saved) []byte {
+// historiesOf yields hs.
+func historiesOf(hs []engine.History) iter.Seq[*engine.History] {
+	return func(yield func(*engine.History) bool) {
+		for i := range hs {
+			if !yield(&hs[i]) {
+				return
+			}
+		}
+	}
+}
+
+func encoded(t *testing.T, h Header, ss []engine.Saved, hs ...engine.History) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	st, err := Encode(&b, h, pagesOf(ss))
+	st, err := Encode(&b, h, pagesOf(ss), historiesOf(hs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,20 +107,66 @@ func encoded(t *testing.T, h Header, ss []engine.Saved) []byte {
 	return b.Bytes()
 }
 
-// TestRoundTrip: what Encode writes, Decode gives back: the header, and
-// every state worth restoring with its options, the password sealed,
-// times to the microsecond.
+// TestRoundTrip: what Encode writes, Decode gives back: the header,
+// every state worth restoring with its options and statistics, the
+// password sealed, times to the microsecond, and the histories.
 func TestRoundTrip(t *testing.T) {
 	h := Header{Written: written, Seq: 1_764_417_600_000_042, Clean: true}
-	f, err := Decode(encoded(t, h, sample()))
+	f, err := Decode(encoded(t, h, sample(), sampleHistories()...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.Header != h {
 		t.Fatalf("header %+v, want %+v", f.Header, h)
 	}
+	if f.Version != Version || !slices.EqualFunc(f.Histories, sampleHistories(), sameHistory) {
+		t.Fatalf("version %d, histories\n%+v\nwant\n%+v", f.Version, f.Histories, sampleHistories())
+	}
+	checkContacts(t, f, true)
+}
+
+// TestReadVersion1: a file of the first format, without statistics or
+// histories, reads as it did (testdata/v1.state: sample()'s file,
+// written by the first format's Encode).
+func TestReadVersion1(t *testing.T) {
+	f, err := Read("testdata/v1.state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Version != 1 || f.Seq != 42 || !f.Clean || f.Histories != nil {
+		t.Fatalf("header %+v, version %d, histories %v", f.Header, f.Version, f.Histories)
+	}
+	checkContacts(t, f, false)
+}
+
+// sameHistory reports whether x and y are equal, their times at the same
+// instants.
+func sameHistory(x, y engine.History) bool {
+	return x.AoR == y.AoR && x.Width == y.Width &&
+		slices.EqualFunc(x.Buckets, y.Buckets, func(a, b engine.Bucket) bool {
+			a.Start, b.Start = a.Start.UTC(), b.Start.UTC()
+			return a == b
+		}) &&
+		slices.EqualFunc(x.Changes, y.Changes, func(a, b engine.Change) bool {
+			a.Time, b.Time = a.Time.UTC(), b.Time.UTC()
+			return a == b
+		})
+}
+
+// checkContacts checks f's contacts against sample()'s written ones,
+// with their statistics when stats, else with none.
+func checkContacts(t *testing.T, f *File, stats bool) {
+	t.Helper()
 	in := sample()
 	want := []engine.Saved{in[0], in[1], in[3], in[5]}
+	if f.Version == 1 {
+		want = want[:3] // the first format's file was written before the learned threshold's contact
+	}
+	for i := range want {
+		if !stats {
+			want[i].Stats = engine.Stats{}
+		}
+	}
 	if len(f.Contacts) != len(want) {
 		t.Fatalf("%d contacts, want %d: %+v", len(f.Contacts), len(want), f.Contacts)
 	}
@@ -92,7 +175,7 @@ func TestRoundTrip(t *testing.T) {
 		wo := f.Seal(*w.Probe)
 		if g.AoR != w.AoR || g.URI != w.URI || *g.Policy != *w.Policy || *g.Probe != wo || g.State != w.State ||
 			!g.Last.At.Equal(w.Last.At) || g.Last.OK != w.Last.OK || g.Last.Reason != w.Last.Reason ||
-			g.Last.Code != w.Last.Code || g.Last.Detail != w.Last.Detail || g.RTT != w.RTT {
+			g.Last.Code != w.Last.Code || g.Last.Detail != w.Last.Detail || g.RTT != w.RTT || g.Stats != w.Stats {
 			t.Errorf("contact %d\n%+v %+v %+v\nwant\n%+v %+v %+v", i, g, *g.Policy, *g.Probe, w, *w.Policy, wo)
 		}
 	}
@@ -187,7 +270,7 @@ func TestForeignAndFuture(t *testing.T) {
 func TestCorruptBodies(t *testing.T) {
 	good := encoded(t, Header{Written: written}, sample())
 	body := good[:len(good)-4]
-	records := body[headerSize : len(body)-8-1]
+	records := body[headerSize : len(body)-8-2]
 	tests := []struct {
 		name    string
 		records []byte
@@ -197,16 +280,19 @@ func TestCorruptBodies(t *testing.T) {
 		{"count too small", records, 2},
 		{"count beyond the file", records, 1 << 40},
 		{"bad status", append([]byte{3}, records[1:]...), 4},
-		{"unknown options", []byte{0, 0, 0, 1, 'a', 0, 0, 1, 'b', 5}, 1},
-		{"shared prefix longer than the last name", []byte{0, 3, 0, 0}, 1},
-		{"shared suffix longer than the last name", []byte{0, 0, 2, 0}, 1},
+		{"unknown options", []byte{0, 0, 0, 1, 'a', 0, 0, 1, 'b', 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
+		{"shared prefix longer than the last name", []byte{0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
+		{"shared suffix longer than the last name", []byte{0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
 		{"no end of records", records[:len(records)-1], 4},
+		{"a history of buckets of no width", append(bytes.Clone(records), endOfRecords, historyFollows, 1, 'x', 0, 0, 1, 0, 0, 0, 0, 0, 0, 0), 4},
+		{"a bad change", append(bytes.Clone(records), endOfRecords, historyFollows, 1, 'x', 1, 0, 0, 1, 0, 0, 0, 0, 0x80, 0, 0, 0, 0), 4},
+		{"a bad history marker", append(bytes.Clone(records), endOfRecords, 2), 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := append(bytes.Clone(body[:headerSize]), tt.records...)
 			if tt.name != "no end of records" {
-				b = append(b, endOfRecords)
+				b = append(b, endOfRecords, endOfRecords) // and of histories
 			}
 			b = appendTrailer(b, tt.count)
 			if _, err := Decode(b); !errors.Is(err, ErrCorrupt) {
@@ -227,10 +313,10 @@ func appendTrailer(b []byte, n uint64) []byte {
 func TestWrite(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state")
-	if _, err := Write(path, Header{Written: written, Seq: 7}, pagesOf(sample())); err != nil {
+	if _, err := Write(path, Header{Written: written, Seq: 7}, pagesOf(sample()), nil); err != nil {
 		t.Fatal(err)
 	}
-	st, err := Write(path, Header{Written: written, Seq: 8}, pagesOf(sample()))
+	st, err := Write(path, Header{Written: written, Seq: 8}, pagesOf(sample()), nil)
 	if err != nil || st.Contacts != 4 {
 		t.Fatalf("Write = %+v, %v", st, err)
 	}
@@ -249,7 +335,7 @@ func TestWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Chmod(dir, 0o700)
-	if _, err := Write(path, Header{Written: written, Seq: 9}, pagesOf(sample())); err == nil && os.Geteuid() != 0 {
+	if _, err := Write(path, Header{Written: written, Seq: 9}, pagesOf(sample()), nil); err == nil && os.Geteuid() != 0 {
 		t.Fatal("write into a read-only directory succeeded")
 	}
 	if f, err := Read(path); err != nil || f.Seq != 8 && os.Geteuid() != 0 {
@@ -268,7 +354,7 @@ func TestReadMissing(t *testing.T) {
 // without its clean mark; a file that is not clean stays as it is.
 func TestTake(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state")
-	if _, err := Write(path, Header{Written: written, Seq: 7, Clean: true}, pagesOf(sample())); err != nil {
+	if _, err := Write(path, Header{Written: written, Seq: 7, Clean: true}, pagesOf(sample()), nil); err != nil {
 		t.Fatal(err)
 	}
 	f, err := Take(path)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/probe"
@@ -30,18 +31,32 @@ type Stats struct {
 	Bytes int64
 }
 
-// Write writes h and the contacts of pages to path atomically: a
-// temporary file in path's directory, written, fsynced, renamed over
-// path, then the directory fsynced. Only states engine.Restore could use
-// are written (probed contacts of AoRs with qualify on). On error path is
-// left as it was.
-func Write(path string, h Header, pages iter.Seq[[]engine.Saved]) (Stats, error) {
+// Write writes h, the contacts of pages and the histories of hists (nil:
+// none) to path atomically: a temporary file in path's directory,
+// written, fsynced, renamed over path, then the directory fsynced. Only
+// states engine.Restore could use are written (probed contacts of AoRs
+// with qualify on). On error path is left as it was.
+func Write(path string, h Header, pages iter.Seq[[]engine.Saved], hists iter.Seq[*engine.History]) (Stats, error) {
 	var st Stats
 	err := atomicWrite(path, func(w io.Writer) (err error) {
-		st, err = Encode(w, h, pages)
+		st, err = Encode(w, h, pages, hists)
 		return err
 	})
 	return st, err
+}
+
+// Histories yields the histories of e's AoRs that have one, for Write:
+// the engine's lock is held for one history at a time, and the History
+// yielded is reused for the next.
+func Histories(e *engine.Engine) iter.Seq[*engine.History] {
+	return func(yield func(*engine.History) bool) {
+		var h engine.History
+		for _, name := range e.HistoryNames() {
+			if e.HistoryTo(&h, name) && !yield(&h) {
+				return
+			}
+		}
+	}
 }
 
 // Pages yields e's saved states page by page (engine.SavedPage), for
@@ -107,9 +122,9 @@ func commit(tmp *os.File, path string) error {
 	return d.Sync()
 }
 
-// Encode writes a state file of h and the contacts of pages to w, with a
-// fresh salt.
-func Encode(w io.Writer, h Header, pages iter.Seq[[]engine.Saved]) (Stats, error) {
+// Encode writes a state file of h, the contacts of pages and the
+// histories of hists (nil: none) to w, with a fresh salt.
+func Encode(w io.Writer, h Header, pages iter.Seq[[]engine.Saved], hists iter.Seq[*engine.History]) (Stats, error) {
 	e := encoder{w: w, crc: crc32.New(castagnoli), opts: map[optionsKey]uint64{}}
 	rand.Read(e.salt[:])
 	e.header(h)
@@ -122,6 +137,10 @@ func Encode(w io.Writer, h Header, pages iter.Seq[[]engine.Saved]) (Stats, error
 		if err := e.flush(); err != nil {
 			return Stats{}, err
 		}
+	}
+	e.buf = append(e.buf, endOfRecords)
+	if err := e.histories(hists); err != nil {
+		return Stats{}, err
 	}
 	if err := e.trailer(); err != nil {
 		return Stats{}, err
@@ -173,8 +192,8 @@ func (e *encoder) header(h Header) {
 	e.written = h.Written.UnixMicro()
 }
 
-// trailer ends the records and writes the count and the CRC of all
-// before it.
+// trailer ends the histories and writes the count of records and the
+// CRC of all before it.
 func (e *encoder) trailer() error {
 	e.buf = append(e.buf, endOfRecords)
 	e.buf = binary.LittleEndian.AppendUint64(e.buf, uint64(e.n))
@@ -200,7 +219,78 @@ func (e *encoder) record(s *engine.Saved) {
 	e.buf = binary.AppendUvarint(e.buf, uint64(max(s.RTT.Microseconds(), 0)))
 	e.buf = binary.AppendUvarint(e.buf, uint64(max(s.Last.Code, 0)))
 	e.buf = appendString(e.buf, trimmed(s.Last.Detail))
+	e.stats(&s.Stats)
 	e.n++
+}
+
+// stats writes a record's statistics.
+func (e *encoder) stats(s *engine.Stats) {
+	for _, v := range [...]uint64{s.Probes, s.Failures, s.LossBits[0], s.LossBits[1],
+		micros(s.SRTT), micros(s.RTTVar), micros(s.RTTMin), micros(s.RTTMax)} {
+		e.buf = binary.AppendUvarint(e.buf, v)
+	}
+}
+
+// micros returns d in whole microseconds, 0 for a negative d.
+func micros(d time.Duration) uint64 { return uint64(max(d.Microseconds(), 0)) }
+
+// histories writes each history of hists after a historyFollows byte,
+// flushing after each, and then the end marker.
+func (e *encoder) histories(hists iter.Seq[*engine.History]) error {
+	if hists == nil {
+		return nil
+	}
+	for h := range hists {
+		if len(h.AoR) > maxString {
+			continue
+		}
+		e.buf = append(e.buf, historyFollows)
+		e.history(h)
+		if err := e.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// history writes h: its AoR, width and first bucket's start (against
+// written, in microseconds), its buckets, and its changes, each string
+// coded against the previous change's.
+func (e *encoder) history(h *engine.History) {
+	e.buf = appendString(e.buf, h.AoR)
+	e.buf = binary.AppendUvarint(e.buf, uint64(max(h.Width, 0)))
+	var first int64
+	if len(h.Buckets) > 0 {
+		first = h.Buckets[0].Start.UnixMicro()
+	}
+	e.buf = binary.AppendVarint(e.buf, e.written-first)
+	e.buf = binary.AppendUvarint(e.buf, uint64(len(h.Buckets)))
+	for i := range h.Buckets {
+		e.bucket(&h.Buckets[i], h.Width)
+	}
+	e.buf = binary.AppendUvarint(e.buf, uint64(len(h.Changes)))
+	var uri, detail string
+	for i := range h.Changes {
+		c := &h.Changes[i]
+		e.buf = binary.AppendVarint(e.buf, e.written-c.Time.UnixMicro())
+		e.buf, uri = frontCode(e.buf, uri, trimmed(c.URI))
+		e.buf = append(e.buf, packChange(c))
+		e.buf = binary.AppendUvarint(e.buf, uint64(max(c.Code, 0)))
+		e.buf, detail = frontCode(e.buf, detail, trimmed(c.Detail))
+	}
+}
+
+// bucket writes b of a history of width: its counts, its RTTs as the
+// minimum and the steps up to the median and the maximum, and its
+// routable time as the milliseconds short of the width, so that a
+// steady bucket takes a few bytes.
+func (e *encoder) bucket(b *engine.Bucket, width time.Duration) {
+	lo, mid, hi := micros(b.RTTMin), micros(b.RTTP50), micros(b.RTTMax)
+	mid, hi = max(mid, lo), max(hi, mid, lo)
+	short := max(width.Milliseconds()-b.Routable.Milliseconds(), 0)
+	for _, v := range [...]uint64{uint64(max(b.Probes, 0)), uint64(max(b.Failures, 0)), lo, mid - lo, hi - mid, uint64(short)} {
+		e.buf = binary.AppendUvarint(e.buf, v)
+	}
 }
 
 // options writes the index of k's options, followed by the options when

@@ -69,6 +69,26 @@ type contactJSON struct {
 	InFlight         bool            `json:"in_flight"`
 	LastResult       *lastResultJSON `json:"last_result"`
 	NextProbeAt      stamp           `json:"next_probe_at"`
+	statsJSON
+}
+
+// statsJSON are a contact's running statistics (engine.Stats), inline in
+// its object.
+type statsJSON struct {
+	SRTTUsec      int64   `json:"rtt_srtt_usec"`
+	RTTVarUsec    int64   `json:"rtt_var_usec"`
+	RTTMinUsec    int64   `json:"rtt_min_usec"`
+	RTTMaxUsec    int64   `json:"rtt_max_usec"`
+	LossRatio     float64 `json:"loss_ratio"`
+	LossWindow    int     `json:"loss_window"`
+	Probes        uint64  `json:"probes"`
+	FailuresTotal uint64  `json:"failures_total"`
+}
+
+func newStatsJSON(s *engine.Stats) statsJSON {
+	return statsJSON{SRTTUsec: s.SRTT.Microseconds(), RTTVarUsec: s.RTTVar.Microseconds(),
+		RTTMinUsec: s.RTTMin.Microseconds(), RTTMaxUsec: s.RTTMax.Microseconds(),
+		LossRatio: s.Loss, LossWindow: s.LossWindow, Probes: s.Probes, FailuresTotal: s.Failures}
 }
 
 func newContactJSON(c *engine.ContactSnapshot) contactJSON {
@@ -78,6 +98,7 @@ func newContactJSON(c *engine.ContactSnapshot) contactJSON {
 		Failures: c.Failures, FailureThreshold: c.FailureThreshold,
 		Successes: c.Successes, SuccessThreshold: c.SuccessThreshold,
 		LatencyOnly: c.LatencyOnly, InFlight: c.InFlight, NextProbeAt: stamp(c.NextProbe),
+		statsJSON: newStatsJSON(&c.Stats),
 	}
 	if l := c.Last; !l.At.IsZero() {
 		j.LastResult = &lastResultJSON{At: stamp(l.At), OK: l.OK, Code: l.Code,

@@ -23,6 +23,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/contacts", s.contacts)
 	s.mux.HandleFunc("GET /api/v1/aors", s.aors)
 	s.mux.HandleFunc("GET /api/v1/aors/{name}", s.aor)
+	s.mux.HandleFunc("GET /api/v1/aors/{name}/history", s.history)
 	s.mux.HandleFunc("GET /api/v1/endpoints", s.endpoints)
 	s.mux.HandleFunc("GET /api/v1/endpoints/{name}", s.endpoint)
 	s.mux.HandleFunc("GET /api/v1/sinks", s.sinks)

@@ -17,6 +17,7 @@ type Engine interface {
 	ContactsPage(buf []engine.ContactSnapshot, after string, limit int) ([]engine.ContactSnapshot, bool)
 	AoRsPage(buf []engine.AoRSnapshot, after string, limit int) ([]engine.AoRSnapshot, bool)
 	AoR(name string) (engine.AoRSnapshot, bool)
+	History(name string) (engine.History, bool)
 	Summary() engine.Summary
 	Qualify(ctx context.Context, aor string) ([]engine.ContactResult, error)
 	Subscribe(buffer int) *engine.Subscription
