@@ -1,104 +1,208 @@
 package web
 
 import (
-	_ "embed"
+	"embed"
+	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
-	"github.com/qualifyd/qualifyd/internal/asterisk"
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-//go:embed page.html
-var pageHTML string
-
-var pageTemplate = template.Must(template.New("page").Parse(pageHTML))
-
-// pageData is the status page's model.
-type pageData struct {
-	Version                string
-	Now                    string
-	AoRCount, ContactCount int
-	AoRs                   []pageAoR
-	Omitted                int // contacts not shown
+// HistorySource is what the status page draws its charts from:
+// *engine.Engine.
+type HistorySource interface {
+	// History returns the recent past of the AoR named name; false
+	// when none is kept.
+	History(name string) (engine.History, bool)
 }
 
-type pageAoR struct {
-	Name      string
-	Available bool
-	Contacts  []pageContact
+// pageFiles are the status page's templates, style sheet and script.
+//
+//go:embed page
+var pageFiles embed.FS
+
+var (
+	pageTemplates = template.Must(template.New("").ParseFS(pageFiles, "page/*.html"))
+	pageCSS       = template.CSS(mustRead("page/style.css"))
+	pageJS        = template.JS(mustRead("page/page.js"))
+)
+
+func mustRead(name string) string {
+	b, err := pageFiles.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
 
-type pageContact struct {
-	URI, Status, Phase, RTT, Last, Next string
-	Failures, Successes                 string
-	LatencyOnly                         bool
+// Paging of GET /: AoRs a page.
+const (
+	defaultPageAoRs = 50
+	maxPageAoRs     = 1000
+)
+
+// pageFilter is what GET / was asked for: the AoRs whose name contains
+// Name (ignoring case) and whose status is Status, a page of Limit of
+// them after the AoR named After.
+type pageFilter struct {
+	Name, Status, After string
+	Limit               int
 }
 
-// page serves GET /: one table per AoR, for the first AoRs up to
-// PageLimit contacts, and the totals.
-func (s *Server) page(w http.ResponseWriter, _ *http.Request) {
-	d := s.pageModel(time.Now())
+// statusFilters are the values of the page's status filter: an AoR's
+// availability, or a status one of its contacts has.
+var statusFilters = []string{"unavailable", "available", "Unreachable", "Reachable", "NonQualified"}
+
+// parsePageFilter reads q, status, after and limit, the listing's paging
+// with limit counting AoRs.
+func parsePageFilter(r *http.Request) (pageFilter, error) {
+	q := r.URL.Query()
+	f := pageFilter{Name: strings.TrimSpace(q.Get("q")), Status: q.Get("status"), After: q.Get("after"), Limit: defaultPageAoRs}
+	if f.Status != "" && !slices.Contains(statusFilters, f.Status) {
+		return f, errors.New("bad status " + quote(f.Status) + ": want one of " + strings.Join(statusFilters, ", "))
+	}
+	if !utf8.ValidString(f.After) || !utf8.ValidString(f.Name) {
+		return f, errors.New("bad after or q: want UTF-8 text")
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPageAoRs {
+			return f, errors.New("bad limit " + quote(v) + ": want a number of AoRs from 1 to " + itoa(maxPageAoRs))
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+// keep reports whether a passes the filter.
+func (f *pageFilter) keep(a *engine.AoRSnapshot) bool {
+	if f.Name != "" && !strings.Contains(strings.ToLower(a.Name), strings.ToLower(f.Name)) {
+		return false
+	}
+	switch f.Status {
+	case "":
+		return true
+	case "available":
+		return a.Available
+	case "unavailable":
+		return !a.Available
+	}
+	st, _ := qualify.ParseStatus(f.Status)
+	return slices.ContainsFunc(a.Contacts, func(c engine.ContactSnapshot) bool { return c.Status == st })
+}
+
+// query is the filter as the URL of the page after the AoR named after.
+func (f *pageFilter) query(after string) string {
+	v := url.Values{}
+	for k, s := range map[string]string{"q": f.Name, "status": f.Status, "after": after} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if f.Limit != defaultPageAoRs {
+		v.Set("limit", itoa(f.Limit))
+	}
+	return "/?" + v.Encode()
+}
+
+// indexData is the model of GET /.
+type indexData struct {
+	Title   string
+	CSS     template.CSS
+	JS      template.JS
+	Summary summaryData
+	Filter  pageFilter
+	Options []string
+	Rows    []rowData
+	// Next is the URL of the next page; empty on the last.
+	Next string
+}
+
+// page serves GET /: the summary strip and a row per AoR of one page of
+// the AoRs passing the filter, unavailable ones first; ?fragment=summary
+// serves the strip alone.
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	f, err := parsePageFilter(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	now := time.Now()
+	if r.URL.Query().Get("fragment") == "summary" {
+		render(w, "summary", s.summary(now))
+		return
+	}
+	d := indexData{Title: "qualifyd", CSS: pageCSS, JS: pageJS, Filter: f, Options: statusFilters, Summary: s.summary(now)}
+	var next string
+	d.Rows, next = s.pageRows(&f, now)
+	if next != "" {
+		d.Next = f.query(next)
+	}
+	render(w, "index", d)
+}
+
+// pageRows returns the rows of the first f.Limit AoRs after f.After that
+// pass f, unavailable first, and the name of the last row's AoR when
+// more pass. It takes the AoRs from the engine PageLimit contacts at a
+// time: a snapshot of the whole table held the engine's lock for a
+// second at a million contacts.
+func (s *Server) pageRows(f *pageFilter, now time.Time) (rows []rowData, next string) {
+	var buf []engine.AoRSnapshot
+	for after, more := f.After, true; more; after = buf[len(buf)-1].Name {
+		buf, more = s.cfg.Engine.AoRsPage(buf, after, s.cfg.PageLimit)
+		for i := range buf {
+			if !f.keep(&buf[i]) {
+				continue
+			}
+			if len(rows) == f.Limit {
+				next = rows[len(rows)-1].Name
+				more = false
+				break
+			}
+			rows = append(rows, s.row(&buf[i], now))
+		}
+		if len(buf) == 0 {
+			break
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b rowData) int { return boolCmp(a.Available, b.Available) })
+	return rows, next
+}
+
+// boolCmp orders false before true.
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// render writes the template name with d as an HTML page that is never
+// cached.
+func render(w http.ResponseWriter, name string, d any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_ = pageTemplate.Execute(w, d) // a failed write means the client left
+	_ = pageTemplates.ExecuteTemplate(w, name, d) // a failed write means the client left
 }
 
-// pageModel takes one page of AoRs, whole ones up to PageLimit contacts
-// (all of the first one's contacts shown only up to PageLimit), and the
-// totals from the engine's kept counts: the page loads on every event, and
-// a snapshot of the whole table held the engine's lock for a second at a
-// million contacts. The totals and the page are taken at two instants.
-func (s *Server) pageModel(now time.Time) pageData {
-	sum := s.cfg.Engine.Summary()
-	d := pageData{Version: s.cfg.Version, Now: now.UTC().Format(time.DateTime), AoRCount: sum.AoRs}
-	for _, n := range sum.ByStatus {
-		d.ContactCount += n
+// history returns the history of the AoR named name, if a source keeps it.
+func (s *Server) history(name string) (engine.History, bool) {
+	if s.cfg.History == nil {
+		return engine.History{}, false
 	}
-	as, _ := s.cfg.Engine.AoRsPage(nil, "", s.cfg.PageLimit)
-	shown := 0
-	for _, a := range as {
-		cs := a.Contacts[:min(s.cfg.PageLimit-shown, len(a.Contacts))]
-		shown += len(cs)
-		pa := pageAoR{Name: a.Name, Available: a.Available, Contacts: make([]pageContact, len(cs))}
-		for i := range cs {
-			pa.Contacts[i] = newPageContact(&cs[i], now)
-		}
-		d.AoRs = append(d.AoRs, pa)
-	}
-	d.Omitted = max(d.ContactCount-shown, 0)
-	return d
+	return s.cfg.History.History(name)
 }
-
-func newPageContact(c *engine.ContactSnapshot, now time.Time) pageContact {
-	p := pageContact{URI: c.URI, Status: c.Status.String(), Phase: c.Phase.String(),
-		RTT: "-", Last: "never", Next: "-", LatencyOnly: c.LatencyOnly,
-		Failures:  counter(c.Failures, c.FailureThreshold),
-		Successes: counter(c.Successes, c.SuccessThreshold)}
-	if c.RTT > 0 {
-		p.RTT = asterisk.Msec(c.RTT)
-	}
-	if !c.Last.At.IsZero() {
-		p.Last = lastText(c.Last) + ", " + asterisk.Seconds(now.Sub(c.Last.At).Truncate(time.Second)) + " ago"
-	}
-	if c.InFlight {
-		p.Next = "probing"
-	} else if !c.NextProbe.IsZero() {
-		p.Next = "in " + asterisk.Seconds(max(c.NextProbe.Sub(now), 0).Truncate(time.Millisecond*100))
-	}
-	return p
-}
-
-func lastText(l engine.LastResult) string {
-	if l.OK {
-		return "ok " + itoa(l.Code)
-	}
-	return reasonText(l.Reason, l.Code)
-}
-
-func counter(n, of int) string { return itoa(n) + "/" + itoa(of) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
