@@ -133,11 +133,11 @@ func (s *Server) aorPage(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	switch r.URL.Query().Get("fragment") {
 	case "row":
-		render(w, "row", s.row(&a, now))
+		render(w, r, "row", s.row(&a, now))
 	case "detail":
-		render(w, "detail", s.aorModel(&a, now))
+		render(w, r, "detail", s.aorModel(&a, now))
 	default:
-		render(w, "aor", s.aorModel(&a, now))
+		render(w, r, "aor", s.aorModel(&a, now))
 	}
 }
 

@@ -12,21 +12,22 @@ import (
 // chartSize is a chart's drawing area in SVG user units: cols columns of
 // one unit each, the RTT band on top and the loss lane under it. The SVG
 // stretches to its box (preserveAspectRatio none), so only strokes keep
-// their width.
+// their width. A tick's tooltip lists at most lines changes, with their
+// contacts' URIs if uris; spells have tooltips only with spellTitles. Tooltips are most of a
+// chart's bytes: at 200 changes, six lines a tick tripled a row's size.
 type chartSize struct {
 	cols, height, band int
+	lines              int
+	uris, spellTitles  bool
 }
 
 var (
 	// rowChart is the chart of a row of GET /: 24 h in 240 columns of 6
 	// minutes at the default one-minute buckets.
-	rowChart = chartSize{cols: 240, height: 56, band: 42}
+	rowChart = chartSize{cols: 240, height: 56, band: 42, lines: 1}
 	// bigChart is the chart of /aors/NAME.
-	bigChart = chartSize{cols: 720, height: 170, band: 136}
+	bigChart = chartSize{cols: 720, height: 170, band: 136, lines: 6, uris: true, spellTitles: true}
 )
-
-// maxTickLines bounds the changes one tick's tooltip lists.
-const maxTickLines = 6
 
 // column is the history of one chart column: one or more whole buckets.
 type column struct {
@@ -106,7 +107,7 @@ func drawChart(h *engine.History, sz chartSize, now time.Time) chart {
 	if len(cols) == 0 {
 		return chart{}
 	}
-	d := &drawing{sz: sz, cols: cols, scale: rttScale(cols)}
+	d := &drawing{sz: sz, cols: cols, scale: rttScale(cols), b: make([]byte, 0, 16<<10)}
 	d.open(h.AoR)
 	spells := d.spells()
 	d.band()
@@ -185,8 +186,11 @@ func (d *drawing) spells() int {
 		for ; j < len(d.cols) && d.cols[j].down(); j++ {
 			lost += d.cols[j].known - d.cols[j].routable
 		}
-		d.rect("down", d.x(i), 0, d.x(j)-d.x(i), d.sz.height,
-			"unroutable "+d.clock(d.cols[i].start)+"–"+d.clock(d.cols[j-1].end)+" ("+lost.Round(time.Second).String()+")")
+		title := ""
+		if d.sz.spellTitles {
+			title = "unroutable " + d.clock(d.cols[i].start) + "–" + d.clock(d.cols[j-1].end) + " (" + lost.Round(time.Second).String() + ")"
+		}
+		d.spell(d.x(i), d.x(j)-d.x(i), title)
 		n, i = n+1, j
 	}
 	return n
@@ -197,18 +201,17 @@ func (d *drawing) clock(t time.Time) string {
 	return t.UTC().Format(clockLayout(d.cols[0].end.Sub(d.cols[0].start)))
 }
 
-// rect appends a rectangle of class, with title as its tooltip.
-func (d *drawing) rect(class string, x, y, w, h int, title string) {
-	d.b = append(d.b, `<rect class="`...)
-	d.b = append(d.b, class...)
-	d.b = append(d.b, `" x="`...)
+// spell appends a shaded spell from x, w wide and the chart's height
+// (in the style sheet), with title as its tooltip unless empty.
+func (d *drawing) spell(x, w int, title string) {
+	d.b = append(d.b, `<rect class="down" x="`...)
 	d.num(x, '"')
-	d.b = append(d.b, ` y="`...)
-	d.num(y, '"')
 	d.b = append(d.b, ` width="`...)
 	d.num(max(w, 1), '"')
-	d.b = append(d.b, ` height="`...)
-	d.num(h, '"')
+	if title == "" {
+		d.b = append(d.b, `/>`...)
+		return
+	}
 	d.b = append(d.b, `><title>`...)
 	d.b = append(d.b, template.HTMLEscapeString(title)...)
 	d.b = append(d.b, `</title></rect>`...)
@@ -305,24 +308,21 @@ func (d *drawing) loss() {
 // ticks marks the columns with status changes, listing the column's
 // latest changes in the tick's tooltip.
 func (d *drawing) ticks(changes []engine.Change) {
-	end := d.cols[len(d.cols)-1].end
+	layout := clockLayout(d.cols[0].end.Sub(d.cols[0].start))
 	for i := 0; i < len(changes); {
-		t := changes[i].Time
-		if t.Before(d.cols[0].start) || !t.Before(end) {
-			i++
-			continue
-		}
-		col := d.column(t)
-		j := i
+		col := d.column(changes[i].Time)
+		j := i + 1
 		for j < len(changes) && d.column(changes[j].Time) == col {
 			j++
 		}
-		d.rect("tick", d.x(col), 0, d.x(col+1)-d.x(col), 7, d.changeLines(changes[i:j]))
+		if col >= 0 {
+			d.tick(col, changes[i:j], layout)
+		}
 		i = j
 	}
 }
 
-// column returns the index of the column holding t, t within the chart.
+// column returns the index of the column holding t; -1 outside the chart.
 func (d *drawing) column(t time.Time) int {
 	start, end := d.cols[0].start, d.cols[len(d.cols)-1].end
 	if t.Before(start) || !t.Before(end) {
@@ -331,33 +331,56 @@ func (d *drawing) column(t time.Time) int {
 	return int(int64(t.Sub(start)) * int64(len(d.cols)) / int64(end.Sub(start)))
 }
 
-// changeLines is the tooltip of changes: the latest maxTickLines, one a
-// line.
-func (d *drawing) changeLines(cs []engine.Change) string {
-	var b []byte
-	if len(cs) > maxTickLines {
-		b = append(b, strconv.Itoa(len(cs)-maxTickLines)+" earlier changes\n"...)
-		cs = cs[len(cs)-maxTickLines:]
+// tick appends the tick of column col, its tooltip the latest sz.lines
+// of its changes cs, one a line.
+func (d *drawing) tick(col int, cs []engine.Change, layout string) {
+	d.b = append(d.b, `<rect class="tick" x="`...)
+	d.num(d.x(col), '"')
+	d.b = append(d.b, ` width="`...)
+	d.num(max(d.x(col+1)-d.x(col), 1), '"')
+	d.b = append(d.b, `><title>`...)
+	if n := d.sz.lines; len(cs) > n {
+		d.b = append(d.b, '+')
+		d.num(len(cs)-n, 0)
+		d.b = append(d.b, " earlier, then\n"...)
+		cs = cs[len(cs)-n:]
 	}
 	for i := range cs {
 		if i > 0 {
-			b = append(b, '\n')
+			d.b = append(d.b, '\n')
 		}
-		b = append(b, changeText(&cs[i], clockLayout(d.cols[0].end.Sub(d.cols[0].start)))...)
+		d.b = appendChange(d.b, &cs[i], layout, d.sz.uris, template.HTMLEscapeString)
 	}
-	return string(b)
+	d.b = append(d.b, `</title></rect>`...)
 }
 
-// changeText is one change as the page prints it.
+// changeText is one change as the change list prints it.
 func changeText(c *engine.Change, layout string) string {
-	s := c.Time.UTC().Format(layout) + " " + c.URI + " " + c.From.String() + " → " + c.To.String()
-	switch {
-	case c.Reason != qualify.ReasonNone && c.Detail != "":
-		s += " (" + c.Reason.String() + ": " + c.Detail + ")"
-	case c.Reason != qualify.ReasonNone:
-		s += " (" + c.Reason.String() + ")"
+	return string(appendChange(nil, c, layout, true, func(s string) string { return s }))
+}
+
+// appendChange appends c: its time in layout, its contact's URI if uri,
+// the statuses and the reason, the text from outside escaped by esc.
+func appendChange(b []byte, c *engine.Change, layout string, uri bool, esc func(string) string) []byte {
+	b = c.Time.UTC().AppendFormat(b, layout)
+	if uri {
+		b = append(b, ' ')
+		b = append(b, esc(c.URI)...)
 	}
-	return s
+	b = append(b, ' ')
+	b = append(b, c.From.String()...)
+	b = append(b, " → "...)
+	b = append(b, c.To.String()...)
+	if c.Reason == qualify.ReasonNone {
+		return b
+	}
+	b = append(b, " ("...)
+	b = append(b, c.Reason.String()...)
+	if c.Detail != "" {
+		b = append(b, ": "...)
+		b = append(b, esc(c.Detail)...)
+	}
+	return append(b, ')')
 }
 
 // rttScale is the top of the RTT axis: the largest RTT of cols, rounded

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"compress/gzip"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -116,10 +118,16 @@ func TestChart(t *testing.T) {
 		if n := strings.Count(svg, "z"); n != tt.lossy {
 			t.Errorf("%d columns: %d loss bars, want %d", tt.sz.cols, n, tt.lossy)
 		}
-		for _, want := range []string{`class="band"`, `class="p50"`, "Reachable → Unreachable (timeout)", "unroutable 13:00–13:06"} {
+		for _, want := range []string{`class="band"`, `class="p50"`, "Reachable → Unreachable (timeout)"} {
 			if !strings.Contains(svg, want) {
 				t.Errorf("%d columns: no %q in\n%.2000s", tt.sz.cols, want, svg)
 			}
+		}
+		if tt.sz.uris != strings.Contains(svg, "sip:x@192.0.2.1") {
+			t.Errorf("%d columns: URIs in tooltips %v, want %v", tt.sz.cols, !tt.sz.uris, tt.sz.uris)
+		}
+		if tt.sz.spellTitles != strings.Contains(svg, "unroutable 13:00–13:06 (6m0s)") {
+			t.Errorf("%d columns: spell tooltips %v, want %v", tt.sz.cols, !tt.sz.spellTitles, tt.sz.spellTitles)
 		}
 		if c.From != "24 h ago" || c.To != "12:00 UTC" || c.Scale != "100 ms" { // RTTs up to 55 ms
 			t.Errorf("%d columns: axis %q to %q, scale %q", tt.sz.cols, c.From, c.To, c.Scale)
@@ -138,7 +146,7 @@ func TestChartFewBuckets(t *testing.T) {
 		{Start: start.Add(4 * time.Second), Probes: 1, RTTMin: ms(9), RTTP50: ms(9), RTTMax: ms(11), Routable: time.Second},
 	}}
 	c := drawChart(&h, rowChart, start.Add(5*time.Second))
-	if c.Spells != 1 || !strings.Contains(string(c.SVG), `<rect class="down" x="80" y="0" width="80"`) {
+	if c.Spells != 1 || !strings.Contains(string(c.SVG), `<rect class="down" x="80" width="80"`) {
 		t.Errorf("spells %d:\n%s", c.Spells, c.SVG)
 	}
 	if c.From != "6 s ago" || c.To != "12:00:06 UTC" || c.Scale != "20 ms" {
@@ -188,6 +196,23 @@ func TestAoRPage(t *testing.T) {
 		}
 		if d := v.do("GET", "/aors/pbx07?fragment=detail").Body.String(); !strings.HasPrefix(d, `<div class="detail up" data-aor="pbx07"`) {
 			t.Errorf("detail fragment:\n%.300s", d)
+		}
+	})
+}
+
+// TestPageGzip: a client accepting gzip gets the same page compressed.
+func TestPageGzip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := scenarioEnv(t, Config{})
+		plain := v.do("GET", "/").Body.String()
+		w := v.do("GET", "/", "Accept-Encoding", "gzip, br")
+		zr, err := gzip.NewReader(w.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(zr)
+		if err != nil || w.Header().Get("Content-Encoding") != "gzip" || string(got) != plain {
+			t.Errorf("gzipped page: %v, encoding %q, same page %v", err, w.Header().Get("Content-Encoding"), string(got) == plain)
 		}
 	})
 }
