@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"iter"
+	"math/rand/v2"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -253,6 +254,14 @@ func TestBrowserCharts(t *testing.T) {
 			t.Errorf("%d px: the page is %d px wide", width, scroll)
 		}
 		t.Logf("screenshot %s", b.screenshot(dir, "charts-"+itoa(width)+".png"))
+		b.do(chromedp.Click(chromedp.CSS(`[data-aor="charlie"] h2 a`)), wait(`.detail[data-aor="charlie"] svg.chart`))
+		if got := b.count(`.detail svg.chart rect.down`); got != want["charlie"] {
+			t.Errorf("%d px: charlie's page has %d unroutable spells, want %d", width, got, want["charlie"])
+		}
+		if got := b.count(`.detail tbody tr`); got != 1+8 { // one contact, eight policy options
+			t.Errorf("%d px: charlie's page has %d table rows, want 9", width, got)
+		}
+		t.Logf("screenshot %s", b.screenshot(dir, "aor-"+itoa(width)+".png"))
 		b.noErrors()
 	}
 }
@@ -309,4 +318,81 @@ func TestBrowserFilter(t *testing.T) {
 		t.Errorf("status filter: rows %q, want charlie", got)
 	}
 	b.noErrors()
+}
+
+// TestBrowserScreenshot writes the README's picture of the status page to
+// $QUALIFYD_SCREENSHOT (make screenshot): the demo's two AoRs qualifying
+// the same scripted peer, with ten minutes of the demo's five-second
+// buckets (demoHistories).
+func TestBrowserScreenshot(t *testing.T) {
+	out := os.Getenv("QUALIFYD_SCREENSHOT")
+	if out == "" {
+		t.Skip("QUALIFYD_SCREENSHOT is not set")
+	}
+	s := startSite(t, demoHistories(time.Now()), "asterisk", "qualifyd")
+	b := newBrowser(t, 1280, 560)
+	b.do(chromedp.Navigate(s.url+"/"), wait(`[data-aor="qualifyd"] svg.chart`), wait(`#live.on`))
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.noErrors()
+}
+
+// demoHistories are ten minutes of five-second buckets ending at end, as
+// qualifyd demo's peer script plays them (a minute: healthy, one lost
+// probe at 10 s, half the requests lost from 20 s, dead from 38 s, back at
+// 50 s) for its AoRs: asterisk, unroutable after each lost probe until the
+// next one 5 s later, and qualifyd, unroutable only while the peer is dead
+// (three failures a second apart).
+func demoHistories(end time.Time) fakeHistory {
+	const width, n = 5 * time.Second, 120
+	rng := rand.New(rand.NewPCG(2026, 11))
+	start := end.Add(-n * width).Truncate(time.Minute)
+	legacy := engine.History{AoR: "asterisk", Width: width}
+	tuned := engine.History{AoR: "qualifyd", Width: width}
+	for i := range n {
+		at := start.Add(time.Duration(i) * width)
+		rtt := time.Duration(400+rng.IntN(300)) * time.Microsecond
+		ok := engine.Bucket{Start: at, Probes: 1, RTTMin: rtt, RTTP50: rtt, RTTMax: rtt * 13 / 10, Routable: width}
+		lost, dead := false, false
+		switch k := i % 12; {
+		case k == 2:
+			lost = true
+		case k >= 4 && k <= 7:
+			lost = rng.IntN(2) == 0
+		case k == 8 || k == 9:
+			dead = true
+		}
+		l, q := ok, ok
+		switch {
+		case dead:
+			l = engine.Bucket{Start: at, Probes: 1, Failures: 1}
+			q = engine.Bucket{Start: at, Probes: 2, Failures: 2}
+		case lost:
+			l = engine.Bucket{Start: at, Probes: 1, Failures: 1}
+			q.Probes, q.Failures = 2, 1
+		}
+		legacy.Buckets = append(legacy.Buckets, l)
+		tuned.Buckets = append(tuned.Buckets, q)
+	}
+	addChanges(&legacy, "sip:legacy@127.0.0.1", qualify.ReasonTimeout)
+	addChanges(&tuned, "sip:tuned@127.0.0.1", qualify.ReasonTimeout)
+	return fakeHistory{"asterisk": legacy, "qualifyd": tuned}
+}
+
+// addChanges records a change at each edge of h's routable time.
+func addChanges(h *engine.History, uri string, why qualify.Reason) {
+	for i := 1; i < len(h.Buckets); i++ {
+		was, is := h.Buckets[i-1].Routable > 0, h.Buckets[i].Routable > 0
+		switch {
+		case was && !is:
+			h.Changes = append(h.Changes, engine.Change{Time: h.Buckets[i].Start, URI: uri, From: qualify.Reachable, To: qualify.Unreachable, Reason: why})
+		case !was && is:
+			h.Changes = append(h.Changes, engine.Change{Time: h.Buckets[i].Start, URI: uri, From: qualify.Unreachable, To: qualify.Reachable})
+		}
+	}
 }
