@@ -2,12 +2,16 @@ package web
 
 import (
 	"compress/gzip"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"html/template"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,18 +35,32 @@ type HistorySource interface {
 //go:embed page
 var pageFiles embed.FS
 
-var (
-	pageTemplates = template.Must(template.New("").ParseFS(pageFiles, "page/*.html"))
-	pageCSS       = template.CSS(mustRead("page/style.css"))
-	pageJS        = template.JS(mustRead("page/page.js"))
-)
+var pageTemplates = template.Must(template.New("").ParseFS(pageFiles, "page/*.html"))
 
-func mustRead(name string) string {
-	b, err := pageFiles.ReadFile(name)
-	if err != nil {
-		panic(err)
+// assetTag names the current style sheet and script in their URLs, so
+// that they can be cached for good: a hash of both.
+var assetTag = func() string {
+	h := sha256.New()
+	for _, name := range []string{"page/style.css", "page/page.js"} {
+		b, _ := pageFiles.ReadFile(name) // embedded: cannot fail
+		h.Write(b)
 	}
-	return string(b)
+	return hex.EncodeToString(h.Sum(nil)[:6])
+}()
+
+// pageAsset serves GET /page/{file}?v=TAG: the style sheet or the script,
+// cached for a year (a new version has a new tag).
+func (s *Server) pageAsset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	b, err := pageFiles.ReadFile("page/" + name)
+	if err != nil || !strings.HasSuffix(name, ".css") && !strings.HasSuffix(name, ".js") {
+		writeError(w, http.StatusNotFound, "no file "+quote(name))
+		return
+	}
+	w.Header().Set("Content-Type", mime.TypeByExtension(path.Ext(name)))
+	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(b)
 }
 
 // Paging of GET /: AoRs a page.
@@ -118,8 +136,7 @@ func (f *pageFilter) query(after string) string {
 // indexData is the model of GET /.
 type indexData struct {
 	Title   string
-	CSS     template.CSS
-	JS      template.JS
+	Asset   string // assetTag
 	Summary summaryData
 	Filter  pageFilter
 	Options []string
@@ -142,7 +159,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		render(w, r, "summary", s.summary(now))
 		return
 	}
-	d := indexData{Title: "qualifyd", CSS: pageCSS, JS: pageJS, Filter: f, Options: statusFilters, Summary: s.summary(now)}
+	d := indexData{Title: "qualifyd", Asset: assetTag, Filter: f, Options: statusFilters, Summary: s.summary(now)}
 	var next string
 	d.Rows, next = s.pageRows(&f, now)
 	if next != "" {

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -99,8 +98,7 @@ func percent(n, d int) string {
 // aorData is the model of /aors/NAME.
 type aorData struct {
 	Title    string
-	CSS      template.CSS
-	JS       template.JS
+	Asset    string // assetTag
 	Summary  summaryData
 	Row      rowData
 	Contacts []contactRow
@@ -142,7 +140,7 @@ func (s *Server) aorPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) aorModel(a *engine.AoRSnapshot, now time.Time) aorData {
-	d := aorData{Title: a.Name + " · qualifyd", CSS: pageCSS, JS: pageJS, Summary: s.summary(now), Row: s.rowSized(a, now, bigChart),
+	d := aorData{Title: a.Name + " · qualifyd", Asset: assetTag, Summary: s.summary(now), Row: s.rowSized(a, now, bigChart),
 		Policy: policyLines(&a.Policy)}
 	for i := range a.Contacts {
 		d.Contacts = append(d.Contacts, newContactRow(&a.Contacts[i], now))

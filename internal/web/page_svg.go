@@ -36,8 +36,10 @@ type column struct {
 	// rttMin and rttMax bound the column's RTTs; rttP50 is the median
 	// estimate, the mean of its buckets' medians weighted by successes.
 	rttMin, rttP50, rttMax time.Duration
-	// known is the time of buckets with data (a probe or routable time),
-	// routable the time the AoR was available in them.
+	// known is the time the column's buckets cover up to now, routable
+	// the time the AoR was available in them. A bucket without probes
+	// counts too: a dead contact probed every qualify_down_interval
+	// leaves most buckets without one.
 	known, routable time.Duration
 }
 
@@ -65,10 +67,8 @@ func foldBuckets(bs []engine.Bucket, w time.Duration, now time.Time) column {
 	for i := range bs {
 		b := &bs[i]
 		c.probes, c.failures = c.probes+b.Probes, c.failures+b.Failures
-		if b.Probes > 0 || b.Routable > 0 {
-			c.known += max(min(w, now.Sub(b.Start)), b.Routable)
-			c.routable += b.Routable
-		}
+		c.known += max(min(w, now.Sub(b.Start)), b.Routable)
+		c.routable += b.Routable
 		if ok := b.Probes - b.Failures; ok > 0 && b.RTTMax > 0 {
 			c.rttMin = minRTT(c.rttMin, b.RTTMin)
 			c.rttMax = max(c.rttMax, b.RTTMax)

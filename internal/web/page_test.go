@@ -216,3 +216,27 @@ func TestPageGzip(t *testing.T) {
 		}
 	})
 }
+
+// TestPageAssets: the style sheet and the script are served, cached for
+// good under the tag the pages name; nothing else under /page/ is.
+func TestPageAssets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := newEnv(t, Config{}, engine.Config{})
+		page := v.do("GET", "/").Body.String()
+		for target, ctype := range map[string]string{"/page/style.css": "text/css", "/page/page.js": "text/javascript"} {
+			if !strings.Contains(page, target+"?v="+assetTag) {
+				t.Errorf("the page does not name %s?v=%s", target, assetTag)
+			}
+			w := v.do("GET", target+"?v="+assetTag)
+			if w.Code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), ctype) ||
+				!strings.Contains(w.Header().Get("Cache-Control"), "immutable") || w.Body.Len() < 1000 {
+				t.Errorf("%s: %d %q %q, %d bytes", target, w.Code, w.Header().Get("Content-Type"), w.Header().Get("Cache-Control"), w.Body.Len())
+			}
+		}
+		for _, target := range []string{"/page/index.html", "/page/nosuch.js", "/page/"} {
+			if w := v.do("GET", target); w.Code != http.StatusNotFound {
+				t.Errorf("%s: %d, want 404", target, w.Code)
+			}
+		}
+	})
+}
