@@ -175,6 +175,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 // second at a million contacts.
 func (s *Server) pageRows(f *pageFilter, now time.Time) (rows []rowData, next string) {
 	var buf []engine.AoRSnapshot
+	var charts chartBuf
 	for after, more := f.After, true; more; after = buf[len(buf)-1].Name {
 		buf, more = s.cfg.Engine.AoRsPage(buf, after, s.cfg.PageLimit)
 		for i := range buf {
@@ -186,7 +187,7 @@ func (s *Server) pageRows(f *pageFilter, now time.Time) (rows []rowData, next st
 				more = false
 				break
 			}
-			rows = append(rows, s.row(&buf[i], now))
+			rows = append(rows, s.row(&buf[i], now, &charts))
 		}
 		if len(buf) == 0 {
 			break

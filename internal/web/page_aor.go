@@ -32,12 +32,13 @@ type rowData struct {
 	HasChart   bool
 }
 
-// row returns a's row with a chart of sz.
-func (s *Server) row(a *engine.AoRSnapshot, now time.Time) rowData {
-	return s.rowSized(a, now, rowChart)
+// row returns a's row of GET /, its chart drawn in buf.
+func (s *Server) row(a *engine.AoRSnapshot, now time.Time, buf *chartBuf) rowData {
+	return s.rowSized(a, now, rowChart, buf)
 }
 
-func (s *Server) rowSized(a *engine.AoRSnapshot, now time.Time, sz chartSize) rowData {
+// rowSized returns a's row with a chart of sz drawn in buf.
+func (s *Server) rowSized(a *engine.AoRSnapshot, now time.Time, sz chartSize, buf *chartBuf) rowData {
 	r := rowData{Name: a.Name, Href: "/aors/" + url.PathEscape(a.Name), Available: a.Available,
 		Contacts: len(a.Contacts), Counts: countStatuses(a.Contacts), RTT: "–", Loss: "–"}
 	var best time.Duration
@@ -57,7 +58,7 @@ func (s *Server) rowSized(a *engine.AoRSnapshot, now time.Time, sz chartSize) ro
 		r.Loss = percent(lost, window)
 	}
 	if h, ok := s.history(a.Name); ok && len(h.Buckets) > 0 {
-		r.Chart, r.HasChart = drawChart(&h, sz, now), true
+		r.Chart, r.HasChart = drawChart(&h, sz, now, buf), true
 	}
 	return r
 }
@@ -131,7 +132,7 @@ func (s *Server) aorPage(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	switch r.URL.Query().Get("fragment") {
 	case "row":
-		render(w, r, "row", s.row(&a, now))
+		render(w, r, "row", s.row(&a, now, new(chartBuf)))
 	case "detail":
 		render(w, r, "detail", s.aorModel(&a, now))
 	default:
@@ -140,7 +141,7 @@ func (s *Server) aorPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) aorModel(a *engine.AoRSnapshot, now time.Time) aorData {
-	d := aorData{Title: a.Name + " · qualifyd", Asset: assetTag, Summary: s.summary(now), Row: s.rowSized(a, now, bigChart),
+	d := aorData{Title: a.Name + " · qualifyd", Asset: assetTag, Summary: s.summary(now), Row: s.rowSized(a, now, bigChart, new(chartBuf)),
 		Policy: policyLines(&a.Policy)}
 	for i := range a.Contacts {
 		d.Contacts = append(d.Contacts, newContactRow(&a.Contacts[i], now))

@@ -2,6 +2,7 @@ package web
 
 import (
 	"html/template"
+	"slices"
 	"strconv"
 	"time"
 
@@ -50,9 +51,9 @@ func (c *column) down() bool { return c.known > 0 && c.routable*100 < c.known*99
 // columns folds h's buckets into at most n columns of whole buckets, at
 // most as many as there are buckets. now bounds the latest bucket, which
 // is still filling.
-func columns(h *engine.History, n int, now time.Time) []column {
+func columns(buf []column, h *engine.History, n int, now time.Time) []column {
 	k := min(n, len(h.Buckets))
-	cols := make([]column, k)
+	cols := slices.Grow(buf[:0], k)[:k]
 	for i := range cols {
 		lo, hi := i*len(h.Buckets)/k, (i+1)*len(h.Buckets)/k
 		cols[i] = foldBuckets(h.Buckets[lo:hi], h.Width, now)
@@ -99,21 +100,31 @@ type chart struct {
 	Spells int
 }
 
-// drawChart draws h at size sz: unroutable spells shaded, the RTT band
-// (min to max) with the median line, loss as a bar per column, and the
-// status changes as ticks with their tooltips, smokeping style.
-func drawChart(h *engine.History, sz chartSize, now time.Time) chart {
-	cols := columns(h, sz.cols, now)
+// chartBuf is the memory charts are drawn in, reused from chart to chart
+// of a page: at 1000 rows, fresh buffers for each were 90% of the bytes
+// a page allocated.
+type chartBuf struct {
+	cols               []column
+	svg, band, p50, ls []byte
+}
+
+// drawChart draws h at size sz in buf: unroutable spells shaded, the RTT
+// band (min to max) with the median line, loss as a bar per column, and
+// the status changes as ticks with their tooltips, smokeping style.
+func drawChart(h *engine.History, sz chartSize, now time.Time, buf *chartBuf) chart {
+	buf.cols = columns(buf.cols, h, sz.cols, now)
+	cols := buf.cols
 	if len(cols) == 0 {
 		return chart{}
 	}
-	d := &drawing{sz: sz, cols: cols, scale: rttScale(cols), b: make([]byte, 0, 16<<10)}
+	d := &drawing{sz: sz, cols: cols, scale: rttScale(cols), b: buf.svg[:0], buf: buf}
 	d.open(h.AoR)
 	spells := d.spells()
 	d.band()
 	d.loss()
 	d.ticks(h.Changes)
 	d.b = append(d.b, "</svg>"...)
+	buf.svg = d.b
 	start, end := cols[0].start, cols[len(cols)-1].end
 	return chart{SVG: template.HTML(d.b), Spells: spells, Scale: msText(d.scale),
 		From: spanText(end.Sub(start)) + " ago", To: end.UTC().Format(clockLayout(h.Width)) + " UTC"}
@@ -145,6 +156,7 @@ type drawing struct {
 	sz    chartSize
 	cols  []column
 	scale time.Duration // the RTT at the top of the band
+	buf   *chartBuf     // the paths' scratch
 }
 
 func (d *drawing) open(aor string) {
@@ -220,7 +232,7 @@ func (d *drawing) spell(x, w int, title string) {
 // band draws, for each run of columns with RTTs, the min-max band as one
 // closed step outline and the median as a step line.
 func (d *drawing) band() {
-	var band, p50 []byte
+	band, p50 := d.buf.band[:0], d.buf.p50[:0]
 	for i := 0; i < len(d.cols); i++ {
 		if d.cols[i].rttP50 == 0 {
 			continue
@@ -235,6 +247,7 @@ func (d *drawing) band() {
 	}
 	d.path("band", band)
 	d.path("p50", p50)
+	d.buf.band, d.buf.p50 = band, p50
 }
 
 // outline appends the closed band of columns i..j: their maxima left to
@@ -282,7 +295,7 @@ func (d *drawing) path(class string, p []byte) {
 // loss draws a bar per column with failures, its height the column's
 // share of failed probes of the loss lane.
 func (d *drawing) loss() {
-	var p []byte
+	p := d.buf.ls[:0]
 	lane := d.sz.height - d.sz.band - 2
 	for i := range d.cols {
 		c := &d.cols[i]
@@ -303,6 +316,7 @@ func (d *drawing) loss() {
 		p = append(p, 'z')
 	}
 	d.path("loss", p)
+	d.buf.ls = p
 }
 
 // ticks marks the columns with status changes, listing the column's

@@ -107,7 +107,7 @@ func TestChart(t *testing.T) {
 		{bigChart, 3, 5, 3 + 50 + 5 + 3},
 	}
 	for _, tt := range tests {
-		c := drawChart(&h, tt.sz, end)
+		c := drawChart(&h, tt.sz, end, new(chartBuf))
 		svg := string(c.SVG)
 		if c.Spells != tt.spells || strings.Count(svg, `class="down"`) != tt.spells {
 			t.Errorf("%d columns: %d spells, %d drawn, want %d", tt.sz.cols, c.Spells, strings.Count(svg, `class="down"`), tt.spells)
@@ -145,7 +145,7 @@ func TestChartFewBuckets(t *testing.T) {
 		{Start: start.Add(2 * time.Second), Probes: 1, Failures: 1, Routable: 0},
 		{Start: start.Add(4 * time.Second), Probes: 1, RTTMin: ms(9), RTTP50: ms(9), RTTMax: ms(11), Routable: time.Second},
 	}}
-	c := drawChart(&h, rowChart, start.Add(5*time.Second))
+	c := drawChart(&h, rowChart, start.Add(5*time.Second), new(chartBuf))
 	if c.Spells != 1 || !strings.Contains(string(c.SVG), `<rect class="down" x="80" width="80"`) {
 		t.Errorf("spells %d:\n%s", c.Spells, c.SVG)
 	}
