@@ -50,15 +50,22 @@ func serve1M(b *testing.B, path string) {
 // loaded1M returns an engine, not running, with a million AoRs of one
 // contact each.
 func loaded1M(b *testing.B) *engine.Engine {
+	e, _ := loaded(b, 1_000_000)
+	return e
+}
+
+// loaded returns an engine, not running, with n AoRs of one contact
+// each, and the AoRs.
+func loaded(b *testing.B, n int) (*engine.Engine, []engine.AoR) {
 	e, err := engine.New(engine.Config{Prober: &fakeProber{script: map[string]reply{}}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	aors := enginetest.NumberedAoRs(1_000_000, qualify.DefaultPolicy())
+	aors := enginetest.NumberedAoRs(n, qualify.DefaultPolicy())
 	if err := e.Apply(aors); err != nil {
 		b.Fatal(err)
 	}
-	return e
+	return e, aors
 }
 
 // watch starts enginetest.WatchLock over e's Summary, sampling the live
@@ -101,14 +108,7 @@ func BenchmarkPage1M(b *testing.B) { serve1M(b, "/") }
 // each with a full history (a day of minute buckets, 200 changes), and
 // reports body-MB, the page's size, plain and gzipped.
 func BenchmarkPage1000(b *testing.B) {
-	e, err := engine.New(engine.Config{Prober: &fakeProber{script: map[string]reply{}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	aors := enginetest.NumberedAoRs(1000, qualify.DefaultPolicy())
-	if err := e.Apply(aors); err != nil {
-		b.Fatal(err)
-	}
+	e, aors := loaded(b, 1000)
 	hist := fakeHistory{}
 	end := time.Now()
 	for i, a := range aors {
