@@ -226,8 +226,9 @@ func render(w http.ResponseWriter, r *http.Request, name string, d any) {
 	_ = pageTemplates.ExecuteTemplate(out, name, d) // a failed write means the client left
 }
 
-// history returns the history of the AoR named name, if a source keeps it.
-func (s *Server) history(name string) (engine.History, bool) {
+// pageHistory returns the history of the AoR named name, if a source
+// keeps it.
+func (s *Server) pageHistory(name string) (engine.History, bool) {
 	if s.cfg.History == nil {
 		return engine.History{}, false
 	}

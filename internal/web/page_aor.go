@@ -57,7 +57,7 @@ func (s *Server) rowSized(a *engine.AoRSnapshot, now time.Time, sz chartSize, bu
 	if window > 0 {
 		r.Loss = percent(lost, window)
 	}
-	if h, ok := s.history(a.Name); ok && len(h.Buckets) > 0 {
+	if h, ok := s.pageHistory(a.Name); ok && len(h.Buckets) > 0 {
 		r.Chart, r.HasChart = drawChart(&h, sz, now, buf), true
 	}
 	return r
@@ -146,7 +146,7 @@ func (s *Server) aorModel(a *engine.AoRSnapshot, now time.Time) aorData {
 	for i := range a.Contacts {
 		d.Contacts = append(d.Contacts, newContactRow(&a.Contacts[i], now))
 	}
-	if h, ok := s.history(a.Name); ok {
+	if h, ok := s.pageHistory(a.Name); ok {
 		for i := len(h.Changes) - 1; i >= 0; i-- {
 			d.Changes = append(d.Changes, changeText(&h.Changes[i], time.DateTime))
 		}
