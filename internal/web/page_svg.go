@@ -56,19 +56,26 @@ func columns(buf []column, h *engine.History, n int, now time.Time) []column {
 	cols := slices.Grow(buf[:0], k)[:k]
 	for i := range cols {
 		lo, hi := i*len(h.Buckets)/k, (i+1)*len(h.Buckets)/k
-		cols[i] = foldBuckets(h.Buckets[lo:hi], h.Width, now)
+		cols[i] = foldBuckets(h.Buckets[lo:hi], h.Width, now, lo == 0)
 	}
 	return cols
 }
 
-// foldBuckets returns the column of bs, consecutive buckets of width w.
-func foldBuckets(bs []engine.Bucket, w time.Duration, now time.Time) column {
+// foldBuckets returns the column of bs, consecutive buckets of width w,
+// the history's first bucket among them if first. The first bucket is
+// known only for its routable time: buckets are aligned to the clock, so
+// the history may have begun within it.
+func foldBuckets(bs []engine.Bucket, w time.Duration, now time.Time, first bool) column {
 	c := column{start: bs[0].Start, end: bs[len(bs)-1].Start.Add(w)}
 	var weighted float64
 	for i := range bs {
 		b := &bs[i]
 		c.probes, c.failures = c.probes+b.Probes, c.failures+b.Failures
-		c.known += max(min(w, now.Sub(b.Start)), b.Routable)
+		if first && i == 0 {
+			c.known += b.Routable
+		} else {
+			c.known += max(min(w, now.Sub(b.Start)), b.Routable)
+		}
 		c.routable += b.Routable
 		if ok := b.Probes - b.Failures; ok > 0 && b.RTTMax > 0 {
 			c.rttMin = minRTT(c.rttMin, b.RTTMin)

@@ -136,12 +136,13 @@ func TestChart(t *testing.T) {
 }
 
 // TestChartFewBuckets: a history shorter than the chart is drawn in a
-// column per bucket, and a bucket still filling counts only its elapsed
-// time as known.
+// column per bucket; a bucket still filling counts only its elapsed time
+// as known, and the first, where the history may have begun, only its
+// routable time.
 func TestChartFewBuckets(t *testing.T) {
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	h := engine.History{AoR: "x", Width: 2 * time.Second, Buckets: []engine.Bucket{
-		{Start: start, Probes: 1, RTTMin: ms(10), RTTP50: ms(10), RTTMax: ms(10), Routable: 2 * time.Second},
+		{Start: start, Probes: 1, RTTMin: ms(10), RTTP50: ms(10), RTTMax: ms(10), Routable: time.Second},
 		{Start: start.Add(2 * time.Second), Probes: 1, Failures: 1, Routable: 0},
 		{Start: start.Add(4 * time.Second), Probes: 1, RTTMin: ms(9), RTTP50: ms(9), RTTMax: ms(11), Routable: time.Second},
 	}}
