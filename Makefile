@@ -13,7 +13,7 @@ export SOURCE_DATE_EPOCH
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz bench bench-engine bench-scale bench-daemon clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz bench bench-engine bench-scale bench-daemon screenshot clean
 
 all: build
 
@@ -21,8 +21,9 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/qualifyd ./cmd/qualifyd
 
 # deps installs what the tests need: Go modules and the real SIP peers
-# (SIPp from Debian's sip-tester, Kamailio) used by the interop tests, and
-# iproute2 and nftables for the lossy-network lab.
+# (SIPp from Debian's sip-tester, Kamailio) used by the interop tests,
+# iproute2 and nftables for the lossy-network lab, and chromium for the
+# status page's browser tests.
 deps:
 	$(GO) mod download
 	$(GO) -C packaging mod download
@@ -31,6 +32,7 @@ deps:
 	command -v kamailio >/dev/null 2>&1 || missing="$$missing kamailio"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -42,8 +44,10 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# unit runs every test; the browser tests fail rather than skip without
+# chromium.
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	QUALIFYD_BROWSER=require $(GO) test -race -count=1 $(PKGS)
 	$(GO) -C packaging test -race -count=1 ./...
 
 # lab is the short lossy-network run (about a minute, see lossy): it needs
@@ -130,6 +134,11 @@ bench-daemon: build
 	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
 	bin/qualifyd-bench daemon --qualifyd bin/qualifyd --contacts 1000000 --frequency 60s --duration 30s
 	bin/qualifyd-bench daemon --qualifyd bin/qualifyd --contacts 1000000 --frequency 60s --duration 30s --dead-share 1
+
+# screenshot refreshes docs/status-page.png, the README's picture of the
+# status page, from the browser test that renders it (needs chromium).
+screenshot:
+	QUALIFYD_BROWSER=require QUALIFYD_SCREENSHOT=$(CURDIR)/docs/status-page.png $(GO) test -count=1 -run '^TestBrowserScreenshot$$' ./internal/web
 
 clean:
 	rm -rf bin $(DEB)

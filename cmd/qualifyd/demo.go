@@ -29,6 +29,11 @@ func demoPolicies(uri func(user string) string) []engine.AoR {
 	}
 }
 
+// demoBucket is the width of the demo's history buckets, one probe
+// interval (F), so that the status page's charts tell the demo's story
+// within its minute.
+const demoBucket = 5 * time.Second
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -61,6 +66,7 @@ func demo(ctx context.Context, dur time.Duration, addr string, w io.Writer) erro
 	d, err := daemon.New(daemon.Config{
 		Load: demoConfig(aors), SIPBind: "127.0.0.1:0", Rand: func() float64 { return 0 },
 		HTTPAddr: addr, HTTPFallback: true, Version: version(), Log: w, LogStamp: sinceStamp(start),
+		HistoryBucket: demoBucket,
 	})
 	if err != nil {
 		return err

@@ -50,15 +50,22 @@ func serve1M(b *testing.B, path string) {
 // loaded1M returns an engine, not running, with a million AoRs of one
 // contact each.
 func loaded1M(b *testing.B) *engine.Engine {
+	e, _ := loaded(b, 1_000_000)
+	return e
+}
+
+// loaded returns an engine, not running, with n AoRs of one contact
+// each, and the AoRs.
+func loaded(b *testing.B, n int) (*engine.Engine, []engine.AoR) {
 	e, err := engine.New(engine.Config{Prober: &fakeProber{script: map[string]reply{}}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	aors := enginetest.NumberedAoRs(1_000_000, qualify.DefaultPolicy())
+	aors := enginetest.NumberedAoRs(n, qualify.DefaultPolicy())
 	if err := e.Apply(aors); err != nil {
 		b.Fatal(err)
 	}
-	return e
+	return e, aors
 }
 
 // watch starts enginetest.WatchLock over e's Summary, sampling the live
@@ -96,3 +103,41 @@ func (d *discard) Write(p []byte) (int, error) {
 // BenchmarkPage1M serves the status page, GET /, at a million contacts,
 // with the metrics of BenchmarkServeContacts1M.
 func BenchmarkPage1M(b *testing.B) { serve1M(b, "/") }
+
+// BenchmarkPage1000 serves GET /?limit=1000 at 1000 AoRs of one contact,
+// each with a full history (a day of minute buckets, 200 changes), and
+// reports body-MB, the page's size, plain and gzipped.
+func BenchmarkPage1000(b *testing.B) {
+	e, aors := loaded(b, 1000)
+	hist := fakeHistory{}
+	end := time.Now()
+	for i, a := range aors {
+		var outages []spell
+		for k := range 100 { // 200 changes
+			outages = append(outages, spell{k*14 + i%7, k*14 + i%7 + 3})
+		}
+		hist[a.Name] = synthHistory(shape{aor: a.Name, uri: a.Contacts[0], end: end, width: time.Minute, n: 1440,
+			probes: 2, base: 20 * time.Millisecond, outages: outages, lossy: []spell{{700, 760}}, seed: uint64(i)})
+	}
+	srv, err := New(Config{Engine: e, History: hist})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, enc := range []string{"identity", "gzip"} {
+		b.Run(enc, func(b *testing.B) {
+			h := srv.Handler()
+			b.ReportAllocs()
+			var w discard
+			for b.Loop() {
+				w = discard{header: http.Header{}}
+				r := httptest.NewRequest("GET", "/?limit=1000", nil)
+				r.Header.Set("Accept-Encoding", enc)
+				h.ServeHTTP(&w, r)
+				if w.status != 0 && w.status != http.StatusOK {
+					b.Fatalf("status %d", w.status)
+				}
+			}
+			b.ReportMetric(float64(w.n)/1e6, "body-MB")
+		})
+	}
+}

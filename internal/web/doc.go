@@ -2,8 +2,11 @@
 // JSON API over the engine's snapshots and the endpoint table
 // (internal/endpoint), manual qualify and reload, the
 // Server-Sent Events stream of engine events with replay from a bounded
-// ring, the Prometheus exposition, a health check, and a small HTML status
-// page.
+// ring, the Prometheus exposition, a health check, and the HTML status
+// page: GET / and /aors/NAME, with charts of the AoRs' history drawn as
+// inline SVG by the server (page_svg.go) and a small embedded script that
+// follows the event stream (the templates, style sheet and script are
+// under page/).
 //
 // Write routes (POST) need "Authorization: Bearer TOKEN" when a token is
 // configured; ListenCheck refuses a non-loopback address without one.

@@ -18,6 +18,8 @@ import (
 // contract that qualifyd show/qualify and other tools rely on.
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", s.page)
+	s.mux.HandleFunc("GET /aors/{name}", s.aorPage)
+	s.mux.HandleFunc("GET /page/{file}", s.pageAsset)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /metrics", s.metrics)
 	s.mux.HandleFunc("GET /api/v1/contacts", s.contacts)

@@ -32,6 +32,7 @@ func TestGolden(t *testing.T) {
 		{"aor.golden", "GET", "/api/v1/aors/backup"},
 		{"healthz.golden", "GET", "/healthz"},
 		{"page.golden", "GET", "/"},
+		{"page_aor.golden", "GET", "/aors/carrier"},
 		{"qualify.golden", "POST", "/api/v1/aors/pbx07/qualify"},
 		{"qualify_carrier.golden", "POST", "/api/v1/aors/carrier/qualify"},
 		{"qualify_off.golden", "POST", "/api/v1/aors/phone/qualify"},

@@ -67,8 +67,13 @@ type Config struct {
 	// (the AoR's qualify timeout plus a second, at most this); zero means
 	// DefaultMaxQualifyWait.
 	MaxQualifyWait time.Duration
-	// PageLimit bounds the contacts listed on the status page; zero means
-	// DefaultPageLimit.
+	// History, if set, is where the status page's charts and change
+	// lists come from; nil means Engine when it is a HistorySource (as
+	// *engine.Engine is), else the page has no charts.
+	History HistorySource
+	// PageLimit is how many contacts the status page takes from the
+	// engine per hold of its lock while it looks for a page of AoRs; zero
+	// means DefaultPageLimit.
 	PageLimit int
 	// Version is shown on the status page.
 	Version string
@@ -85,6 +90,8 @@ type Server struct {
 	mux  *http.ServeMux
 	ring *ring
 	sub  *engine.Subscription // consumed by Run
+	// rates measures the status page's probes per second.
+	rates rateWindow
 }
 
 // ErrNoEngine is returned by New without an Engine.
@@ -101,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 	s.sub = cfg.Engine.Subscribe(cfg.RingSize)
 	s.ring = newRing(cfg.RingSize, s.sub.Seq)
 	s.routes()
+	s.summary(time.Now()) // the first sample of the page's rates
 	return s, nil
 }
 
@@ -122,6 +130,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Endpoints == nil {
 		cfg.Endpoints = noEndpoints{}
+	}
+	if h, ok := cfg.Engine.(HistorySource); ok && cfg.History == nil {
+		cfg.History = h
 	}
 	return cfg
 }

@@ -1,0 +1,103 @@
+package web
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// summaryData is the summary strip atop the pages.
+type summaryData struct {
+	Version, Now                 string
+	AoRs, Available, Unavailable int
+	Contacts                     int
+	ByStatus                     []statusCount // worst first
+	// Rate and Loss are the probes a second and the share failed over
+	// the recent Window; empty when unknown.
+	Rate, Loss, Window string
+}
+
+// summary returns the strip from the engine's kept counts, which cost no
+// walk of the table.
+func (s *Server) summary(now time.Time) summaryData {
+	sum := s.cfg.Engine.Summary()
+	d := summaryData{Version: s.cfg.Version, Now: now.UTC().Format(time.DateTime) + " UTC", AoRs: sum.AoRs,
+		Available: sum.AoRsAvailable, Unavailable: sum.AoRs - sum.AoRsAvailable}
+	n := make([]int, len(statusOrder))
+	for k, st := range statusOrder {
+		n[k] = sum.ByStatus[st]
+		d.Contacts += n[k]
+	}
+	d.ByStatus = statusCounts(n)
+	if c, ok := s.cfg.Engine.(counterSource); ok {
+		if r, ok := s.rates.observe(now, c.Counters()); ok {
+			d.Rate = strconv.FormatFloat(r.perSecond, 'f', 1, 64)
+			d.Window = r.window.Round(time.Second).String()
+			if r.probes > 0 {
+				d.Loss = percent(int(r.failures), int(r.probes))
+			}
+		}
+	}
+	return d
+}
+
+// counterSource is the engine's probe totals, *engine.Engine's Counters.
+type counterSource interface {
+	Counters() engine.Counters
+}
+
+// rateWindowMin is the shortest window the summary's rates cover.
+const rateWindowMin = 10 * time.Second
+
+// rateWindow turns the engine's probe totals into recent rates: it keeps
+// two samples, the newer at least rateWindowMin after the older, and
+// measures from the older. Safe for concurrent use; the zero value is
+// ready.
+type rateWindow struct {
+	mu        sync.Mutex
+	prev, cur probeSample
+}
+
+// probeSample is the probe totals at one instant.
+type probeSample struct {
+	at               time.Time
+	probes, failures uint64
+}
+
+// rates are the probes over a window, and their rate.
+type rates struct {
+	window           time.Duration
+	probes, failures uint64
+	perSecond        float64
+}
+
+// observe records c at now and returns the rates since the older sample;
+// false on the first call.
+func (r *rateWindow) observe(now time.Time, c engine.Counters) (rates, bool) {
+	s := probeSample{at: now}
+	for reason, n := range c.Probes {
+		s.probes += n
+		if qualify.Reason(reason) != qualify.ReasonNone {
+			s.failures += n
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur.at.IsZero() {
+		r.prev, r.cur = s, s
+		return rates{}, false
+	}
+	if now.Sub(r.cur.at) >= rateWindowMin {
+		r.prev, r.cur = r.cur, s
+	}
+	w := now.Sub(r.prev.at)
+	if w <= 0 {
+		return rates{}, false
+	}
+	out := rates{window: w, probes: s.probes - r.prev.probes, failures: s.failures - r.prev.failures}
+	out.perSecond = float64(out.probes) / w.Seconds()
+	return out, true
+}
