@@ -396,7 +396,7 @@ func appendChange(b []byte, c *engine.Change, layout string, uri bool, esc func(
 		return b
 	}
 	b = append(b, " ("...)
-	b = append(b, c.Reason.String()...)
+	b = append(b, reasonText(c.Reason, c.Code)...)
 	if c.Detail != "" {
 		b = append(b, ": "...)
 		b = append(b, esc(c.Detail)...)

@@ -157,10 +157,11 @@ func TestChartFewBuckets(t *testing.T) {
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// TestPageWithoutHistory: without a history source, rows have no chart.
+// TestPageWithoutHistory: an engine that keeps no history (see
+// engine.Config.HistoryAoRs) gives rows without a chart.
 func TestPageWithoutHistory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		v := scenarioEnv(t, Config{})
+		v := scenarioEnvOf(t, Config{}, engine.Config{HistoryAoRs: -1})
 		body := v.do("GET", "/").Body.String()
 		if strings.Count(body, "no history kept") != 4 || strings.Contains(body, "<svg") {
 			t.Errorf("page without history:\n%s", body)
