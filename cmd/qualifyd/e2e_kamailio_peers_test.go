@@ -14,9 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/peertest"
 )
 
 // The real peers of the Kamailio end-to-end tests: Kamailio (the router
@@ -28,85 +29,15 @@ import (
 // hanging the suite, and never decides a result.
 const peerBound = 10 * time.Second
 
-// requirePeer returns the path of program name, failing the test when it
-// is not installed. Debian puts kamailio and kamcmd in /usr/sbin, which a
-// user's PATH may lack.
-func requirePeer(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		path, err = exec.LookPath(filepath.Join("/usr/sbin", name))
-	}
-	if err != nil {
-		t.Fatalf("%s is not installed (make deps installs sip-tester and kamailio): %v", name, err)
-	}
-	return path
-}
-
-// freePort returns a loopback port of network ("udp" or "tcp") that was
-// free a moment ago.
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// The peers' helpers, shared with the other interop tests.
+var (
+	requirePeer = peertest.Require
+	freePort    = peertest.FreePort
+	startPeer   = peertest.Start
+)
 
 // syncBuffer is a peer's output, readable while the peer writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// startPeer runs program name in its own process group until the test
-// ends, then kills the group (Kamailio forks workers) and waits for it.
-// The output is logged when the test fails.
-func startPeer(t *testing.T, name string, args ...string) *syncBuffer {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, requirePeer(t, name), args...)
-	cmd.Dir = t.TempDir()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s %s output:\n%s", name, strings.Join(args, " "), out)
-		}
-	})
-	return out
-}
+type syncBuffer = peertest.Output
 
 // eventually polls cond every 20 ms until it holds; the test fails if it
 // does not within bound.

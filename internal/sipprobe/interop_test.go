@@ -1,17 +1,14 @@
 package sipprobe
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/peertest"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -20,61 +17,14 @@ import (
 // peer fails the test rather than skipping it, so that an interop test
 // never passes unrun.
 
-// requirePeer fails the test when the program is not installed.
-func requirePeer(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not installed (make deps installs sip-tester and kamailio): %v", name, err)
-	}
-	return path
-}
+// The peers' helpers, shared with the other interop tests.
+var (
+	requirePeer = peertest.Require
+	freePort    = peertest.FreePort
+)
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startPeer runs a peer process until the test ends, then kills it and
-// waits for it. Its output is logged if the test fails.
-func startPeer(t *testing.T, name string, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, requirePeer(t, name), args...)
-	cmd.Dir = t.TempDir()
-	// Kamailio forks workers: signal the whole process group of the peer
-	// we started, and stop waiting for its output pipes after a while.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s %v output:\n%s", name, args, out.Bytes())
-		}
-	})
-}
+// startPeer runs a peer process until the test ends (see peertest.Start).
+func startPeer(t *testing.T, name string, args ...string) { peertest.Start(t, name, args...) }
 
 // waitTCP waits until addr accepts connections (the peer has started);
 // UDP needs no wait, since the probe's own retransmissions cover startup.
