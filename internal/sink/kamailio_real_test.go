@@ -3,41 +3,25 @@ package sink
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/peertest"
 )
 
 // TestKamailioRealDispatcher runs the driver against a real Kamailio,
 // started on loopback with the kamailio.cfg the README shows
 // (cmd/qualifyd/testdata/kamailio).
 func TestKamailioRealDispatcher(t *testing.T) {
-	bin, err := exec.LookPath("kamailio")
-	if err != nil {
-		if bin, err = exec.LookPath("/usr/sbin/kamailio"); err != nil {
-			t.Fatal("kamailio is not installed (make deps installs it)")
-		}
-	}
-	dir := "../../cmd/qualifyd/testdata/kamailio"
-	list, _ := filepath.Abs(filepath.Join(dir, "dispatcher.list"))
-	sipPort, rpcPort := freePort(t, "udp"), freePort(t, "tcp")
+	dir, _ := filepath.Abs("../../cmd/qualifyd/testdata/kamailio")
+	list := filepath.Join(dir, "dispatcher.list")
+	sipPort, rpcPort := strconv.Itoa(peertest.FreePort(t, "udp")), strconv.Itoa(peertest.FreePort(t, "tcp"))
 	run := t.TempDir()
-	cmd := exec.Command(bin, "-DD", "-E", "-f", filepath.Join(dir, "kamailio.cfg"), "-w", run, "-Y", run,
+	peertest.Start(t, "kamailio", "-DD", "-E", "-f", filepath.Join(dir, "kamailio.cfg"), "-w", run, "-Y", run,
 		"-P", filepath.Join(run, "kamailio.pid"), "-A", "LISTEN=udp:127.0.0.1:"+sipPort, "-A", "HTTP_PORT="+rpcPort,
 		"-A", fmt.Sprintf("DSLIST=%q", list), "-A", fmt.Sprintf("CTLSOCK=%q", "unix:"+filepath.Join(run, "kamailio.ctl")))
-	cmd.Stderr = os.Stderr
-	if !testing.Verbose() {
-		cmd.Stderr = nil
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Kamailio forks: stop the whole group
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
 	k := &Kamailio{URL: "http://127.0.0.1:" + rpcPort + "/RPC", Timeout: 5 * time.Second}
 	level := waitForRPC(t, k)
 	a, b := host("127.0.0.1:5081"), host("127.0.0.1:5082")
@@ -63,33 +47,10 @@ func TestKamailioRealDispatcher(t *testing.T) {
 	if la, _ := mustResync(t, k)(a); la != Up {
 		t.Fatalf("a is %v after dispatcher.reload", la)
 	}
-	err = k.call(t.Context(), "dispatcher.set_state", []any{"i", 1, "sip:127.0.0.1:5099"}, nil)
+	err := k.call(t.Context(), "dispatcher.set_state", []any{"i", 1, "sip:127.0.0.1:5099"}, nil)
 	if err == nil || err.Error() != "dispatcher.set_state: State Update Failed" {
 		t.Fatalf("set_state of an unknown destination: %v", err)
 	}
-}
-
-// freePort returns a port free on loopback now.
-func freePort(t *testing.T, network string) string {
-	t.Helper()
-	var addr net.Addr
-	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr = c.LocalAddr()
-		c.Close()
-	} else {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr = l.Addr()
-		l.Close()
-	}
-	_, port, _ := net.SplitHostPort(addr.String())
-	return port
 }
 
 // waitForRPC reads dispatcher.list once Kamailio listens: it starts in
