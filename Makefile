@@ -94,13 +94,17 @@ lossy: build
 # the other, and stops at the first failure. The seeds are each
 # package's testdata/fuzz/FuzzNAME corpus and its f.Add calls; go test
 # writes a crasher there, to be committed as a regression input.
+# FUZZMINIMIZETIME bounds the minimization of each new input: go test
+# fuzzes nothing while it minimizes, and at its default of 60 s one
+# input of FuzzParseReload held both workers idle for the whole minute.
 FUZZTIME ?= 10m
+FUZZMINIMIZETIME ?= 5s
 fuzz:
 	@for pkg in $$($(GO) list $(PKGS)); do \
 		targets=$$($(GO) test -list '^Fuzz' $$pkg) || { echo "$$targets"; exit 1; }; \
 		for target in $$(echo "$$targets" | grep '^Fuzz'); do \
 			echo "fuzz: $$pkg $$target for $(FUZZTIME)"; \
-			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg || exit 1; \
 		done; \
 	done
 
