@@ -13,7 +13,7 @@ export SOURCE_DATE_EPOCH
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz bench bench-engine bench-scale bench-daemon screenshot clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon screenshot clean
 
 all: build
 
@@ -107,6 +107,11 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg || exit 1; \
 		done; \
 	done
+
+# fuzz-cover prints each fuzz target's package coverage from its seeds
+# alone and with the corpus make fuzz grew in go test's cache.
+fuzz-cover:
+	GO=$(GO) scripts/fuzz-cover.sh
 
 # bench runs the micro and engine benchmarks (figures go in docs/performance.md).
 bench:
