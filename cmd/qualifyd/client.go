@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/api"
 )
 
 // apiClient talks to a running daemon's HTTP API.
@@ -69,12 +71,8 @@ func parseClient(name, usage string, args []string, stderr io.Writer, valid func
 	return c, pos, 0
 }
 
-// apiError is the API's JSON error body.
-type apiError struct {
-	Error string `json:"error"`
-}
-
-// do sends method to path and decodes a 2xx JSON answer into out.
+// do sends method to path and decodes a 2xx JSON answer into out, one of
+// internal/api's objects.
 func (c *apiClient) do(ctx context.Context, method, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
 	if err != nil {
@@ -93,60 +91,11 @@ func (c *apiClient) do(ctx context.Context, method, path string, out any) error 
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		var e apiError
+		var e api.ErrorReply
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
 			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
 		}
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	return json.Unmarshal(body, out)
-}
-
-// apiContact is one contact as the API serves it.
-type apiContact struct {
-	AoR              string     `json:"aor"`
-	URI              string     `json:"uri"`
-	Status           string     `json:"status"`
-	Routable         bool       `json:"routable"`
-	Phase            string     `json:"phase"`
-	RTTUsec          int64      `json:"rtt_usec"`
-	Failures         int        `json:"failures"`
-	FailureThreshold int        `json:"failure_threshold"`
-	Successes        int        `json:"successes"`
-	SuccessThreshold int        `json:"success_threshold"`
-	LatencyOnly      bool       `json:"latency_only"`
-	NextProbeAt      *time.Time `json:"next_probe_at"`
-	LastResult       *struct {
-		OK     bool   `json:"ok"`
-		Reason string `json:"reason"`
-	} `json:"last_result"`
-}
-
-// apiAoR is one AoR as the API serves it.
-type apiAoR struct {
-	Name      string       `json:"name"`
-	Available bool         `json:"available"`
-	Contacts  []apiContact `json:"contacts"`
-}
-
-// apiEndpoint is one endpoint as the API serves it.
-type apiEndpoint struct {
-	Name      string   `json:"name"`
-	Available bool     `json:"available"`
-	AoRs      []string `json:"aors"`
-}
-
-// apiQualify is the answer of POST /api/v1/aors/{name}/qualify.
-type apiQualify struct {
-	AoR     string `json:"aor"`
-	Results []struct {
-		URI     string `json:"uri"`
-		OK      bool   `json:"ok"`
-		Status  string `json:"status"`
-		Code    int    `json:"code"`
-		Reason  string `json:"reason"`
-		RTTUsec int64  `json:"rtt_usec"`
-		Detail  string `json:"detail"`
-		Error   string `json:"error"`
-	} `json:"results"`
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/asterisk"
 )
 
@@ -19,7 +20,7 @@ func runQualify(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if c == nil {
 		return code
 	}
-	var res apiQualify
+	var res api.Qualify
 	if err := c.do(ctx, "POST", "/api/v1/aors/"+url.PathEscape(pos[0])+"/qualify", &res); err != nil {
 		fmt.Fprintln(stderr, "qualifyd qualify:", err)
 		return 1
@@ -28,7 +29,7 @@ func runQualify(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 // printQualify prints the results and returns the exit code.
-func printQualify(w io.Writer, res apiQualify) int {
+func printQualify(w io.Writer, res api.Qualify) int {
 	code := 0
 	for _, r := range res.Results {
 		switch {

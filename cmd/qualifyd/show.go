@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/api"
 )
 
 // runShow is `qualifyd show contacts|aors|endpoints`: Asterisk's `pjsip
@@ -42,9 +44,9 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func show(ctx context.Context, c *apiClient, what string, w io.Writer, now time.Time) error {
 	var body struct {
-		AoRs      []apiAoR      `json:"aors"`
-		Contacts  []apiContact  `json:"contacts"`
-		Endpoints []apiEndpoint `json:"endpoints"`
+		AoRs      []api.AoR      `json:"aors"`
+		Contacts  []api.Contact  `json:"contacts"`
+		Endpoints []api.Endpoint `json:"endpoints"`
 	}
 	if err := c.do(ctx, "GET", "/api/v1/"+what, &body); err != nil {
 		return err
@@ -64,7 +66,7 @@ const contactHeader = "  Contact:  <Aor/ContactUri%s> <Hash....> <Status> <RTT(m
 
 // nameWidth is the width of the Aor/ContactUri column: at least Asterisk's
 // 46, wider for long URIs.
-func nameWidth(cs []apiContact) int {
+func nameWidth(cs []api.Contact) int {
 	w := 46
 	for _, c := range cs {
 		w = max(w, len(c.AoR)+1+len(c.URI))
@@ -72,7 +74,7 @@ func nameWidth(cs []apiContact) int {
 	return w
 }
 
-func printContacts(w io.Writer, cs []apiContact, now time.Time) {
+func printContacts(w io.Writer, cs []api.Contact, now time.Time) {
 	width := nameWidth(cs)
 	fmt.Fprintf(w, "\n"+contactHeader, strings.Repeat(".", width-14))
 	fmt.Fprintln(w, strings.Repeat("=", width+50))
@@ -83,8 +85,8 @@ func printContacts(w io.Writer, cs []apiContact, now time.Time) {
 	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(cs))
 }
 
-func printAoRs(w io.Writer, as []apiAoR, now time.Time) {
-	var all []apiContact
+func printAoRs(w io.Writer, as []api.AoR, now time.Time) {
+	var all []api.Contact
 	for _, a := range as {
 		all = append(all, a.Contacts...)
 	}
@@ -103,7 +105,7 @@ func printAoRs(w io.Writer, as []apiAoR, now time.Time) {
 
 // printEndpoints prints one line per endpoint: its name, availability
 // (the routing truth) and AoRs, in the voice of the other tables.
-func printEndpoints(w io.Writer, es []apiEndpoint) {
+func printEndpoints(w io.Writer, es []api.Endpoint) {
 	width := 46
 	for _, e := range es {
 		width = max(width, len(e.Name))
@@ -120,7 +122,7 @@ func printEndpoints(w io.Writer, es []apiEndpoint) {
 
 // contactRow is one contact line: Asterisk's columns (hash of the URI,
 // short status, RTT or nan), then failures/N and the next probe.
-func contactRow(prefix string, c apiContact, width int, now time.Time) string {
+func contactRow(prefix string, c api.Contact, width int, now time.Time) string {
 	rtt := "nan" // as Asterisk's printf of NAN
 	if c.Status == "Reachable" {
 		rtt = strconv.FormatFloat(float64(c.RTTUsec)/1000, 'f', 3, 64)
@@ -133,7 +135,7 @@ func contactRow(prefix string, c apiContact, width int, now time.Time) string {
 
 // shortStatus is Asterisk's short status label; latency-only contacts that
 // failed show as Unavail* (still routable).
-func shortStatus(c apiContact) string {
+func shortStatus(c api.Contact) string {
 	switch c.Status {
 	case "Reachable":
 		return "Avail"
@@ -148,8 +150,8 @@ func shortStatus(c apiContact) string {
 	return c.Status
 }
 
-func nextIn(t *time.Time, now time.Time) string {
-	if t == nil {
+func nextIn(t api.Time, now time.Time) string {
+	if t.IsZero() {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fs", max(t.Sub(now), 0).Seconds())
@@ -162,24 +164,6 @@ func yesNo(b bool) string {
 	return "Unavailable"
 }
 
-// apiStats are a contact's running statistics as the API serves them.
-type apiStats struct {
-	SRTTUsec      int64   `json:"rtt_srtt_usec"`
-	RTTVarUsec    int64   `json:"rtt_var_usec"`
-	RTTMinUsec    int64   `json:"rtt_min_usec"`
-	RTTMaxUsec    int64   `json:"rtt_max_usec"`
-	LossRatio     float64 `json:"loss_ratio"`
-	LossWindow    int     `json:"loss_window"`
-	Probes        uint64  `json:"probes"`
-	FailuresTotal uint64  `json:"failures_total"`
-}
-
-// statsContact is a contact with its statistics.
-type statsContact struct {
-	apiContact
-	apiStats
-}
-
 // statsHeader heads the columns --stats appends.
 const statsHeader = " <SRTT(ms)> <RTTVAR(ms)> <Min(ms)..> <Max(ms)..> <Loss> <Probes> <Failed>"
 
@@ -187,15 +171,12 @@ const statsHeader = " <SRTT(ms)> <RTTVAR(ms)> <Min(ms)..> <Max(ms)..> <Loss> <Pr
 // Asterisk's.
 func showStats(ctx context.Context, c *apiClient, w io.Writer, now time.Time) error {
 	var body struct {
-		Contacts []statsContact `json:"contacts"`
+		Contacts []api.Contact `json:"contacts"`
 	}
 	if err := c.do(ctx, "GET", "/api/v1/contacts", &body); err != nil {
 		return err
 	}
-	cs := make([]apiContact, len(body.Contacts))
-	for i := range body.Contacts {
-		cs[i] = body.Contacts[i].apiContact
-	}
+	cs := body.Contacts
 	width := nameWidth(cs)
 	rows := make([]string, len(cs))
 	base := 0
@@ -209,7 +190,7 @@ func showStats(ctx context.Context, c *apiClient, w io.Writer, now time.Time) er
 	fmt.Fprintln(w, strings.Repeat("=", base+len(statsHeader)))
 	fmt.Fprintln(w)
 	for i, row := range rows {
-		fmt.Fprintf(w, "%-*s%s\n", base, row, statsColumns(&body.Contacts[i].apiStats))
+		fmt.Fprintf(w, "%-*s%s\n", base, row, statsColumns(&cs[i].Stats))
 	}
 	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(cs))
 	return nil
@@ -217,7 +198,7 @@ func showStats(ctx context.Context, c *apiClient, w io.Writer, now time.Time) er
 
 // statsColumns are one contact's statistics in statsHeader's columns: "-"
 // for the RTTs before a success and for the loss before a probe.
-func statsColumns(s *apiStats) string {
+func statsColumns(s *api.Stats) string {
 	rtt := func(us int64) string {
 		if s.RTTMaxUsec == 0 {
 			return "-"

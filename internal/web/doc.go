@@ -21,6 +21,7 @@
 //
 // Listings (/api/v1/contacts, /api/v1/aors, /api/v1/endpoints) are
 // streamed page by page in name order with the same after, limit and
-// "next" conventions. It imports engine, endpoint, qualify and asterisk;
+// "next" conventions. The objects are internal/api's, built in json.go.
+// It imports api, engine, endpoint, qualify, asterisk and sink;
 // the daemon builds it.
 package web

@@ -4,62 +4,25 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/asterisk"
 	"github.com/qualifyd/qualifyd/internal/engine"
 )
 
-// contactEventJSON is the data of status, failure and recovery events.
-type contactEventJSON struct {
-	Seq              uint64 `json:"seq"`
-	Kind             string `json:"kind"`
-	Time             stamp  `json:"time"`
-	AoR              string `json:"aor"`
-	URI              string `json:"uri"`
-	From             string `json:"from"`
-	To               string `json:"to"`
-	Routable         bool   `json:"routable"`
-	LatencyOnly      bool   `json:"latency_only"`
-	Failures         int    `json:"failures"`
-	FailureThreshold int    `json:"failure_threshold"`
-	Successes        int    `json:"successes"`
-	SuccessThreshold int    `json:"success_threshold"`
-	Reason           string `json:"reason"`
-	Code             int    `json:"code"`
-	RTTUsec          int64  `json:"rtt_usec"`
-	NextProbeAt      stamp  `json:"next_probe_at"`
-	Line             string `json:"line,omitempty"`
-}
-
-// availabilityEventJSON is the data of availability events.
-type availabilityEventJSON struct {
-	Seq       uint64 `json:"seq"`
-	Kind      string `json:"kind"`
-	Time      stamp  `json:"time"`
-	AoR       string `json:"aor"`
-	Available bool   `json:"available"`
-}
-
-// gapJSON is the data of a gap event: events after LastEventID were lost
-// to the client; the stream resumes at NextEventID (0: none kept yet).
-type gapJSON struct {
-	LastEventID uint64 `json:"last_event_id"`
-	NextEventID uint64 `json:"next_event_id,omitempty"`
-}
-
 // eventData returns the JSON data of ev.
 func eventData(ev *engine.Event) any {
 	if ev.Kind == engine.AvailabilityChanged {
-		return availabilityEventJSON{Seq: ev.Seq, Kind: ev.Kind.String(), Time: stamp(ev.Time),
+		return api.AvailabilityEvent{Seq: ev.Seq, Kind: ev.Kind.String(), Time: api.At(ev.Time),
 			AoR: ev.AoR, Available: ev.Available}
 	}
 	line, _ := asterisk.Line(*ev)
-	return contactEventJSON{
-		Seq: ev.Seq, Kind: ev.Kind.String(), Time: stamp(ev.Time), AoR: ev.AoR, URI: ev.URI,
+	return api.ContactEvent{
+		Seq: ev.Seq, Kind: ev.Kind.String(), Time: api.At(ev.Time), AoR: ev.AoR, URI: ev.URI,
 		From: ev.From.String(), To: ev.To.String(), Routable: ev.Routable, LatencyOnly: ev.LatencyOnly,
 		Failures: ev.Failures, FailureThreshold: ev.FailureThreshold,
 		Successes: ev.Successes, SuccessThreshold: ev.SuccessThreshold,
 		Reason: reasonText(ev.Reason, ev.Result.Code), Code: ev.Result.Code,
-		RTTUsec: ev.Result.RTT.Microseconds(), NextProbeAt: stamp(ev.Next), Line: line,
+		RTTUsec: ev.Result.RTT.Microseconds(), NextProbeAt: api.At(ev.Next), Line: line,
 	}
 }
 
@@ -80,6 +43,6 @@ func encodeEvent(ev engine.Event) frame {
 
 // gapFrame builds a gap event, which has no id.
 func gapFrame(last, next uint64) []byte {
-	data, _ := json.Marshal(gapJSON{LastEventID: last, NextEventID: next})
+	data, _ := json.Marshal(api.Gap{LastEventID: last, NextEventID: next})
 	return append(append([]byte("event: gap\ndata: "), data...), "\n\n"...)
 }

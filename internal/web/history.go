@@ -3,48 +3,20 @@ package web
 import (
 	"net/http"
 
+	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/engine"
 )
 
-// bucketJSON is one bucket of an AoR's history.
-type bucketJSON struct {
-	Start           stamp   `json:"start"`
-	Probes          int     `json:"probes"`
-	Failures        int     `json:"failures"`
-	RTTMinUsec      int64   `json:"rtt_min_usec"`
-	RTTP50Usec      int64   `json:"rtt_p50_usec"`
-	RTTMaxUsec      int64   `json:"rtt_max_usec"`
-	RoutableSeconds float64 `json:"routable_seconds"`
-}
-
-// changeJSON is one status change of an AoR's history.
-type changeJSON struct {
-	Time   stamp  `json:"time"`
-	URI    string `json:"uri"`
-	From   string `json:"from"`
-	To     string `json:"to"`
-	Reason string `json:"reason"`
-	Detail string `json:"detail"`
-}
-
-// historyJSON is GET /api/v1/aors/{name}/history's reply.
-type historyJSON struct {
-	AoR          string       `json:"aor"`
-	WidthSeconds float64      `json:"width_seconds"`
-	Buckets      []bucketJSON `json:"buckets"`
-	Changes      []changeJSON `json:"changes"`
-}
-
-func newHistoryJSON(h *engine.History) historyJSON {
-	j := historyJSON{AoR: h.AoR, WidthSeconds: h.Width.Seconds(),
-		Buckets: make([]bucketJSON, len(h.Buckets)), Changes: make([]changeJSON, len(h.Changes))}
+func newHistory(h *engine.History) api.History {
+	j := api.History{AoR: h.AoR, WidthSeconds: h.Width.Seconds(),
+		Buckets: make([]api.Bucket, len(h.Buckets)), Changes: make([]api.Change, len(h.Changes))}
 	for i, b := range h.Buckets {
-		j.Buckets[i] = bucketJSON{Start: stamp(b.Start), Probes: b.Probes, Failures: b.Failures,
+		j.Buckets[i] = api.Bucket{Start: api.At(b.Start), Probes: b.Probes, Failures: b.Failures,
 			RTTMinUsec: b.RTTMin.Microseconds(), RTTP50Usec: b.RTTP50.Microseconds(), RTTMaxUsec: b.RTTMax.Microseconds(),
 			RoutableSeconds: b.Routable.Seconds()}
 	}
 	for i, c := range h.Changes {
-		j.Changes[i] = changeJSON{Time: stamp(c.Time), URI: c.URI, From: c.From.String(), To: c.To.String(),
+		j.Changes[i] = api.Change{Time: api.At(c.Time), URI: c.URI, From: c.From.String(), To: c.To.String(),
 			Reason: reasonText(c.Reason, c.Code), Detail: c.Detail}
 	}
 	return j
@@ -57,7 +29,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	h, ok := s.cfg.Engine.History(name)
 	switch {
 	case ok:
-		writeJSON(w, http.StatusOK, newHistoryJSON(&h))
+		writeJSON(w, http.StatusOK, newHistory(&h))
 	case s.known(name):
 		writeError(w, http.StatusNotFound, "no history kept of AoR "+quote(name)+" (see --history-aors)")
 	default:

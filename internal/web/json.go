@@ -6,28 +6,16 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/asterisk"
 	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// stamp is a time in JSON: RFC 3339 in UTC with milliseconds, or null when
-// zero.
-type stamp time.Time
-
-// timeFormat is RFC 3339 with milliseconds.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-// MarshalJSON implements json.Marshaler.
-func (t stamp) MarshalJSON() ([]byte, error) {
-	if time.Time(t).IsZero() {
-		return []byte("null"), nil
-	}
-	return []byte(`"` + time.Time(t).UTC().Format(timeFormat) + `"`), nil
-}
+// The API's objects are internal/api's types, built here from the
+// engine's and the endpoint table's snapshots.
 
 // reasonText is a verdict's reason as the API spells it: "" for a success,
 // else asterisk.ReasonText ("timeout", "status 503", ...).
@@ -38,125 +26,49 @@ func reasonText(r qualify.Reason, code int) string {
 	return asterisk.ReasonText(r, code)
 }
 
-type okJSON struct {
-	OK bool `json:"ok"`
-}
-
-type errorJSON struct {
-	Error string `json:"error"`
-}
-
-type lastResultJSON struct {
-	At     stamp  `json:"at"`
-	OK     bool   `json:"ok"`
-	Code   int    `json:"code"`
-	Reason string `json:"reason"`
-	Detail string `json:"detail"`
-}
-
-type contactJSON struct {
-	AoR              string          `json:"aor"`
-	URI              string          `json:"uri"`
-	Status           string          `json:"status"`
-	Routable         bool            `json:"routable"`
-	Phase            string          `json:"phase"`
-	RTTUsec          int64           `json:"rtt_usec"`
-	Failures         int             `json:"failures"`
-	FailureThreshold int             `json:"failure_threshold"`
-	Successes        int             `json:"successes"`
-	SuccessThreshold int             `json:"success_threshold"`
-	LatencyOnly      bool            `json:"latency_only"`
-	InFlight         bool            `json:"in_flight"`
-	LastResult       *lastResultJSON `json:"last_result"`
-	NextProbeAt      stamp           `json:"next_probe_at"`
-	statsJSON
-}
-
-// statsJSON are a contact's running statistics (engine.Stats), inline in
-// its object.
-type statsJSON struct {
-	SRTTUsec      int64   `json:"rtt_srtt_usec"`
-	RTTVarUsec    int64   `json:"rtt_var_usec"`
-	RTTMinUsec    int64   `json:"rtt_min_usec"`
-	RTTMaxUsec    int64   `json:"rtt_max_usec"`
-	LossRatio     float64 `json:"loss_ratio"`
-	LossWindow    int     `json:"loss_window"`
-	Probes        uint64  `json:"probes"`
-	FailuresTotal uint64  `json:"failures_total"`
-}
-
-func newStatsJSON(s *engine.Stats) statsJSON {
-	return statsJSON{SRTTUsec: s.SRTT.Microseconds(), RTTVarUsec: s.RTTVar.Microseconds(),
+func newStats(s *engine.Stats) api.Stats {
+	return api.Stats{SRTTUsec: s.SRTT.Microseconds(), RTTVarUsec: s.RTTVar.Microseconds(),
 		RTTMinUsec: s.RTTMin.Microseconds(), RTTMaxUsec: s.RTTMax.Microseconds(),
 		LossRatio: s.Loss, LossWindow: s.LossWindow, Probes: s.Probes, FailuresTotal: s.Failures}
 }
 
-func newContactJSON(c *engine.ContactSnapshot) contactJSON {
-	j := contactJSON{
+func newContact(c *engine.ContactSnapshot) api.Contact {
+	j := api.Contact{
 		AoR: c.AoR, URI: c.URI, Status: c.Status.String(), Routable: c.Routable,
 		Phase: c.Phase.String(), RTTUsec: c.RTT.Microseconds(),
 		Failures: c.Failures, FailureThreshold: c.FailureThreshold,
 		Successes: c.Successes, SuccessThreshold: c.SuccessThreshold,
-		LatencyOnly: c.LatencyOnly, InFlight: c.InFlight, NextProbeAt: stamp(c.NextProbe),
-		statsJSON: newStatsJSON(&c.Stats),
+		LatencyOnly: c.LatencyOnly, InFlight: c.InFlight, NextProbeAt: api.At(c.NextProbe),
+		Stats: newStats(&c.Stats),
 	}
 	if l := c.Last; !l.At.IsZero() {
-		j.LastResult = &lastResultJSON{At: stamp(l.At), OK: l.OK, Code: l.Code,
+		j.LastResult = &api.LastResult{At: api.At(l.At), OK: l.OK, Code: l.Code,
 			Reason: reasonText(l.Reason, l.Code), Detail: l.Detail}
 	}
 	return j
 }
 
-type aorJSON struct {
-	Name      string         `json:"name"`
-	Available bool           `json:"available"`
-	Contacts  []contactJSON  `json:"contacts"`
-	Policy    qualify.Report `json:"policy"`
-}
-
-func newAoRJSON(a *engine.AoRSnapshot) aorJSON {
-	j := aorJSON{Name: a.Name, Available: a.Available, Policy: a.Policy.Report()}
-	j.Contacts = make([]contactJSON, len(a.Contacts))
+func newAoR(a *engine.AoRSnapshot) api.AoR {
+	j := api.AoR{Name: a.Name, Available: a.Available, Policy: a.Policy.Report()}
+	j.Contacts = make([]api.Contact, len(a.Contacts))
 	for i := range a.Contacts {
-		j.Contacts[i] = newContactJSON(&a.Contacts[i])
+		j.Contacts[i] = newContact(&a.Contacts[i])
 	}
 	return j
 }
 
-type endpointJSON struct {
-	Name      string   `json:"name"`
-	Available bool     `json:"available"`
-	AoRs      []string `json:"aors"`
-}
-
-func newEndpointJSON(e *endpoint.Snapshot) endpointJSON {
-	j := endpointJSON{Name: e.Name, Available: e.Available, AoRs: e.AoRs}
+func newEndpoint(e *endpoint.Snapshot) api.Endpoint {
+	j := api.Endpoint{Name: e.Name, Available: e.Available, AoRs: e.AoRs}
 	if j.AoRs == nil {
 		j.AoRs = []string{}
 	}
 	return j
 }
 
-type probeJSON struct {
-	URI     string `json:"uri"`
-	OK      bool   `json:"ok"`
-	Status  string `json:"status"`
-	Code    int    `json:"code"`
-	Reason  string `json:"reason"`
-	RTTUsec int64  `json:"rtt_usec"`
-	Detail  string `json:"detail"`
-	Error   string `json:"error,omitempty"`
-}
-
-type qualifyJSON struct {
-	AoR     string      `json:"aor"`
-	Results []probeJSON `json:"results"`
-}
-
-func newQualifyJSON(aor string, rs []engine.ContactResult) qualifyJSON {
-	j := qualifyJSON{AoR: aor, Results: make([]probeJSON, len(rs))}
+func newQualify(aor string, rs []engine.ContactResult) api.Qualify {
+	j := api.Qualify{AoR: aor, Results: make([]api.Probe, len(rs))}
 	for i, r := range rs {
-		p := probeJSON{URI: r.URI, OK: r.OK, Status: r.Status.String(), Code: r.Result.Code,
+		p := api.Probe{URI: r.URI, OK: r.OK, Status: r.Status.String(), Code: r.Result.Code,
 			Reason: reasonText(r.Reason, r.Result.Code), RTTUsec: r.Result.RTT.Microseconds(), Detail: r.Result.Detail}
 		if r.Err != nil {
 			p.Error = r.Err.Error()
@@ -177,7 +89,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError answers status with {"error": msg}.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorJSON{Error: msg})
+	writeJSON(w, status, api.ErrorReply{Error: msg})
 }
 
 // list streams {"key":[item,...]} and a newline, item by item, so that a

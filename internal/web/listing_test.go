@@ -75,7 +75,7 @@ func TestListingsAsOneDocument(t *testing.T) {
 		if len(all) <= 2*streamPage {
 			t.Fatalf("%d contacts: fewer than the test needs", len(all))
 		}
-		contact := func(c *engine.ContactSnapshot) any { return newContactJSON(c) }
+		contact := func(c *engine.ContactSnapshot) any { return newContact(c) }
 		only := func(aor string, st qualify.Status) []engine.ContactSnapshot {
 			return slices.DeleteFunc(slices.Clone(all), func(c engine.ContactSnapshot) bool {
 				return aor != "" && c.AoR != aor || st != 0 && c.Status != st
@@ -91,7 +91,7 @@ func TestListingsAsOneDocument(t *testing.T) {
 			{"/api/v1/contacts?aor=huge", oneDocument("contacts", only("huge", 0), contact)},
 			{"/api/v1/contacts?aor=carrier&status=Unreachable", oneDocument("contacts", only("carrier", qualify.Unreachable), contact)},
 			{"/api/v1/contacts?aor=nosuch", oneDocument("contacts", only("nosuch", 0), contact)},
-			{"/api/v1/aors", oneDocument("aors", v.e.AoRs(), func(a *engine.AoRSnapshot) any { return newAoRJSON(a) })},
+			{"/api/v1/aors", oneDocument("aors", v.e.AoRs(), func(a *engine.AoRSnapshot) any { return newAoR(a) })},
 		}
 		for _, tt := range tests {
 			w := v.do("GET", tt.target)

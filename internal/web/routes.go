@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 )
@@ -35,7 +36,7 @@ func (s *Server) routes() {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, okJSON{OK: true})
+	writeJSON(w, http.StatusOK, api.OKReply{OK: true})
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
@@ -55,12 +56,12 @@ func (s *Server) contacts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l := startList(w, "contacts")
-	var item contactJSON
+	var item api.Contact
 	next := pages(q, s.contactPages(q.aor), func(c *engine.ContactSnapshot) string { return c.AoR },
 		func(page []engine.ContactSnapshot) bool {
 			for i := range page {
 				if q.keep(&page[i]) {
-					item = newContactJSON(&page[i])
+					item = newContact(&page[i])
 					l.add(&item)
 				}
 			}
@@ -87,13 +88,13 @@ func (s *Server) contactPages(aor string) pager[engine.ContactSnapshot] {
 // aors serves GET /api/v1/aors[?after=NAME][&limit=N], page by page (see
 // listing).
 func (s *Server) aors(w http.ResponseWriter, r *http.Request) {
-	serveList(w, r, "aors", s.cfg.Engine.AoRsPage, func(a *engine.AoRSnapshot) string { return a.Name }, newAoRJSON)
+	serveList(w, r, "aors", s.cfg.Engine.AoRsPage, func(a *engine.AoRSnapshot) string { return a.Name }, newAoR)
 }
 
 // endpoints serves GET /api/v1/endpoints[?after=NAME][&limit=N], page by
 // page (see listing); limit counts endpoints.
 func (s *Server) endpoints(w http.ResponseWriter, r *http.Request) {
-	serveList(w, r, "endpoints", s.cfg.Endpoints.Page, func(e *endpoint.Snapshot) string { return e.Name }, newEndpointJSON)
+	serveList(w, r, "endpoints", s.cfg.Endpoints.Page, func(e *endpoint.Snapshot) string { return e.Name }, newEndpoint)
 }
 
 // serveList answers a listing of the items of fetch under key, each
@@ -118,12 +119,12 @@ func serveList[T, J any](w http.ResponseWriter, r *http.Request, key string, fet
 
 // aor serves GET /api/v1/aors/{name}.
 func (s *Server) aor(w http.ResponseWriter, r *http.Request) {
-	serveOne(w, r, "AoR", s.cfg.Engine.AoR, newAoRJSON)
+	serveOne(w, r, "AoR", s.cfg.Engine.AoR, newAoR)
 }
 
 // endpoint serves GET /api/v1/endpoints/{name}.
 func (s *Server) endpoint(w http.ResponseWriter, r *http.Request) {
-	serveOne(w, r, "endpoint", s.cfg.Endpoints.Endpoint, newEndpointJSON)
+	serveOne(w, r, "endpoint", s.cfg.Endpoints.Endpoint, newEndpoint)
 }
 
 // serveOne answers the item get finds by the path's name, encoded by conv,
@@ -156,7 +157,7 @@ func (s *Server) qualify(w http.ResponseWriter, r *http.Request) {
 		writeError(w, qualifyStatus(err), err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, newQualifyJSON(name, res))
+	writeJSON(w, http.StatusOK, newQualify(name, res))
 }
 
 // qualifyStatus maps a manual qualify error to an HTTP status.
@@ -184,7 +185,7 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, okJSON{OK: true})
+	writeJSON(w, http.StatusOK, api.OKReply{OK: true})
 }
 
 // parseReload reads the reload's query: nothing, or force once, 1 or 0

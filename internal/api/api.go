@@ -1,0 +1,232 @@
+// Package api is the wire format of qualifyd's HTTP API, version 1: the
+// JSON objects the server (internal/web) writes and qualifyd's own client
+// commands (show, qualify) read. One definition serves both sides, so a
+// field added to the API reaches the client, and a client cannot read a
+// field the server does not write.
+//
+// The types are plain structs with JSON tags; the server builds them from
+// the engine's snapshots (internal/web/json.go). Times are Time: RFC 3339
+// in UTC with milliseconds, or null. Durations are integer microseconds
+// (fields ending in Usec) or float seconds (ending in Seconds). The
+// README's "HTTP API" section documents every field.
+//
+// Imports: qualify only (an AoR's policy report).
+package api
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Time is an instant in JSON: RFC 3339 in UTC with milliseconds, or null
+// for the zero time.
+type Time struct{ time.Time }
+
+// At returns t as a Time.
+func At(t time.Time) Time { return Time{Time: t} }
+
+// timeFormat is RFC 3339 with milliseconds.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte("null"), nil
+	}
+	b := make([]byte, 0, len(timeFormat)+2)
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, timeFormat)
+	return append(b, '"'), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler: null is the zero time, any
+// RFC 3339 string is accepted.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte("null")) {
+		*t = Time{}
+		return nil
+	}
+	return t.Time.UnmarshalJSON(b)
+}
+
+// OKReply is the reply of a write route that succeeded.
+type OKReply struct {
+	OK bool `json:"ok"`
+}
+
+// ErrorReply is the body of every 4xx and 5xx reply.
+type ErrorReply struct {
+	Error string `json:"error"`
+}
+
+// Contact is one contact: an item of GET /api/v1/contacts and of an
+// AoR's contacts.
+type Contact struct {
+	AoR              string      `json:"aor"`
+	URI              string      `json:"uri"`
+	Status           string      `json:"status"`
+	Routable         bool        `json:"routable"`
+	Phase            string      `json:"phase"`
+	RTTUsec          int64       `json:"rtt_usec"`
+	Failures         int         `json:"failures"`
+	FailureThreshold int         `json:"failure_threshold"`
+	Successes        int         `json:"successes"`
+	SuccessThreshold int         `json:"success_threshold"`
+	LatencyOnly      bool        `json:"latency_only"`
+	InFlight         bool        `json:"in_flight"`
+	LastResult       *LastResult `json:"last_result"` // null before the first result
+	NextProbeAt      Time        `json:"next_probe_at"`
+	Stats
+}
+
+// LastResult is a contact's last probe result.
+type LastResult struct {
+	At     Time   `json:"at"`
+	OK     bool   `json:"ok"`
+	Code   int    `json:"code"`
+	Reason string `json:"reason"` // "" for a success, else "timeout", "status 503", ...
+	Detail string `json:"detail"`
+}
+
+// Stats are a contact's running statistics, inline in its object.
+type Stats struct {
+	SRTTUsec      int64   `json:"rtt_srtt_usec"`
+	RTTVarUsec    int64   `json:"rtt_var_usec"`
+	RTTMinUsec    int64   `json:"rtt_min_usec"`
+	RTTMaxUsec    int64   `json:"rtt_max_usec"` // 0 before the first success
+	LossRatio     float64 `json:"loss_ratio"`
+	LossWindow    int     `json:"loss_window"` // probes the ratio is over; 0 before the first
+	Probes        uint64  `json:"probes"`
+	FailuresTotal uint64  `json:"failures_total"`
+}
+
+// AoR is one AoR: an item of GET /api/v1/aors, and GET /api/v1/aors/NAME.
+type AoR struct {
+	Name      string         `json:"name"`
+	Available bool           `json:"available"`
+	Contacts  []Contact      `json:"contacts"`
+	Policy    qualify.Report `json:"policy"`
+}
+
+// Endpoint is one endpoint: an item of GET /api/v1/endpoints, and GET
+// /api/v1/endpoints/NAME.
+type Endpoint struct {
+	Name      string   `json:"name"`
+	Available bool     `json:"available"`
+	AoRs      []string `json:"aors"` // never null
+}
+
+// Qualify is the reply of POST /api/v1/aors/NAME/qualify: one result per
+// contact.
+type Qualify struct {
+	AoR     string  `json:"aor"`
+	Results []Probe `json:"results"`
+}
+
+// Probe is one contact's result in a Qualify reply.
+type Probe struct {
+	URI     string `json:"uri"`
+	OK      bool   `json:"ok"`
+	Status  string `json:"status"`
+	Code    int    `json:"code"`
+	Reason  string `json:"reason"`
+	RTTUsec int64  `json:"rtt_usec"`
+	Detail  string `json:"detail"`
+	Error   string `json:"error,omitempty"` // the probe could not run
+}
+
+// ContactEvent is the data of the event stream's status, failure and
+// recovery events.
+type ContactEvent struct {
+	Seq              uint64 `json:"seq"`
+	Kind             string `json:"kind"`
+	Time             Time   `json:"time"`
+	AoR              string `json:"aor"`
+	URI              string `json:"uri"`
+	From             string `json:"from"`
+	To               string `json:"to"`
+	Routable         bool   `json:"routable"`
+	LatencyOnly      bool   `json:"latency_only"`
+	Failures         int    `json:"failures"`
+	FailureThreshold int    `json:"failure_threshold"`
+	Successes        int    `json:"successes"`
+	SuccessThreshold int    `json:"success_threshold"`
+	Reason           string `json:"reason"`
+	Code             int    `json:"code"`
+	RTTUsec          int64  `json:"rtt_usec"`
+	NextProbeAt      Time   `json:"next_probe_at"`
+	Line             string `json:"line,omitempty"` // Asterisk's log line, when it writes one
+}
+
+// AvailabilityEvent is the data of the event stream's availability
+// events.
+type AvailabilityEvent struct {
+	Seq       uint64 `json:"seq"`
+	Kind      string `json:"kind"`
+	Time      Time   `json:"time"`
+	AoR       string `json:"aor"`
+	Available bool   `json:"available"`
+}
+
+// Gap is the data of a gap event: events after LastEventID were lost to
+// the client; the stream resumes at NextEventID (0: none kept yet).
+type Gap struct {
+	LastEventID uint64 `json:"last_event_id"`
+	NextEventID uint64 `json:"next_event_id,omitempty"`
+}
+
+// History is the reply of GET /api/v1/aors/NAME/history.
+type History struct {
+	AoR          string   `json:"aor"`
+	WidthSeconds float64  `json:"width_seconds"`
+	Buckets      []Bucket `json:"buckets"`
+	Changes      []Change `json:"changes"`
+}
+
+// Bucket is one bucket of an AoR's history.
+type Bucket struct {
+	Start           Time    `json:"start"`
+	Probes          int     `json:"probes"`
+	Failures        int     `json:"failures"`
+	RTTMinUsec      int64   `json:"rtt_min_usec"`
+	RTTP50Usec      int64   `json:"rtt_p50_usec"`
+	RTTMaxUsec      int64   `json:"rtt_max_usec"`
+	RoutableSeconds float64 `json:"routable_seconds"`
+}
+
+// Change is one status change of an AoR's history.
+type Change struct {
+	Time   Time   `json:"time"`
+	URI    string `json:"uri"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+// SinkList is the reply of GET /api/v1/sinks: every sink in
+// configuration order.
+type SinkList struct {
+	Sinks []Sink `json:"sinks"`
+}
+
+// Sink is one sink's state.
+type Sink struct {
+	Name        string `json:"name"`
+	Driver      string `json:"driver"`
+	Up          bool   `json:"up"`
+	Objects     int    `json:"objects"`
+	Pending     int    `json:"pending"`
+	Pushes      Pushes `json:"pushes"`
+	LastSuccess Time   `json:"last_success"`
+	LastError   string `json:"last_error"`
+}
+
+// Pushes counts a sink's pushes by result.
+type Pushes struct {
+	OK      uint64 `json:"ok"`
+	Error   uint64 `json:"error"`
+	Dropped uint64 `json:"dropped"`
+}
