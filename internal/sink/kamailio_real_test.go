@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -16,14 +17,8 @@ import (
 // (cmd/qualifyd/testdata/kamailio).
 func TestKamailioRealDispatcher(t *testing.T) {
 	dir, _ := filepath.Abs("../../cmd/qualifyd/testdata/kamailio")
-	list := filepath.Join(dir, "dispatcher.list")
-	sipPort, rpcPort := strconv.Itoa(peertest.FreePort(t, "udp")), strconv.Itoa(peertest.FreePort(t, "tcp"))
-	run := t.TempDir()
-	peertest.Start(t, "kamailio", "-DD", "-E", "-f", filepath.Join(dir, "kamailio.cfg"), "-w", run, "-Y", run,
-		"-P", filepath.Join(run, "kamailio.pid"), "-A", "LISTEN=udp:127.0.0.1:"+sipPort, "-A", "HTTP_PORT="+rpcPort,
-		"-A", fmt.Sprintf("DSLIST=%q", list), "-A", fmt.Sprintf("CTLSOCK=%q", "unix:"+filepath.Join(run, "kamailio.ctl")))
-	k := &Kamailio{URL: "http://127.0.0.1:" + rpcPort + "/RPC", Timeout: 5 * time.Second}
-	level := waitForRPC(t, k)
+	k := startKamailio(t, filepath.Join(dir, "dispatcher.list"))
+	level := mustResync(t, k)
 	a, b := host("127.0.0.1:5081"), host("127.0.0.1:5082")
 	if l, ok := level(a); !ok || l != Up {
 		t.Fatalf("a is %v, %v at start", l, ok)
@@ -53,16 +48,52 @@ func TestKamailioRealDispatcher(t *testing.T) {
 	}
 }
 
-// waitForRPC reads dispatcher.list once Kamailio listens: it starts in
-// well under a second; the 20 s bound only stops a broken start.
-func waitForRPC(t *testing.T, k *Kamailio) func(Key) (Level, bool) {
+// TestKamailioRealEmptyDispatcher holds that a Kamailio with no
+// destination sets, which answers dispatcher.list with the error "No
+// Destination Sets", is read as an empty list: the sink is up and matches
+// nothing, so it pushes nothing.
+func TestKamailioRealEmptyDispatcher(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "dispatcher.list")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := startKamailio(t, empty)
+	var list dispatcherList
+	if err := k.call(t.Context(), "dispatcher.list", nil, &list); err == nil || err.Error() != "dispatcher.list: No Destination Sets" {
+		t.Fatalf("dispatcher.list with no sets: %v; the driver expects Kamailio's error \"No Destination Sets\"", err)
+	}
+	level := mustResync(t, k)
+	if l, ok := level(host("127.0.0.1:5081")); ok {
+		t.Fatalf("a destination matched an empty list: %v", l)
+	}
+}
+
+// startKamailio starts a real Kamailio on loopback with the kamailio.cfg
+// the README shows (cmd/qualifyd/testdata/kamailio) and the dispatcher
+// list file list, and returns a driver for its JSON-RPC.
+func startKamailio(t *testing.T, list string) *Kamailio {
+	t.Helper()
+	dir, _ := filepath.Abs("../../cmd/qualifyd/testdata/kamailio")
+	sipPort, rpcPort := strconv.Itoa(peertest.FreePort(t, "udp")), strconv.Itoa(peertest.FreePort(t, "tcp"))
+	run := t.TempDir()
+	peertest.Start(t, "kamailio", "-DD", "-E", "-f", filepath.Join(dir, "kamailio.cfg"), "-w", run, "-Y", run,
+		"-P", filepath.Join(run, "kamailio.pid"), "-A", "LISTEN=udp:127.0.0.1:"+sipPort, "-A", "HTTP_PORT="+rpcPort,
+		"-A", fmt.Sprintf("DSLIST=%q", list), "-A", fmt.Sprintf("CTLSOCK=%q", "unix:"+filepath.Join(run, "kamailio.ctl")))
+	k := &Kamailio{URL: "http://127.0.0.1:" + rpcPort + "/RPC", Timeout: 5 * time.Second}
+	waitForRPC(t, k)
+	return k
+}
+
+// waitForRPC waits until Kamailio answers core.version: it starts in well
+// under a second; the 20 s bound only stops a broken start.
+func waitForRPC(t *testing.T, k *Kamailio) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	for {
-		level, err := k.resync(ctx)
+		err := k.call(ctx, "core.version", nil, nil)
 		if err == nil {
-			return level
+			return
 		}
 		select {
 		case <-ctx.Done():
