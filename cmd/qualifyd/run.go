@@ -45,7 +45,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.StringVar(&o.token, "token", "", "bearer token required by the API's write routes (prefer --token-file)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
 	fs.IntVar(&o.perAoR, "metrics-per-aor", 0, "export per-AoR metric series for at most this many AoRs (0: none)")
-	fs.StringVar(&o.stateFile, "state-file", "", "keep the contacts' state and the event ids across restarts in this file (e.g. /var/lib/qualifyd/state; default: none)")
+	fs.StringVar(&o.stateFile, "state-file", "", "keep the contacts' state and the event ids across restarts in this file, and the AoRs' histories in FILE.history (e.g. /var/lib/qualifyd/state; default: none)")
 	fs.BoolVar(&o.allowShrink, "reload-allow-shrink", false, "let a reload (SIGHUP or the API) apply a configuration that drops every AoR or more than half of the contacts")
 	fs.IntVar(&o.histAoRs, "history-aors", engine.DefaultHistoryAoRs, "keep a 24-hour history for at most this many AoRs, the first in configuration order (0: none)")
 	fs.DurationVar(&o.coalesce, "coalesce", engine.DefaultCoalesce, "start the probes due within this window in one wake-up, each at most this late (0: each at its due time)")

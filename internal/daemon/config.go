@@ -42,7 +42,9 @@ type Config struct {
 	// StateFile, if set, is where the contacts' state and the event
 	// numbers are kept across restarts (see package state): read at
 	// start, written every 10 s while anything changed and at shutdown.
-	// A file that cannot be used is logged and ignored.
+	// The AoRs' histories are kept beside it, in StateFile + ".history",
+	// written every 5 minutes while anything changed and at shutdown. A
+	// file that cannot be used is logged and ignored.
 	StateFile string
 	// HistoryAoRs is engine.Config.HistoryAoRs: how many AoRs keep a
 	// history; zero means the engine's default, negative none.

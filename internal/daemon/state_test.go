@@ -16,6 +16,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/state"
 )
 
 // lockedBuffer is a log sink safe for the daemon's goroutines.
@@ -117,6 +118,12 @@ func TestStateAcrossRestart(t *testing.T) {
 		h2.Changes[0].To != qualify.Unreachable || h2.Buckets[0].Failures != 1 {
 		t.Fatalf("restored history %+v, was %+v", h2, h1)
 	}
+	if f, err := state.Read(path); err != nil || len(f.Histories) != 0 || len(f.Contacts) != 1 {
+		t.Fatalf("state file: %v, want one contact and no history", err)
+	}
+	if f, err := state.Read(path + ".history"); err != nil || len(f.Histories) != 1 || len(f.Contacts) != 0 {
+		t.Fatalf("history file: %v, want one history and no contact", err)
+	}
 	if n := d2.Engine().Counters().Probes; n != [qualify.NumReasons]uint64{} {
 		t.Fatalf("the second run probed before the check: %v", n)
 	}
@@ -164,5 +171,31 @@ func TestStateFileIgnored(t *testing.T) {
 				t.Errorf("events start after %d, before the start time %d", seq, before)
 			}
 		})
+	}
+}
+
+// TestHistoryDue: the history file is written at the first write of a
+// process that has anything to write, then at most every
+// historyInterval, and only when something changed.
+func TestHistoryDue(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	fresh := stateKeeper{}
+	written := stateKeeper{histMark: 7, histWritten: t0}
+	for _, c := range []struct {
+		name    string
+		k       stateKeeper
+		at      time.Duration
+		changes uint64
+		want    bool
+	}{
+		{"first write", fresh, 0, 1, true},
+		{"first, nothing to write", fresh, 0, 0, false},
+		{"changed, too soon", written, historyInterval - stateInterval, 8, false},
+		{"changed, due", written, historyInterval, 8, true},
+		{"unchanged, due", written, 2 * historyInterval, 7, false},
+	} {
+		if got := c.k.historyDue(t0.Add(c.at), c.changes); got != c.want {
+			t.Errorf("%s: due %v, want %v", c.name, got, c.want)
+		}
 	}
 }

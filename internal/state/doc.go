@@ -7,7 +7,9 @@
 // # Format
 //
 // A file is a header, the contacts, the AoRs' histories and a trailer,
-// all little-endian:
+// all little-endian. The daemon keeps two: the state file, of contacts
+// only, and the history file beside it, of histories only, each written
+// on its own schedule (internal/daemon).
 //
 //	magic "qfydstat", version uint16, flags uint16 (bit 0: clean),
 //	written int64 (Unix ns), seq uint64, salt [16]byte

@@ -31,8 +31,8 @@ type Stats struct {
 	Bytes int64
 }
 
-// Write writes h, the contacts of pages and the histories of hists (nil:
-// none) to path atomically: a temporary file in path's directory,
+// Write writes h, the contacts of pages and the histories of hists (each
+// nil: none) to path atomically: a temporary file in path's directory,
 // written, fsynced, renamed over path, then the directory fsynced. Only
 // states engine.Restore could use are written (probed contacts of AoRs
 // with qualify on). On error path is left as it was.
@@ -123,11 +123,14 @@ func commit(tmp *os.File, path string) error {
 }
 
 // Encode writes a state file of h, the contacts of pages and the
-// histories of hists (nil: none) to w, with a fresh salt.
+// histories of hists (each nil: none) to w, with a fresh salt.
 func Encode(w io.Writer, h Header, pages iter.Seq[[]engine.Saved], hists iter.Seq[*engine.History]) (Stats, error) {
 	e := encoder{w: w, crc: crc32.New(castagnoli), opts: map[optionsKey]uint64{}}
 	rand.Read(e.salt[:])
 	e.header(h)
+	if pages == nil {
+		pages = func(func([]engine.Saved) bool) {}
+	}
 	for page := range pages {
 		for i := range page {
 			if kept(&page[i]) {
