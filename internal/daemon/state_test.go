@@ -199,3 +199,32 @@ func TestHistoryDue(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryFileIgnored: a damaged history file costs the histories
+// only; the contacts are restored from the state file.
+func TestHistoryFileIgnored(t *testing.T) {
+	conf := deadTrunk(t)
+	path := filepath.Join(t.TempDir(), "state")
+	var log1, log2 lockedBuffer
+	runUntilDown(t, conf, path, 0, &log1)
+	if err := os.WriteFile(path+".history", []byte("qfydstat\x02\x00garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := runUntilDown(t, conf, path, 0.99, &log2)
+	if got, _ := d.Engine().AoR("dead"); got.Contacts[0].Status != qualify.Unreachable || got.Contacts[0].Stats.Probes != 1 {
+		t.Fatalf("contact not restored: %+v", got.Contacts[0])
+	}
+	h, _ := d.Engine().History("dead")
+	for _, b := range h.Buckets {
+		if b.Probes != 0 { // the second run has not probed: this is the first run's
+			t.Fatalf("history restored from a damaged file: %+v", h.Buckets)
+		}
+	}
+	out := log2.String()
+	for _, want := range []string{"history file ignored: state file " + path + ".history: truncated or corrupt state file",
+		"restored=1 changed=0 stale=0 histories=0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
