@@ -14,15 +14,15 @@ import (
 	"github.com/qualifyd/qualifyd/internal/api"
 )
 
-// runShow is `qualifyd show contacts|aors|endpoints`: Asterisk's `pjsip
-// show contacts` / `pjsip show aors` tables from a running daemon, with
-// the failure counters and next probe time appended, and the endpoints'
-// availability with their AoRs. `show contacts --stats` appends the
-// contacts' running statistics.
+// runShow is `qualifyd show contacts|aors|endpoints|sinks`: Asterisk's
+// `pjsip show contacts` / `pjsip show aors` tables from a running daemon,
+// with the failure counters and next probe time appended, the endpoints'
+// availability with their AoRs, and the sinks' state. `show contacts
+// --stats` appends the contacts' running statistics.
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var stats bool
-	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints [--http ADDR]", args, stderr, func(pos []string) bool {
-		return len(pos) == 1 && (pos[0] == "contacts" || !stats && (pos[0] == "aors" || pos[0] == "endpoints"))
+	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints|sinks [--http ADDR]", args, stderr, func(pos []string) bool {
+		return len(pos) == 1 && (pos[0] == "contacts" || !stats && (pos[0] == "aors" || pos[0] == "endpoints" || pos[0] == "sinks"))
 	}, func(fs *flag.FlagSet) {
 		fs.BoolVar(&stats, "stats", false, "show contacts: add the RTT statistics (SRTT, RTTVAR, min, max), the loss over the last 100 probes and the probe and failure totals")
 	})
@@ -47,6 +47,7 @@ func show(ctx context.Context, c *apiClient, what string, w io.Writer, now time.
 		AoRs      []api.AoR      `json:"aors"`
 		Contacts  []api.Contact  `json:"contacts"`
 		Endpoints []api.Endpoint `json:"endpoints"`
+		Sinks     []api.Sink     `json:"sinks"`
 	}
 	if err := c.do(ctx, "GET", "/api/v1/"+what, &body); err != nil {
 		return err
@@ -56,6 +57,8 @@ func show(ctx context.Context, c *apiClient, what string, w io.Writer, now time.
 		printAoRs(w, body.AoRs, now)
 	case "endpoints":
 		printEndpoints(w, body.Endpoints)
+	case "sinks":
+		printSinks(w, body.Sinks, now)
 	default:
 		printContacts(w, body.Contacts, now)
 	}
@@ -118,6 +121,39 @@ func printEndpoints(w io.Writer, es []api.Endpoint) {
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(es))
+}
+
+// printSinks prints one line per sink, in configuration order: its
+// name, driver, whether the router is connected, the objects it keeps
+// and those not yet confirmed, its pushes by result, how long ago the
+// last one succeeded, and the router's last error.
+func printSinks(w io.Writer, ss []api.Sink, now time.Time) {
+	width := 20
+	for _, s := range ss {
+		width = max(width, len(s.Name))
+	}
+	head := fmt.Sprintf("     Sink:  <Sink%s>  <Driver>  <Up>  <Objects>  <Pending>  <OK/Error/Dropped>  <Last ok>  <Last error>",
+		strings.Repeat(".", width-6))
+	fmt.Fprintf(w, "\n%s\n%s\n\n", head, strings.Repeat("=", len(head)))
+	for _, s := range ss {
+		up := "no"
+		if s.Up {
+			up = "yes"
+		}
+		pushes := fmt.Sprintf("%d/%d/%d", s.Pushes.OK, s.Pushes.Error, s.Pushes.Dropped)
+		line := fmt.Sprintf("     Sink:  %-*s  %-8s  %-4s  %9d  %9d  %-18s  %9s  %s", width, s.Name, s.Driver, up,
+			s.Objects, s.Pending, pushes, ago(s.LastSuccess, now), s.LastError)
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(ss))
+}
+
+// ago is how long before now t was, "-" for never.
+func ago(t api.Time, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return max(now.Sub(t.Time), 0).Round(100 * time.Millisecond).String()
 }
 
 // contactRow is one contact line: Asterisk's columns (hash of the URI,

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/api"
 )
 
 // fakeAPI serves the canned AoRs of testdata/api_aors.json, the contacts
@@ -40,6 +42,14 @@ func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
 		w.Write([]byte(`{"endpoints":[{"name":"lonely","available":false,"aors":[]},` +
 			`{"name":"pbx07","available":true,"aors":["pbx07","pbx07-b"]}]}`))
 	})
+	sinks, _ := json.Marshal(api.SinkList{Sinks: []api.Sink{
+		{Name: "kamailio", Driver: "kamailio", Up: true, Objects: 2, Pushes: api.Pushes{OK: 14},
+			LastSuccess: api.At(time.Date(1999, 12, 31, 23, 59, 48, 700e6, time.UTC))},
+		{Name: "pbx-ami", Driver: "ami", Objects: 3, Pending: 1, Pushes: api.Pushes{OK: 5, Error: 2},
+			LastSuccess: api.At(time.Date(1999, 12, 31, 22, 0, 1, 0, time.UTC)), LastError: "dial tcp 127.0.0.1:5038: connect: connection refused"},
+		{Name: "hook", Driver: "webhook", Up: true, Pushes: api.Pushes{Dropped: 1}},
+	}})
+	mux.HandleFunc("GET /api/v1/sinks", func(w http.ResponseWriter, r *http.Request) { w.Write(sinks) })
 	mux.HandleFunc("POST /api/v1/aors/{name}/qualify", func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, r.URL.Path+" "+r.Header.Get("Authorization"))
 		if r.PathValue("name") != "pbx07" {
@@ -78,7 +88,7 @@ func TestShowTables(t *testing.T) {
 	srv, _ := fakeAPI(t)
 	now := time.Date(2000, 1, 1, 0, 0, 1, 0, time.UTC)
 	c := &apiClient{base: srv.URL, http: srv.Client()}
-	for _, what := range []string{"contacts", "aors", "endpoints"} {
+	for _, what := range []string{"contacts", "aors", "endpoints", "sinks"} {
 		var out bytes.Buffer
 		if err := show(t.Context(), c, what, &out, now); err != nil {
 			t.Fatal(err)
