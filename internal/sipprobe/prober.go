@@ -65,7 +65,9 @@ func tlsBase(c *tls.Config) *tls.Config {
 func (p *Prober) Addr() netip.AddrPort { return p.udp.local }
 
 // Close fails the probes in flight with reason transport, closes every
-// socket and connection, and waits for the prober's goroutines. It is
+// socket and connection, and waits for the reading and timer goroutines.
+// A DNS lookup or a dial still running is not waited for: when it returns
+// it fails its probe with reason transport ("prober closed"). It is
 // idempotent; Probe after Close fails with reason transport.
 func (p *Prober) Close() error {
 	p.closeOnce.Do(func() {
