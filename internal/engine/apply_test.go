@@ -80,6 +80,42 @@ func TestReloadResetsChangedContacts(t *testing.T) {
 	})
 }
 
+// TestReloadResetsContactInFlight: a contact whose options a reload changes
+// while its probe is in flight starts again as NonQualified; the old
+// probe's answer is not applied, and a manual qualify waiting for it
+// reports "contact removed" (qualify-semantics §8).
+func TestReloadResetsContactInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{After: time.Second} })
+		p := referencePolicy()
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &p})
+		h.until(500 * time.Millisecond)
+		waiter := make(chan []ContactResult)
+		go func() {
+			res, _ := h.e.Qualify(t.Context(), "a")
+			waiter <- res
+		}()
+		synctest.Wait()
+		q := p
+		q.Failures = 5
+		h.apply(AoR{Name: "a", Contacts: []string{trunk}, Policy: &q})
+		if res := <-waiter; len(res) != 1 || !errors.Is(res[0].Err, ErrRemoved) {
+			t.Fatalf("waiter of a reset contact got %+v", res)
+		}
+		h.until(1200 * time.Millisecond) // the old probe has answered
+		if c := h.e.Contacts()[0]; c.Status != qualify.NonQualified {
+			t.Fatalf("the old probe's answer was applied: %+v", c)
+		}
+		h.until(1600 * time.Millisecond) // the new first probe, sent at 0.5 s, has answered
+		if got := h.prober.sentTo(trunk); !slices.Equal(got, durations(0, 0.5)) {
+			t.Fatalf("probes sent at %v, want 0 and the new first probe at 0.5", got)
+		}
+		if c := h.e.Contacts()[0]; c.Status != qualify.Reachable || c.FailureThreshold != 5 {
+			t.Fatalf("after the new first probe: %+v", c)
+		}
+	})
+}
+
 func TestReloadRemovesContactInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{Silent: true} })

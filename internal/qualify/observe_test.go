@@ -165,8 +165,8 @@ func TestLatencyOnlyKeepsRoutable(t *testing.T) {
 	}
 }
 
-// TestQualifyOffChangesNothing checks qualify-semantics §8: with qualify off, a manual probe
-// reports its result and changes no status.
+// TestQualifyOffChangesNothing checks qualify-semantics §5 and §8: with qualify off, a manual
+// probe reports its result and changes no status.
 func TestQualifyOffChangesNothing(t *testing.T) {
 	p := &Policy{}
 	st := p.Observe(State{}, at(1), timeout(0))
@@ -202,7 +202,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestFirstDelay checks qualify-semantics §2 (max_initial_qualify_time): the first probe is
+// TestFirstDelay checks qualify-semantics §7 (max_initial_qualify_time, §2): the first probe is
 // delayed within [0, min(F, limit)).
 func TestFirstDelay(t *testing.T) {
 	p := &Policy{Frequency: 60 * time.Second}

@@ -212,7 +212,7 @@ func TestInvalidURI(t *testing.T) {
 
 // TestUnresolvedNote: the configuration's note on an undefined transport
 // or auth is added to a failure's detail, and to an answer of 300 or
-// more, never to a success (qualify-semantics §6).
+// more, never to a success (qualify-semantics §3.1).
 func TestUnresolvedNote(t *testing.T) {
 	const note = `transport "ipv4" is not defined: sent by the contact URI alone, as Asterisk does`
 	p := newProber(t, Config{})
