@@ -9,13 +9,21 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// TestREADMEDocumentsEverySeries checks that the README's Metrics table
-// lists exactly the series New registers with every option set.
-func TestREADMEDocumentsEverySeries(t *testing.T) {
+// readmeRow is one row of the README's Metrics table: the series' type
+// and label names as documented.
+type readmeRow struct {
+	typ    string
+	labels []string
+}
+
+// readmeMetrics reads the README's Metrics table by series name.
+func readmeMetrics(t *testing.T) map[string]readmeRow {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -25,10 +33,23 @@ func TestREADMEDocumentsEverySeries(t *testing.T) {
 		t.Fatal("README has no Metrics section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
-	var documented []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `(qualifyd_[a-z_]+)` \\|").FindAllStringSubmatch(section, -1) {
-		documented = append(documented, m[1])
+	rows := map[string]readmeRow{}
+	row := regexp.MustCompile("(?m)^\\| `(qualifyd_[a-z_]+)` \\| ([a-z]+) \\|([^|]*)\\|")
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		var labels []string
+		for _, l := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(m[3], -1) {
+			labels = append(labels, l[1])
+		}
+		slices.Sort(labels)
+		rows[m[1]] = readmeRow{typ: m[2], labels: labels}
 	}
+	return rows
+}
+
+// gatherAll registers every series New, Watch and WatchSinks can make,
+// with every option set, observes one probe and gathers them.
+func gatherAll(t *testing.T) []*dto.MetricFamily {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := New(reg, Options{PerAoR: true, Version: "x"})
 	if err != nil {
@@ -48,9 +69,40 @@ func TestREADMEDocumentsEverySeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var registered []string
-	for _, mf := range mfs {
-		registered = append(registered, mf.GetName())
+	return mfs
+}
+
+// TestREADMEDocumentsEverySeries checks that the README's Metrics table
+// lists exactly the series New registers with every option set, each
+// with its type and label names.
+func TestREADMEDocumentsEverySeries(t *testing.T) {
+	rows := readmeMetrics(t)
+	var documented, registered []string
+	for name := range rows {
+		documented = append(documented, name)
+	}
+	for _, mf := range gatherAll(t) {
+		name := mf.GetName()
+		registered = append(registered, name)
+		row, ok := rows[name]
+		if !ok {
+			continue
+		}
+		if typ := strings.ToLower(mf.GetType().String()); row.typ != typ {
+			t.Errorf("%s: the README says %s, New registers a %s", name, row.typ, typ)
+		}
+		var labels []string
+		for _, metric := range mf.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if !slices.Contains(labels, l.GetName()) {
+					labels = append(labels, l.GetName())
+				}
+			}
+		}
+		slices.Sort(labels)
+		if !slices.Equal(row.labels, labels) {
+			t.Errorf("%s: the README gives labels %v, New registers %v", name, row.labels, labels)
+		}
 	}
 	slices.Sort(documented)
 	slices.Sort(registered)

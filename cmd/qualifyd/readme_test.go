@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+)
+
+// helpFlags runs `qualifyd CMD -h` and returns its flags, each with the
+// default -h prints ("" when it prints none).
+func helpFlags(t *testing.T, cmd string) map[string]string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	run(context.Background(), []string{cmd, "-h"}, &stdout, &stderr)
+	flags := map[string]string{}
+	name := ""
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if m := regexp.MustCompile(`^  -([a-z0-9-]+)`).FindStringSubmatch(line); m != nil {
+			name = m[1]
+			flags[name] = ""
+		}
+		if m := regexp.MustCompile(`\(default "?([^")]*)"?\)$`).FindStringSubmatch(line); m != nil && name != "" {
+			flags[name] = m[1]
+		}
+	}
+	if len(flags) == 0 {
+		t.Fatalf("qualifyd %s -h printed no flags: %q", cmd, stderr.String())
+	}
+	return flags
+}
+
+// readmeSection returns the README's text from the line starting with
+// from to the next line starting with to.
+func readmeSection(t *testing.T, from, to string) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s, ok := strings.Cut(string(readme), "\n"+from)
+	if !ok {
+		t.Fatalf("the README has no %q", from)
+	}
+	s, _, _ = strings.Cut(s, "\n"+to)
+	return s
+}
+
+// TestREADMERunFlags checks that the README's table of `qualifyd run`'s
+// flags lists exactly the flags of `qualifyd run -h`, each with the
+// default -h prints.
+func TestREADMERunFlags(t *testing.T) {
+	flags := helpFlags(t, "run")
+	table := readmeSection(t, "Flags of `qualifyd run`:", "Flags of the others")
+	rows := regexp.MustCompile("(?m)^\\| `--([a-z0-9-]+)[^`]*` \\| ([^|]*) \\|").FindAllStringSubmatch(table, -1)
+	documented := map[string]bool{}
+	for _, r := range rows {
+		name, def := r[1], strings.Trim(strings.TrimSpace(r[2]), "`")
+		documented[name] = true
+		want, ok := flags[name]
+		switch {
+		case !ok:
+			t.Errorf("the README documents --%s, which qualifyd run does not have", name)
+		case want != "" && def != want:
+			t.Errorf("--%s: the README's default is %q, -h says %q", name, def, want)
+		}
+	}
+	for name := range flags {
+		if !documented[name] {
+			t.Errorf("--%s of qualifyd run is not in the README's table", name)
+		}
+	}
+}
+
+// TestREADMECommandFlags checks that every flag of the other commands is
+// named in the README where they are described, with the default -h
+// prints, and that the README names no flag they do not have.
+func TestREADMECommandFlags(t *testing.T) {
+	commandsText := readmeSection(t, "## Commands", "## Logs")
+	_, others, _ := strings.Cut(commandsText, "\nFlags of the others")
+	simulateText := readmeSection(t, "## Choosing settings", "### On a real lossy network")
+	_, simulateFlags, ok := strings.Cut(simulateText, "`simulate` flags:")
+	if !ok {
+		t.Fatal("the README's Choosing settings has no \"`simulate` flags:\"")
+	}
+	known := map[string]bool{}
+	for cmd, text := range map[string]string{"check": commandsText, "check-config": commandsText,
+		"demo": commandsText, "show": commandsText, "qualify": commandsText, "simulate": simulateFlags} {
+		for name, def := range helpFlags(t, cmd) {
+			known[name] = true
+			if !regexp.MustCompile(`--` + name + `([^a-z0-9-]|$)`).MatchString(text) {
+				t.Errorf("qualifyd %s --%s is not in the README", cmd, name)
+			}
+			if def != "" && !strings.Contains(text, def) {
+				t.Errorf("qualifyd %s --%s: its default %q is not in the README", cmd, name, def)
+			}
+		}
+	}
+	for _, text := range []string{others, simulateFlags} {
+		for _, m := range regexp.MustCompile("`--([a-z0-9-]+)").FindAllStringSubmatch(text, -1) {
+			if !known[m[1]] {
+				t.Errorf("the README names --%s, which none of the commands has", m[1])
+			}
+		}
+	}
+}
+
+// TestREADMEKamailioExample checks that the README's configuration for
+// running beside Kamailio reads as it says: one AoR qualified every 30 s,
+// three failures with a 2 s retry.
+func TestREADMEKamailioExample(t *testing.T) {
+	section := readmeSection(t, "## Running beside Kamailio", "## Make routing follow qualifyd")
+	_, src, ok := strings.Cut(section, "```\n[gw1]\n")
+	if !ok {
+		t.Fatal("no [gw1] example in the README's Running beside Kamailio")
+	}
+	src, _, _ = strings.Cut("[gw1]\n"+src, "```\n")
+	cfg, err := pjsip.Parse("gw1.conf", []byte(src), pjsip.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.AoRs) != 1 {
+		t.Fatalf("%d AoRs, want 1", len(cfg.AoRs))
+	}
+	p := cfg.AoRs[0].PolicyValue()
+	r := p.Report()
+	if r.Frequency != 30 || r.Failures != 3 || r.RetryInterval != 2 || len(cfg.AoRs[0].Contacts) != 1 {
+		t.Fatalf("policy %+v, contacts %q", r, cfg.AoRs[0].Contacts)
+	}
+}
