@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -61,10 +62,10 @@ func parseCheck(args []string, stderr io.Writer) (checkOptions, error) {
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parseCheck(args, stderr)
 	if err != nil {
-		if err != flag.ErrHelp {
+		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "qualifyd check:", err)
 		}
-		return 2
+		return usageExit(err)
 	}
 	p, err := sipprobe.New(sipprobe.Config{ListenAddr: o.bind})
 	if err != nil {

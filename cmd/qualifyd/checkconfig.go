@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,17 +25,15 @@ func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "usage: qualifyd check-config [--json] [--config-dir DIR] FILE")
 		flags.PrintDefaults()
 	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, err := parseInterspersed(flags, args)
+	if err != nil {
+		return usageExit(err)
 	}
-	if flags.NArg() != 1 {
+	if len(pos) != 1 {
 		flags.Usage()
 		return 2
 	}
-	cfg, err := pjsip.Load(flags.Arg(0), pjsip.Options{ConfigDir: *dir})
+	cfg, err := pjsip.Load(pos[0], pjsip.Options{ConfigDir: *dir})
 	if err != nil {
 		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
 		return 1
@@ -48,7 +45,7 @@ func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) 
 	if *asJSON {
 		return writeJSON(stdout, stderr, cfg)
 	}
-	writeSummary(stdout, flags.Arg(0), cfg)
+	writeSummary(stdout, pos[0], cfg)
 	return 0
 }
 

@@ -221,6 +221,37 @@ func TestCheckConfigHelp(t *testing.T) {
 	}
 }
 
+// TestHelpExitsZero: every command's -h prints its usage and exits 0;
+// a flag it does not know exits 2.
+func TestHelpExitsZero(t *testing.T) {
+	for _, cmd := range []string{"run", "demo", "check", "check-config", "show", "qualify", "simulate"} {
+		var out, errOut bytes.Buffer
+		if code := run(t.Context(), []string{cmd, "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "usage: qualifyd "+cmd) {
+			t.Errorf("%s -h: exit %d, stderr %q", cmd, code, errOut.String())
+		}
+		if code := run(t.Context(), []string{cmd, "--no-such-flag"}, &out, &errOut); code != 2 {
+			t.Errorf("%s --no-such-flag: exit %d, want 2", cmd, code)
+		}
+	}
+}
+
+// TestCheckConfigFlagsAfterFile: flags after the file are read as
+// before it, as for every other command.
+func TestCheckConfigFlagsAfterFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pjsip.conf")
+	if err := os.WriteFile(path, []byte(pbxConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, before, _ := checkConfig("--json", path)
+	code2, after, stderr := checkConfig(path, "--json")
+	if code != 0 || code2 != 0 || after != before || !strings.HasPrefix(after, "{") {
+		t.Fatalf("exit %d and %d, %q; stdout:\n%s\nwant:\n%s", code, code2, stderr, after, before)
+	}
+	if code, _, _ := checkConfig(path, "extra"); code != 2 {
+		t.Fatalf("two files: exit %d, want 2", code)
+	}
+}
+
 // TestCheckConfigJSONMatchesEncoder: the JSON written an AoR at a time is
 // byte for byte what one json.Encoder writes for the whole document,
 // escapes and empty lists included.

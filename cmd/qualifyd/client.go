@@ -57,7 +57,7 @@ func parseClient(name, usage string, args []string, stderr io.Writer, valid func
 	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return nil, nil, 2
+		return nil, nil, usageExit(err)
 	}
 	if !valid(pos) {
 		fmt.Fprintln(stderr, "usage: qualifyd "+name+" "+usage)

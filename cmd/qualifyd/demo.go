@@ -40,7 +40,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = usageFunc(fs, "demo [--duration D] [--http ADDR]")
 	dur := fs.Duration("duration", demoCycleLength, "how long to run; 0 runs until interrupted")
 	addr := fs.String("http", "127.0.0.1:8089", "HTTP API address (an ephemeral port if busy); empty disables HTTP")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if len(pos) != 0 {
+		fmt.Fprintf(stderr, "qualifyd demo: unexpected argument %q\n", pos[0])
+		fs.Usage()
 		return 2
 	}
 	if err := demo(ctx, *dur, *addr, stdout); err != nil {

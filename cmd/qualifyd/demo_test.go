@@ -48,3 +48,13 @@ func TestDemoTally(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoRefusesArguments: demo takes flags only; a stray argument is a
+// usage error, not a reason to ignore the flags after it.
+func TestDemoRefusesArguments(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"demo", "extra", "--duration", "1s"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), `unexpected argument "extra"`) || out.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}

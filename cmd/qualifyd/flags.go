@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 )
@@ -24,6 +25,15 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// usageExit is the exit code of a command whose flags did not parse: 0
+// when they asked for -h (the usage is printed), 2 otherwise.
+func usageExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }
 
 // usageFunc is fs's -h: "usage: qualifyd " and synopsis, then the flags.

@@ -115,7 +115,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "qualifyd run:", err)
 		}
-		return 2
+		return usageExit(err)
 	}
 	daemon.TuneGC(os.Getenv)
 	d, err := daemon.New(o.daemonConfig(stdout, stderr))
