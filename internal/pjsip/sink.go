@@ -147,7 +147,7 @@ var sinkOptions = map[string]map[string]sinkOption{
 var commonSinkOptions = map[string]sinkOption{
 	"aors":              setSinkAoRs,
 	"reassert_interval": sinkSeconds(func(s *Sink) *time.Duration { return &s.ReassertInterval }),
-	"timeout":           sinkSeconds(func(s *Sink) *time.Duration { return &s.Timeout }),
+	"timeout":           sinkTimeout,
 }
 
 // required are the options each driver needs.
@@ -335,6 +335,17 @@ func sinkSeconds(field func(*Sink) *time.Duration) sinkOption {
 		*field(r.s), err = parseSeconds(v)
 		return err
 	}
+}
+
+// sinkTimeout reads timeout=: seconds, more than 0, since a request that
+// may take no time never succeeds.
+func sinkTimeout(r *sinkReader, v string) error {
+	d, err := parseSeconds(v)
+	if err == nil && d <= 0 {
+		err = causef(ErrValue, "%q: a request needs a timeout of more than 0 seconds", v)
+	}
+	r.s.Timeout = d
+	return err
 }
 
 func checkHostPort(v string) error {

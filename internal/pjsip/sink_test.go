@@ -52,6 +52,8 @@ func TestSinkErrors(t *testing.T) {
 			`pjsip.conf:4: section "a": option "tls": invalid value: "maybe" is not a boolean (yes or no)`},
 		{"bad interval", "[a]\ntype=sink\ndriver=kamailio\nresync_interval=-1", ErrValue,
 			`pjsip.conf:4: section "a": option "resync_interval": invalid value: "-1" is out of range: must be between 0 and 86400 seconds`},
+		{"zero timeout", "[a]\ntype=sink\ndriver=webhook\ntimeout=0", ErrValue,
+			`pjsip.conf:4: section "a": option "timeout": invalid value: "0": a request needs a timeout of more than 0 seconds`},
 		{"webhook reassert", "[a]\ntype=sink\ndriver=webhook\nreassert_interval=60", ErrUnknownOption,
 			`pjsip.conf:4: section "a": option "reassert_interval": unknown option: a webhook sink does not reassert: it delivers each change once`},
 		{"empty aors", "[a]\ntype=sink\ndriver=webhook\naors= , ", ErrValue,
