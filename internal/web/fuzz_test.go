@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"testing"
 	"unicode/utf8"
@@ -33,13 +34,18 @@ func FuzzParseListing(f *testing.F) {
 		f.Add(q)
 	}
 	f.Fuzz(func(t *testing.T, rawQuery string) {
-		l, err := parseListing(requestWith(rawQuery))
+		l, err := parseListing(requestWith(rawQuery), contactParams, "contacts")
 		checkErrText(t, err)
 		if err != nil {
 			return
 		}
 		if l.limit < 0 || l.limit > maxLimit || !utf8.ValidString(l.after) {
 			t.Fatalf("accepted %q as %+v", rawQuery, l)
+		}
+		for k := range requestWith(rawQuery).URL.Query() {
+			if !slices.Contains(contactParams, k) {
+				t.Fatalf("accepted %q with parameter %q", rawQuery, k)
+			}
 		}
 		if st, ok := qualify.ParseStatus(l.status.String()); l.hasStatus && (!ok || st != l.status) {
 			t.Fatalf("status %v of %q does not read back", l.status, rawQuery)

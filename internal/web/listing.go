@@ -2,8 +2,11 @@ package web
 
 import (
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
@@ -28,11 +31,22 @@ type listing struct {
 	limit     int    // one page of at most this many contacts; 0: every page
 }
 
-// parseListing reads the aor, status, after and limit parameters.
-func parseListing(r *http.Request) (listing, error) {
+// Each listing's parameters: a route refuses any other, so that a
+// misspelt filter is an error rather than the whole list.
+var (
+	contactParams = []string{"aor", "status", "after", "limit"}
+	pageParams    = []string{"after", "limit"}
+)
+
+// parseListing reads the parameters of a listing that takes params (a
+// subset of aor, status, after and limit) and whose limit counts what.
+func parseListing(r *http.Request, params []string, what string) (listing, error) {
 	q := r.URL.Query()
-	for _, k := range []string{"aor", "status", "after", "limit"} {
-		if len(q[k]) > 1 {
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(params, k):
+			return listing{}, errors.New("unknown parameter " + quote(k) + ": want " + strings.Join(params, ", "))
+		case len(q[k]) > 1:
 			return listing{}, errors.New("parameter " + k + " given more than once")
 		}
 	}
@@ -50,7 +64,7 @@ func parseListing(r *http.Request) (listing, error) {
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v[0])
 		if err != nil || n < 1 || n > maxLimit {
-			return l, errors.New("bad limit " + quote(v[0]) + ": want a number of contacts from 1 to " + itoa(maxLimit))
+			return l, errors.New("bad limit " + quote(v[0]) + ": want a number of " + what + " from 1 to " + itoa(maxLimit))
 		}
 		l.limit = n
 	}

@@ -50,7 +50,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 // contacts serves GET /api/v1/contacts[?aor=NAME][&status=LABEL]
 // [&after=NAME][&limit=N], page by page (see listing).
 func (s *Server) contacts(w http.ResponseWriter, r *http.Request) {
-	q, err := parseListing(r)
+	q, err := parseListing(r, contactParams, "contacts")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -88,19 +88,19 @@ func (s *Server) contactPages(aor string) pager[engine.ContactSnapshot] {
 // aors serves GET /api/v1/aors[?after=NAME][&limit=N], page by page (see
 // listing).
 func (s *Server) aors(w http.ResponseWriter, r *http.Request) {
-	serveList(w, r, "aors", s.cfg.Engine.AoRsPage, func(a *engine.AoRSnapshot) string { return a.Name }, newAoR)
+	serveList(w, r, "aors", "contacts", s.cfg.Engine.AoRsPage, func(a *engine.AoRSnapshot) string { return a.Name }, newAoR)
 }
 
 // endpoints serves GET /api/v1/endpoints[?after=NAME][&limit=N], page by
 // page (see listing); limit counts endpoints.
 func (s *Server) endpoints(w http.ResponseWriter, r *http.Request) {
-	serveList(w, r, "endpoints", s.cfg.Endpoints.Page, func(e *endpoint.Snapshot) string { return e.Name }, newEndpoint)
+	serveList(w, r, "endpoints", "endpoints", s.cfg.Endpoints.Page, func(e *endpoint.Snapshot) string { return e.Name }, newEndpoint)
 }
 
 // serveList answers a listing of the items of fetch under key, each
-// encoded by conv, page by page (see listing).
-func serveList[T, J any](w http.ResponseWriter, r *http.Request, key string, fetch pager[T], name func(*T) string, conv func(*T) J) {
-	q, err := parseListing(r)
+// encoded by conv, page by page (see listing); its limit counts what.
+func serveList[T, J any](w http.ResponseWriter, r *http.Request, key, what string, fetch pager[T], name func(*T) string, conv func(*T) J) {
+	q, err := parseListing(r, pageParams, what)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
