@@ -21,7 +21,7 @@ type aorState struct {
 
 func (a *aorState) available() bool { return a.routable > 0 }
 
-// contact is one slot of the table: 152 bytes (TestSlotSize), a million
+// contact is one slot of the table: 168 bytes (TestSlotSize), a million
 // of them in one slice. Its times are mono values, 0 for none.
 //
 // The slot copies what a probe needs of its AoR (name, interned policy and
