@@ -22,8 +22,9 @@ build:
 
 # deps installs what the tests need: Go modules and the real SIP peers
 # (SIPp from Debian's sip-tester, Kamailio) used by the interop tests,
-# iproute2 and nftables for the lossy-network lab, and chromium for the
-# status page's browser tests.
+# iproute2 and nftables for the lossy-network lab, chromium for the
+# status page's browser tests, and promtool (Debian's prometheus) for the
+# metrics' lint and the alerting rules' tests.
 deps:
 	$(GO) mod download
 	$(GO) -C packaging mod download
@@ -33,6 +34,7 @@ deps:
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

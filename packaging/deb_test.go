@@ -20,6 +20,7 @@ const (
 	manPath   = "/usr/share/man/man8/qualifyd.8.gz"
 	tokenPath = "/etc/qualifyd/token"
 	docPath   = "/usr/share/doc/qualifyd/changelog.gz"
+	rulesPath = "/usr/share/doc/qualifyd/examples/qualifyd.rules.yml"
 )
 
 // TestDebInstall installs the package $QUALIFYD_DEB (make deb-test, part
@@ -47,7 +48,7 @@ func TestDebInstall(t *testing.T) {
 
 	mustRun(t, "dpkg", "-r", "qualifyd")
 	checkStatus(t, "rc ")
-	checkGone(t, binPath, unitPath, manPath, docPath)
+	checkGone(t, binPath, unitPath, manPath, docPath, rulesPath)
 	checkPresent(t, confPath, tokenPath)
 
 	mustRun(t, "dpkg", "-P", "qualifyd")
@@ -89,6 +90,18 @@ func checkInstalled(t *testing.T, version string) {
 		t.Errorf("%s: not a Debian changelog of %s", docPath, version)
 	}
 	checkToken(t)
+	if got, want := readFile(t, rulesPath), readFile(t, "../docs/prometheus/qualifyd.rules.yml"); !bytes.Equal(got, want) {
+		t.Errorf("%s is not docs/prometheus/qualifyd.rules.yml", rulesPath)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // checkFields checks the control fields the package promises: a conffile,
