@@ -35,7 +35,9 @@ func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	cfg, err := pjsip.Load(pos[0], pjsip.Options{ConfigDir: *dir})
 	if err != nil {
-		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
+		for _, e := range pjsip.Errors(err) {
+			fmt.Fprintf(stderr, "qualifyd check-config: %v\n", e)
+		}
 		return 1
 	}
 	warnSecrets(stderr, cfg)

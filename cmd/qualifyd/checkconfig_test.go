@@ -187,6 +187,7 @@ func TestCheckConfigErrors(t *testing.T) {
 	dir := writeConfig(t, map[string]string{
 		"pjsip.conf": pbxConf,
 		"bad.conf":   "#include pjsip.conf\n[pbx07](+type=aor)\nqualify_failures=0\n",
+		"worse.conf": "[a]\ntype=aor\nqualify_failures=0\n[b]\ntype=aor\nqualify_frequency=x\n",
 	})
 	tests := []struct {
 		name       string
@@ -197,6 +198,11 @@ func TestCheckConfigErrors(t *testing.T) {
 		{"invalid file", []string{filepath.Join(dir, "bad.conf")}, 1,
 			"qualifyd check-config: " + filepath.Join(dir, "bad.conf") +
 				`:3: section "pbx07": option "qualify_failures": invalid value: "0" is out of range: must be at least 1` + "\n"},
+		{"every section's error", []string{filepath.Join(dir, "worse.conf")}, 1,
+			"qualifyd check-config: " + filepath.Join(dir, "worse.conf") +
+				`:3: section "a": option "qualify_failures": invalid value: "0" is out of range: must be at least 1` + "\n" +
+				"qualifyd check-config: " + filepath.Join(dir, "worse.conf") +
+				`:6: section "b": option "qualify_frequency": invalid value: "x" is not an unsigned integer` + "\n"},
 		{"missing file", []string{filepath.Join(dir, "nope.conf")}, 1, ""},
 		{"no file", nil, 2, ""},
 		{"two files", []string{"a", "b"}, 2, ""},

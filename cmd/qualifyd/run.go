@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/daemon"
@@ -123,7 +124,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		err = d.Run(ctx)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "qualifyd run:", err)
+		for _, line := range strings.Split(err.Error(), "\n") { // a configuration's errors, one a line
+			fmt.Fprintln(stderr, "qualifyd run:", line)
+		}
 		return 1
 	}
 	return 0

@@ -192,7 +192,7 @@ func (d *Daemon) Reload(_ context.Context, force bool) error {
 		err = d.apply(conf)
 	}
 	if err != nil {
-		d.log.Notice(slog.LevelError, "reload failed, keeping the running configuration: "+err.Error())
+		d.log.Notice(slog.LevelError, "reload failed, keeping the running configuration: "+pjsip.Brief(err))
 		return err
 	}
 	d.log.Notice(slog.LevelInfo, "configuration reloaded", d.running.attrs()...)

@@ -150,10 +150,9 @@ type builder struct {
 	// slot maps a place in file order to the AoR's index in aors.
 	order []nameAt
 	slot  []int32
-	// next is the file-order place of the next AoR; named is how many
-	// AoRs, in file order, have been named, for finish's duplicates.
-	next, named int
-	endpoints   []*endpointDef
+	// next is the file-order place of the next AoR.
+	next      int
+	endpoints []*endpointDef
 	// auths are the auth sections', wizardAuths the wizards' NAME-oauth.
 	auths, wizardAuths map[string]probe.Credentials
 	transports         map[string]string
@@ -194,14 +193,21 @@ func build(sections sectionBlocks, files []string, texts *texts, secret func(str
 		dropped:     map[string]bool{},
 	}
 	b.aors, b.slot = make([]AoR, len(b.order)), slots(b.order)
-	err := b.sections(sections.blocks)
+	errs := b.sections(sections.blocks)
 	b.vars = nil
-	return b.finish(err)
+	return b.finish(errs)
 }
 
+// MaxErrors is how many errors of its sections a configuration is
+// reported with at most: reading stops at the MaxErrors-th.
+const MaxErrors = 20
+
 // sections reads the blocks in order, dropping each once read, and
-// returns the first error.
-func (b *builder) sections(blocks [][]section) error {
+// returns the sections' errors in file order, at most MaxErrors: an
+// error in one section does not stop the others being read, so that one
+// check-config names every broken section.
+func (b *builder) sections(blocks [][]section) []error {
+	var errs []error
 	for i, blk := range blocks {
 		blocks[i] = nil
 		for j := range blk {
@@ -211,11 +217,13 @@ func (b *builder) sections(blocks [][]section) error {
 				continue
 			}
 			if err := b.section(b.def(s), t); err != nil {
-				return err
+				if errs = append(errs, err); len(errs) == MaxErrors {
+					return errs
+				}
 			}
 		}
 	}
-	return nil
+	return errs
 }
 
 // def is a section as the builder reads it, its options with their
@@ -251,7 +259,6 @@ func (b *builder) section(s *def, typ string) error {
 		// Named even when it fails: its name came before its options,
 		// and finish reports a second AoR of one name first.
 		a := b.newAoR()
-		b.named++
 		return readAoR(a, s.name, s.file, s.line, s.vars, &b.policies)
 	case "endpoint":
 		b.endpoints = append(b.endpoints, readEndpoint(s.name, s.vars))
@@ -323,7 +330,6 @@ func (b *builder) addWizard(s *def) error {
 	if err != nil {
 		return err
 	}
-	b.named++
 	if err := b.unique(s, "endpoint"); err != nil {
 		return err
 	}

@@ -36,7 +36,8 @@ var (
 
 // Error is a configuration error at one place: the file and line, and
 // where they apply the section and the option. The whole configuration is
-// rejected with it; a Config's Warnings are Errors it was loaded with.
+// rejected with it (and with the other sections' errors, see Errors); a
+// Config's Warnings are Errors it was loaded with.
 type Error struct {
 	// File is the file's name as given (the main file) or as resolved (an
 	// included file).
@@ -68,6 +69,30 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Errors returns the errors err joins: Load and Parse report up to
+// MaxErrors errors of one configuration, in file order, as one error
+// (errors.Join). An error that joins none is returned alone, nil as
+// none.
+func Errors(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// Brief is err on one line: its first error, and how many more follow
+// when it joins several.
+func Brief(err error) string {
+	errs := Errors(err)
+	if len(errs) == 1 {
+		return errs[0].Error()
+	}
+	return fmt.Sprintf("%v (and %d more errors; qualifyd check-config lists them)", errs[0], len(errs)-1)
+}
 
 // causef builds a cause that wraps sentinel and reads as sentinel: detail.
 func causef(sentinel error, format string, args ...any) error {

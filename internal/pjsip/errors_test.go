@@ -2,7 +2,9 @@ package pjsip
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -302,5 +304,45 @@ func TestDetectionOptions(t *testing.T) {
 	}
 	if b.FailuresAuto || b.Failures != 4 || !b.SuccessCodes.Empty() {
 		t.Errorf("b: %+v, want fixed N = 4 and no success codes", b)
+	}
+}
+
+// TestEverySectionsError: a section's error does not stop the others
+// being read; the configuration is refused with each of them in file
+// order, after a duplicate AoR named before the first, and at most
+// MaxErrors of them.
+func TestEverySectionsError(t *testing.T) {
+	src := "[a]\ntype=aor\ncontact=sip:a@127.0.0.1:99999\n" +
+		"[b]\ntype=aor\n[b]\ntype=aor\n" +
+		"[c]\ntype=endpoint\naors=c\n[c]\ntype=endpoint\n" +
+		"[d]\ntype=aor\nqualify_frequency=x\n"
+	_, err := parseFiles(src, nil)
+	want := []string{
+		`pjsip.conf:6: section "b": duplicate section: a second aor named "b" (the first is at pjsip.conf:4)`,
+		`pjsip.conf:3: section "a": option "contact": invalid value: contact "sip:a@127.0.0.1:99999" cannot be probed: port "99999" is not a number in 1-65535`,
+		`pjsip.conf:11: section "c": duplicate section: a second endpoint named "c" (the first is at pjsip.conf:8)`,
+		`pjsip.conf:15: section "d": option "qualify_frequency": invalid value: "x" is not an unsigned integer`,
+	}
+	var got []string
+	for _, e := range Errors(err) {
+		got = append(got, e.Error())
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("errors\n got %q\nwant %q", got, want)
+	}
+	if !errors.Is(err, ErrValue) || !errors.Is(err, ErrDuplicate) {
+		t.Errorf("%v does not wrap ErrValue and ErrDuplicate", err)
+	}
+	if b := Brief(err); b != want[0]+" (and 3 more errors; qualifyd check-config lists them)" {
+		t.Errorf("Brief = %q", b)
+	}
+
+	var many strings.Builder
+	for i := range MaxErrors + 5 {
+		fmt.Fprintf(&many, "[s%d]\ntype=aor\nqualify_frequency=x\n", i)
+	}
+	_, err = parseFiles(many.String(), nil)
+	if errs := Errors(err); len(errs) != MaxErrors || !strings.Contains(errs[MaxErrors-1].Error(), fmt.Sprintf(`section "s%d"`, MaxErrors-1)) {
+		t.Fatalf("%d errors, the last %v; want the first %d", len(errs), errs[len(errs)-1], MaxErrors)
 	}
 }

@@ -2,6 +2,7 @@ package pjsip
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,15 +11,15 @@ import (
 	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
-// finish reports a second AoR of one name if one came before err (the
-// first error of the sections, or nil), then gives each AoR, in file
+// finish reports the sections' errors errs, after a second AoR of one
+// name if one came before the first of them, then gives each AoR, in file
 // order, its probe options, and sorts the endpoints by name.
-func (b *builder) finish(err error) (*Config, error) {
+func (b *builder) finish(errs []error) (*Config, error) {
 	if dup := b.duplicate(); dup != nil {
-		return nil, dup
+		errs = append([]error{dup}, errs...)
 	}
-	if err != nil {
-		return nil, err
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	b.drop()
 	var owners map[string]*endpointDef
@@ -90,14 +91,15 @@ func slots(order []nameAt) []int32 {
 }
 
 // duplicate returns the error of the first AoR, in file order, whose name
-// an earlier one has, among the AoRs named before the sections' first
-// error; or nil. The AoRs of sections and wizards share one namespace,
-// as Asterisk's sorcery objects of a type.
+// an earlier one has, among the AoRs whose names were read (an AoR
+// section's even when its options fail; not those after the reading
+// stopped at MaxErrors); or nil. The AoRs of sections and wizards share
+// one namespace, as Asterisk's sorcery objects of a type.
 func (b *builder) duplicate() error {
 	second, first := -1, -1
 	for i := 1; i < len(b.order); i++ {
 		x, y := b.order[i-1], b.order[i]
-		if x.name == y.name && y.at < b.named && (second < 0 || y.at < second) {
+		if x.name == y.name && b.named(x) && b.named(y) && (second < 0 || y.at < second) {
 			second, first = y.at, x.at
 		}
 	}
@@ -262,3 +264,7 @@ func (b *builder) lateReference(e *endpointDef, v variable, typ, name, then stri
 	b.warnings = append(b.warnings, &Error{File: v.file, Line: v.line, Section: e.Name, Option: v.key,
 		Err: causef(ErrReference, "no %s section %q: %s", typ, name, fmt.Sprintf(then, name))})
 }
+
+// named reports whether the AoR at k's place was read far enough to have
+// its name and place.
+func (b *builder) named(k nameAt) bool { return b.aors[b.slot[k.at]].File != "" }
