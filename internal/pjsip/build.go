@@ -70,8 +70,9 @@ func (p *parser) fileIndex() int32 {
 }
 
 // Load reads the configuration file at path, with its includes, and
-// returns its AoRs and endpoints. Any error rejects the whole file; it is
-// an *Error naming the file and line where it can.
+// returns its AoRs and endpoints. Any error rejects the whole file: the
+// error is an *Error naming the file and line where it can, or the
+// sections' several *Errors joined (see Errors).
 func Load(path string, opts Options) (*Config, error) {
 	p, name, err := newParser(path, opts)
 	if err != nil {

@@ -95,5 +95,6 @@
 // Integers are read as Asterisk reads unsigned integers (strtoul, base 0):
 // "0x1e" is hexadecimal and a leading 0 octal. Every error is an *Error,
 // "FILE:LINE: section "x": option "y": ...", wrapping one of the sentinel
-// errors.
+// errors. A section's error does not stop the others being read: a file
+// is refused with up to MaxErrors of them, joined (Errors lists them).
 package pjsip
