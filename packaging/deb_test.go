@@ -156,7 +156,7 @@ func checkUnit(t *testing.T) {
 			t.Errorf("systemd-analyze verify %s: %v\n%s", unitPath, err, out)
 		}
 	}
-	for _, want := range []string{"DynamicUser=yes", "StateDirectory=qualifyd", "ProtectSystem=strict", "CapabilityBoundingSet=\n"} {
+	for _, want := range []string{"Type=notify", "WatchdogSec=", "DynamicUser=yes", "StateDirectory=qualifyd", "ProtectSystem=strict", "CapabilityBoundingSet=\n"} {
 		if !strings.Contains(string(unit), "\n"+want) {
 			t.Errorf("%s lacks %q", unitPath, want)
 		}

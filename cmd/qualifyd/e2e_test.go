@@ -50,7 +50,14 @@ type daemonProc struct {
 // running at the end.
 func startDaemon(t *testing.T, args ...string) *daemonProc {
 	t.Helper()
+	return startDaemonEnv(t, nil, args...)
+}
+
+// startDaemonEnv is startDaemon with env added to the environment.
+func startDaemonEnv(t *testing.T, env []string, args ...string) *daemonProc {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"run"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -119,7 +119,9 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return usageExit(err)
 	}
 	daemon.TuneGC(os.Getenv)
-	d, err := daemon.New(o.daemonConfig(stdout, stderr))
+	cfg := o.daemonConfig(stdout, stderr)
+	cfg.Notify, cfg.Watchdog = serviceManager(stderr)
+	d, err := daemon.New(cfg)
 	if err == nil {
 		err = d.Run(ctx)
 	}

@@ -83,6 +83,16 @@ type Config struct {
 	// the engine's events; it must not block.
 	EndpointChanged func(endpoint.Change)
 
+	// Notify, if set, receives the daemon's state for the service
+	// manager, one sd_notify(3) message at a time ("READY=1",
+	// "STOPPING=1", "WATCHDOG=1", "STATUS=..."); it must not block for
+	// long.
+	Notify func(state string)
+	// Watchdog, when positive with Notify, is the service manager's
+	// watchdog timeout: the daemon sends WATCHDOG=1 every half of it
+	// while its engine answers.
+	Watchdog time.Duration
+
 	// SinkDial, if set, replaces the AMI sinks' network dial (tests).
 	SinkDial func(ctx context.Context, network, addr string) (net.Conn, error)
 

@@ -196,6 +196,7 @@ func (d *Daemon) Reload(_ context.Context, force bool) error {
 		return err
 	}
 	d.log.Notice(slog.LevelInfo, "configuration reloaded", d.running.attrs()...)
+	d.notify(d.status())
 	return nil
 }
 
@@ -264,7 +265,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Go(func() { d.eng.Run(runCtx) })
 	wg.Go(func() { d.keepState(runCtx) })
 	wg.Go(func() { d.sinks.Run(runCtx) })
+	wg.Go(func() { d.feedWatchdog(runCtx) })
+	d.ready()
 	err := d.watch(runCtx, hup, httpErr)
+	d.notify("STOPPING=1")
 	cancel()
 	if d.http != nil && err == nil {
 		err = <-httpErr
