@@ -3,7 +3,9 @@
 // reload), builds the prober, the engine, the endpoint table, the metrics
 // and the HTTP front in that order, and runs them until its context ends,
 // logging the engine's edges and the endpoint lines in Asterisk's words
-// and order (docs/qualify-semantics.md §10).
+// and order (docs/qualify-semantics.md §10). It keeps the state and history
+// files (state.go) and tells the service manager when it is ready and that
+// its engine still answers (notify.go).
 //
 // A command fills a Config, calls New, then Run. New fails before anything
 // is sent when the configuration is broken or a port is busy.
