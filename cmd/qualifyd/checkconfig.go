@@ -7,29 +7,34 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/sink"
 )
 
-// runCheckConfig is "qualifyd check-config [--json] [--config-dir DIR]
-// FILE": it reads FILE as qualifyd would and exits 0 with a summary (or
-// the effective AoR settings as JSON) and the configuration's warnings on
-// stderr, 1 with the error on stderr, or 2 on a usage error.
-func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
+// runCheckConfig is "qualifyd check-config [--json | --connect]
+// [--config-dir DIR] FILE": it reads FILE as qualifyd would and exits 0
+// with a summary (or the effective AoR settings as JSON) and the
+// configuration's warnings on stderr, 1 with the errors on stderr, or 2 on
+// a usage error. With --connect it then checks each sink's router and
+// exits 1 if one cannot work.
+func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	asJSON := flags.Bool("json", false, "print the effective settings of every AoR as JSON")
+	connect := flags.Bool("connect", false, "also contact each sink's router once, changing nothing: log in to Asterisk's Manager and check the user may run what the sink sends; read Kamailio's dispatcher.list and name the hosts it lacks")
 	dir := flags.String("config-dir", "", "directory that relative #include paths resolve against (default: FILE's directory)")
 	flags.Usage = func() {
-		fmt.Fprintln(stderr, "usage: qualifyd check-config [--json] [--config-dir DIR] FILE")
+		fmt.Fprintln(stderr, "usage: qualifyd check-config [--json | --connect] [--config-dir DIR] FILE")
 		flags.PrintDefaults()
 	}
 	pos, err := parseInterspersed(flags, args)
 	if err != nil {
 		return usageExit(err)
 	}
-	if len(pos) != 1 {
+	if len(pos) != 1 || *asJSON && *connect {
 		flags.Usage()
 		return 2
 	}
@@ -48,7 +53,45 @@ func runCheckConfig(_ context.Context, args []string, stdout, stderr io.Writer) 
 		return writeJSON(stdout, stderr, cfg)
 	}
 	writeSummary(stdout, pos[0], cfg)
+	if *connect {
+		return checkSinks(ctx, stdout, stderr, cfg)
+	}
 	return 0
+}
+
+// plural is word for n things.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// checkSinks prints what sink.Check found of each sink's router: a line
+// on stdout for each that can work or was not contacted, one on stderr
+// for each that cannot, which makes the exit code 1.
+func checkSinks(ctx context.Context, stdout, stderr io.Writer, cfg *pjsip.Config) int {
+	code := 0
+	for _, r := range sink.Check(ctx, cfg, nil) {
+		head := fmt.Sprintf("sink %s (%s, %d %s)", r.Name, r.Driver, r.Objects, plural(r.Objects, "object"))
+		switch {
+		case r.Err != nil:
+			fmt.Fprintf(stderr, "qualifyd check-config: %s: %v\n", head, r.Err)
+			code = 1
+		case r.Skipped != "":
+			fmt.Fprintf(stdout, "%s: not contacted: %s\n", head, r.Skipped)
+		default:
+			fmt.Fprintf(stdout, "%s: OK: %s\n", head, r.Found)
+		}
+		if len(r.Unlisted) > 0 {
+			fmt.Fprintf(stderr, "qualifyd check-config: warning: %s: the router does not list %s: the sink never changes them\n",
+				head, strings.Join(r.Unlisted, ", "))
+		}
+	}
+	if len(cfg.Sinks) == 0 {
+		fmt.Fprintln(stdout, "no sinks to check")
+	}
+	return code
 }
 
 // aorJSON is one AoR's effective settings: defaults and fallbacks

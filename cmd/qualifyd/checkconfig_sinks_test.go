@@ -68,3 +68,28 @@ func TestCheckConfigSinks(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigConnect: --connect reports each sink's router: a
+// webhook is not contacted, a router nobody answers for fails the check
+// on stderr, naming the sink; --json and --connect do not go together.
+func TestCheckConfigConnect(t *testing.T) {
+	conf := strings.NewReplacer("127.0.0.1:5038", "127.0.0.1:9", "127.0.0.1:5071", "127.0.0.1:9").Replace(sinksConf)
+	dir := writeConfig(t, map[string]string{"q.conf": conf, "ami.secret": "fil3-s3cret\n"})
+	file := filepath.Join(dir, "q.conf")
+	code, out, errOut := checkConfig("--connect", file)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"qualifyd check-config: sink asterisk (ami, 1 object): ami 127.0.0.1:9: ",
+		"qualifyd check-config: sink edge (kamailio, 1 object): kamailio http://127.0.0.1:9/RPC: "} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if want := "sink alerts (webhook, 2 objects): not contacted: a webhook is only tested by delivering a change\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("stdout does not end with %q:\n%s", want, out)
+	}
+	if code, _, _ := checkConfig("--connect", "--json", file); code != 2 {
+		t.Errorf("--connect --json: exit %d, want 2", code)
+	}
+}

@@ -2,12 +2,14 @@ package sink
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,9 +23,13 @@ import (
 // "Key: Value" CRLF lines ended by an empty line, an ActionID echoed in
 // each reply, Challenge/Login (MD5 key = md5hex(challenge + secret)),
 // a session closed after a failed login, and Setvar, Getvar, DBPut and
-// PJSIPSetMaintenance.
+// PJSIPSetMaintenance, each refused ("Permission denied") unless the
+// user's write= classes hold its authority, and ListCommands, which
+// lists the actions they allow, as main/manager.c does.
 type fakeManager struct {
 	secret string
+	// perms are the user's write= classes; nil allows every action.
+	perms []string
 	// split writes every reply a byte at a time; noisy adds events,
 	// replies to other ActionIDs and garbage lines before each reply.
 	split, noisy bool
@@ -137,6 +143,21 @@ func (f *fakeManager) answer(m map[string]string, authed *bool) (string, bool) {
 		return reply("Success", "Message: Authentication accepted\r\n"), false
 	case !*authed:
 		return reply("Error", "Message: Authentication Required\r\n"), true
+	case !f.allows(act):
+		return reply("Error", "Message: Permission denied\r\n"), false
+	case act == "ListCommands":
+		var b strings.Builder
+		names := make([]string, 0, len(authority))
+		for name := range authority {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			if f.allows(name) {
+				fmt.Fprintf(&b, "%s: The %s action. (Priv: %s)\r\n", name, name, cmp.Or(authority[name], "<none>"))
+			}
+		}
+		return reply("Success", b.String()), false
 	case act == "Setvar":
 		f.vars[m["Variable"]] = m["Value"]
 		return reply("Success", "Message: Variable Set\r\n"), false
@@ -153,6 +174,18 @@ func (f *fakeManager) answer(m map[string]string, authed *bool) (string, bool) {
 		return reply("Success", "Message: Maintenance mode enabled\r\n"), false
 	}
 	return reply("Error", "Message: Invalid/unknown command: "+act+"\r\n"), false
+}
+
+// authority is the permission class of each action the fake knows, as
+// Asterisk registers them ("" for none).
+var authority = map[string]string{"Challenge": "", "Login": "", "ListCommands": "", "Setvar": "call",
+	"Getvar": "call", "DBPut": "system", "PJSIPSetMaintenance": "system"}
+
+// allows reports whether the user may run act: its authority is none, or
+// one of the user's write classes. Called with mu held.
+func (f *fakeManager) allows(act string) bool {
+	class := authority[act]
+	return f.perms == nil || class == "" || slices.Contains(f.perms, class)
 }
 
 func (f *fakeManager) write(c net.Conn, s string) bool {

@@ -18,4 +18,7 @@
 // every object that depends on that AoR (plan.go). A contact with no
 // verdict yet (NonQualified) has no level (Unknown): nothing is pushed
 // for it and the router keeps what it had (docs/qualify-semantics.md §6).
+//
+// Check (check.go) contacts each router once and changes nothing, for
+// `qualifyd check-config --connect`.
 package sink

@@ -110,24 +110,32 @@ func (g *Group) stopLater(s *sink) {
 
 // reconciler builds def's driver and reconciler.
 func (g *Group) reconciler(def *pjsip.Sink) *Reconciler {
-	var drv driver
 	iv := Intervals{Reassert: def.ReassertInterval}
 	switch def.Driver {
 	case "ami":
-		drv = &AMI{Address: def.Address, TLS: def.TLS, Username: def.Username, Secret: def.Secret.Reveal(),
-			MD5: def.Auth != "plain", Prefix: def.DevicePrefix, Maintenance: def.Method == "maintenance",
-			Timeout: def.Timeout, Dial: g.cfg.Dial}
 		iv.Heartbeat = def.HeartbeatInterval
 	case "kamailio":
-		drv = &Kamailio{URL: def.URL, Timeout: def.Timeout}
 		iv.Resync = def.ResyncInterval
 	default:
-		drv = &Webhook{URL: def.URL, Secret: def.Secret.Reveal(), Timeout: def.Timeout}
 		iv.Reassert = 0
 	}
-	r := newReconciler(def.Name, drv, iv, g.cfg.Notice, nil)
+	r := newReconciler(def.Name, newDriver(def, g.cfg.Dial), iv, g.cfg.Notice, nil)
 	r.reasserts = def.Driver != "webhook"
 	return r
+}
+
+// newDriver builds def's driver; dial, if set, replaces an AMI driver's
+// network dial.
+func newDriver(def *pjsip.Sink, dial func(ctx context.Context, network, addr string) (net.Conn, error)) driver {
+	switch def.Driver {
+	case "ami":
+		return &AMI{Address: def.Address, TLS: def.TLS, Username: def.Username, Secret: def.Secret.Reveal(),
+			MD5: def.Auth != "plain", Prefix: def.DevicePrefix, Maintenance: def.Method == "maintenance",
+			Timeout: def.Timeout, Dial: dial}
+	case "kamailio":
+		return &Kamailio{URL: def.URL, Timeout: def.Timeout}
+	}
+	return &Webhook{URL: def.URL, Secret: def.Secret.Reveal(), Timeout: def.Timeout}
 }
 
 // recompute sets every object of s from the source and retires the

@@ -1,0 +1,110 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+)
+
+// CheckResult is what Check found of one sink's router.
+type CheckResult struct {
+	Name, Driver string
+	// Objects is how many objects the sink keeps for the configuration
+	// (devices, hosts, or a webhook's contacts, AoRs and endpoints).
+	Objects int
+	// Found says what the router confirmed ("logged in; may run Setvar
+	// and DBPut", "dispatcher.list has 3 of the 4 hosts"); "" when it was
+	// not contacted.
+	Found string
+	// Unlisted are the objects the router does not know (Kamailio: hosts
+	// in no dispatcher set, which the sink never touches), sorted.
+	Unlisted []string
+	// Skipped says why the router was not contacted.
+	Skipped string
+	// Err is why the sink cannot work; nil when it can.
+	Err error
+}
+
+// Check contacts each of conf's sinks' routers once and changes nothing
+// there: an Asterisk Manager is logged in to and asked with ListCommands
+// whether the user may run the actions the sink sends; a Kamailio's
+// dispatcher.list is read and matched with the sink's hosts; a webhook is
+// not contacted (only a delivery would test it). dial, if set, replaces
+// the AMI drivers' network dial.
+func Check(ctx context.Context, conf *pjsip.Config, dial func(ctx context.Context, network, addr string) (net.Conn, error)) []CheckResult {
+	out := make([]CheckResult, 0, len(conf.Sinks))
+	for _, def := range conf.Sinks {
+		p := newPlan(def, conf)
+		r := CheckResult{Name: def.Name, Driver: def.Driver, Objects: len(p.deps)}
+		switch drv := newDriver(def, dial).(type) {
+		case *AMI:
+			r.Found, r.Err = checkAMI(ctx, drv, def)
+		case *Kamailio:
+			r.Found, r.Unlisted, r.Err = checkKamailio(ctx, drv, p)
+		default:
+			r.Skipped = "a webhook is only tested by delivering a change"
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// checkAMI logs in and checks with ListCommands, which lists the actions
+// the user's write= permissions allow, that it may run every action the
+// sink sends: Setvar (call) or PJSIPSetMaintenance (system) for the
+// objects, and DBPut (system) for the heartbeat.
+func checkAMI(ctx context.Context, a *AMI, def *pjsip.Sink) (string, error) {
+	if err := a.connect(ctx); err != nil {
+		return "", err
+	}
+	defer a.close()
+	allowed, err := a.action("ListCommands")
+	var rej *Rejected
+	if errors.As(err, &rej) {
+		return "", fmt.Errorf("ami %s: %w", a.Address, rej.Err)
+	}
+	if err != nil {
+		return "", err
+	}
+	need := []string{"Setvar"}
+	if a.Maintenance {
+		need = []string{"PJSIPSetMaintenance"}
+	}
+	if def.HeartbeatInterval > 0 {
+		need = append(need, "DBPut")
+	}
+	var denied []string
+	for _, act := range need {
+		if _, ok := allowed[act]; !ok {
+			denied = append(denied, act)
+		}
+	}
+	if len(denied) > 0 {
+		return "", fmt.Errorf("ami %s: user %q may not run %s: give it write=call,system in manager.conf",
+			a.Address, a.Username, strings.Join(denied, " and "))
+	}
+	return "logged in as " + a.Username + "; may run " + strings.Join(need, " and "), nil
+}
+
+// checkKamailio reads dispatcher.list and counts the plan's hosts it
+// lists.
+func checkKamailio(ctx context.Context, k *Kamailio, p *plan) (string, []string, error) {
+	level, err := k.resync(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	var unlisted []string
+	for key := range p.deps {
+		if _, ok := level(key); !ok {
+			unlisted = append(unlisted, key.Name)
+		}
+	}
+	slices.Sort(unlisted)
+	n := len(p.deps)
+	return fmt.Sprintf("dispatcher.list has %d of the %d hosts", n-len(unlisted), n), unlisted, nil
+}
