@@ -216,7 +216,7 @@ type SinkList struct {
 type Sink struct {
 	Name        string `json:"name"`
 	Driver      string `json:"driver"`
-	Up          bool   `json:"up"`
+	Up          bool   `json:"up"` // the router answered the last request (a refusal included)
 	Objects     int    `json:"objects"`
 	Pending     int    `json:"pending"`
 	Pushes      Pushes `json:"pushes"`

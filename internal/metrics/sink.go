@@ -12,7 +12,7 @@ import (
 type SinkStats struct {
 	// Name is the sink's section name: the sink label.
 	Name string
-	// Up is connected and the last request succeeded.
+	// Up is connected: the router answered the last request.
 	Up bool
 	// Pending counts objects whose router state differs from qualifyd's.
 	Pending int
@@ -24,7 +24,7 @@ type SinkStats struct {
 
 var (
 	descSinkUp = prometheus.NewDesc("qualifyd_sink_up",
-		"1 when the sink is connected and its last request succeeded.", []string{"sink"}, nil)
+		"1 when the sink is connected: the router answered its last request (a refusal included).", []string{"sink"}, nil)
 	descSinkPushes = prometheus.NewDesc("qualifyd_sink_pushes_total",
 		"Pushes to the sink by result (ok, error, dropped).", []string{"sink", "result"}, nil)
 	descSinkPending = prometheus.NewDesc("qualifyd_sink_pending",

@@ -31,7 +31,7 @@ qualifyd_sink_pending{sink="edge"} 2
 qualifyd_sink_pushes_total{result="dropped",sink="edge"} 0
 qualifyd_sink_pushes_total{result="error",sink="edge"} 1
 qualifyd_sink_pushes_total{result="ok",sink="edge"} 12
-# HELP qualifyd_sink_up 1 when the sink is connected and its last request succeeded.
+# HELP qualifyd_sink_up 1 when the sink is connected: the router answered its last request (a refusal included).
 # TYPE qualifyd_sink_up gauge
 qualifyd_sink_up{sink="edge"} 1
 `

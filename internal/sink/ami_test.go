@@ -379,3 +379,24 @@ func TestAMIRefusesAForeignBanner(t *testing.T) {
 		}
 	})
 }
+
+// TestAMIPermissionDenied: a Manager user without the call class may not
+// Setvar; each refused push is a counted error with Asterisk's message,
+// and the session stays up (the refusal is the router's answer).
+func TestAMIPermissionDenied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeManager("s3cret")
+		f.perms = []string{"system"}
+		r := newReconciler("pbx", newAMI(f, "s3cret", true), Intervals{}, nil, half)
+		r.Set(Key{Kind: KindDevice, Name: "pbx07"}, Down, 0)
+		stop := start(t, r)
+		defer stop()
+		synctest.Wait()
+		if s := r.Stats(); s.Error != 1 || s.LastError != "Setvar: Permission denied" || !s.Up || s.Pending != 1 {
+			t.Fatalf("stats %+v", s)
+		}
+		if f.dials != 1 {
+			t.Fatalf("%d dials: a refusal must not end the session", f.dials)
+		}
+	})
+}

@@ -110,7 +110,8 @@ type object struct {
 
 // Stats are a sink's counters at one instant.
 type Stats struct {
-	// Up is connected and the last request succeeded.
+	// Up is connected: the router answered the last request (a refusal
+	// of one object is an answer, counted in Error or Dropped).
 	Up bool
 	// Objects counts the objects the sink manages.
 	Objects int
@@ -302,10 +303,9 @@ func (r *Reconciler) failed(err error, step int) {
 // logged.
 func (r *Reconciler) succeeded(step *int) {
 	r.mu.Lock()
-	was := r.stats.Up
 	r.stats.Up, r.stats.LastSuccess = true, time.Now()
 	r.mu.Unlock()
-	if !was && *step > 0 {
+	if *step > 0 {
 		r.notice(slog.LevelInfo, "sink "+r.name+": connected")
 	}
 	*step = 0
@@ -501,10 +501,10 @@ func (r *Reconciler) pushed(p Object, rej *Rejected, step *int) {
 		r.stats.OK++
 	case rej.Drop:
 		r.stats.Dropped++
-		r.stats.LastError = rej.Error()
+		r.stats.Up, r.stats.LastError = true, rej.Error()
 	default:
 		r.stats.Error++
-		r.stats.Up, r.stats.LastError = false, rej.Error()
+		r.stats.Up, r.stats.LastError = true, rej.Error()
 	}
 	o, ok := r.objs[p.Key]
 	if !ok || (rej != nil && !rej.Drop) {
