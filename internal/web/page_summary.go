@@ -7,6 +7,7 @@ import (
 
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/sink"
 )
 
 // summaryData is the summary strip atop the pages.
@@ -18,6 +19,36 @@ type summaryData struct {
 	// Rate and Loss are the probes a second and the share failed over
 	// the recent Window; empty when unknown.
 	Rate, Loss, Window string
+	// Sinks are the routers' states, in configuration order.
+	Sinks []sinkTile
+}
+
+// sinkTile is one sink in the summary: whether routing follows qualifyd
+// there.
+type sinkTile struct {
+	Name, Driver string
+	// State is "✕ down", "N pending", "✓ in step", or "– no request yet"
+	// (a webhook with nothing to deliver); Bad marks the first two.
+	State string
+	Bad   bool
+	// Error is the router's last error, for the tile's tooltip.
+	Error string
+}
+
+// newSinkTile is st's tile.
+func newSinkTile(st sink.Status) sinkTile {
+	t := sinkTile{Name: st.Name, Driver: st.Driver, Error: st.LastError}
+	switch {
+	case !st.Up && st.LastError == "" && st.LastSuccess.IsZero():
+		t.State = "– no request yet"
+	case !st.Up:
+		t.State, t.Bad = "✕ down", true
+	case st.Pending > 0:
+		t.State, t.Bad = strconv.Itoa(st.Pending)+" pending", true
+	default:
+		t.State = "✓ in step"
+	}
+	return t
 }
 
 // summary returns the strip from the engine's kept counts, which cost no
@@ -32,6 +63,11 @@ func (s *Server) summary(now time.Time) summaryData {
 		d.Contacts += n[k]
 	}
 	d.ByStatus = statusCounts(n)
+	if s.cfg.Sinks != nil {
+		for _, st := range s.cfg.Sinks.Status() {
+			d.Sinks = append(d.Sinks, newSinkTile(st))
+		}
+	}
 	if c, ok := s.cfg.Engine.(counterSource); ok {
 		if r, ok := s.rates.observe(now, c.Counters()); ok {
 			d.Rate = strconv.FormatFloat(r.perSecond, 'f', 1, 64)

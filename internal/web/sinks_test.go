@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -36,6 +37,34 @@ func TestSinks(t *testing.T) {
 			if w.Code != 200 || w.Body.String() != tc.body+"\n" {
 				t.Errorf("%d %s\nwant %s", w.Code, w.Body.String(), tc.body)
 			}
+		}
+	})
+}
+
+// TestSinkTiles: the page's summary says of each sink whether routing
+// follows qualifyd there, the router's last error in the tooltip.
+func TestSinkTiles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := fakeSinks{
+			{Name: "edge", Driver: "kamailio", Stats: sink.Stats{Up: true, Objects: 2, LastSuccess: time.Now()}},
+			{Name: "asterisk", Driver: "ami", Stats: sink.Stats{Objects: 1, Pending: 1, LastError: "ami 127.0.0.1:5038: login: Login: Authentication failed"}},
+			{Name: "dispatch", Driver: "kamailio", Stats: sink.Stats{Up: true, Objects: 3, Pending: 2, LastSuccess: time.Now()}},
+			{Name: "hook", Driver: "webhook"},
+		}
+		v := newEnv(t, Config{Sinks: st}, engine.Config{})
+		body := v.do("GET", "/").Body.String()
+		for _, want := range []string{
+			`<a class="tile" href="/api/v1/sinks" title="kamailio sink"><b>✓ in step</b> sink edge</a>`,
+			`<a class="tile bad" href="/api/v1/sinks" title="ami sink; last error: ami 127.0.0.1:5038: login: Login: Authentication failed"><b>✕ down</b> sink asterisk</a>`,
+			`<a class="tile bad" href="/api/v1/sinks" title="kamailio sink"><b>2 pending</b> sink dispatch</a>`,
+			`<a class="tile" href="/api/v1/sinks" title="webhook sink"><b>– no request yet</b> sink hook</a>`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("page lacks %s", want)
+			}
+		}
+		if body := newEnv(t, Config{}, engine.Config{}).do("GET", "/").Body.String(); strings.Contains(body, "sink ") {
+			t.Error("a page without sinks shows a sink tile")
 		}
 	})
 }
