@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -14,15 +15,22 @@ import (
 	"github.com/qualifyd/qualifyd/internal/api"
 )
 
-// runShow is `qualifyd show contacts|aors|endpoints|sinks`: Asterisk's
-// `pjsip show contacts` / `pjsip show aors` tables from a running daemon,
-// with the failure counters and next probe time appended, the endpoints'
-// availability with their AoRs, and the sinks' state. `show contacts
-// --stats` appends the contacts' running statistics.
+// runShow is `qualifyd show contacts|aors|endpoints|sinks|history AOR`:
+// Asterisk's `pjsip show contacts` / `pjsip show aors` tables from a
+// running daemon, with the failure counters and next probe time appended,
+// the endpoints' availability with their AoRs, the sinks' state, and an
+// AoR's status changes. `show contacts --stats` appends the contacts'
+// running statistics.
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var stats bool
-	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints|sinks [--http ADDR]", args, stderr, func(pos []string) bool {
-		return len(pos) == 1 && (pos[0] == "contacts" || !stats && (pos[0] == "aors" || pos[0] == "endpoints" || pos[0] == "sinks"))
+	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints|sinks|history AOR [--http ADDR]", args, stderr, func(pos []string) bool {
+		switch {
+		case len(pos) == 2:
+			return pos[0] == "history" && !stats
+		case len(pos) != 1:
+			return false
+		}
+		return pos[0] == "contacts" || !stats && (pos[0] == "aors" || pos[0] == "endpoints" || pos[0] == "sinks")
 	}, func(fs *flag.FlagSet) {
 		fs.BoolVar(&stats, "stats", false, "show contacts: add the RTT statistics (SRTT, RTTVAR, min, max), the loss over the last 100 probes and the probe and failure totals")
 	})
@@ -30,9 +38,12 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	var err error
-	if stats {
+	switch {
+	case stats:
 		err = showStats(ctx, c, stdout, time.Now())
-	} else {
+	case pos[0] == "history":
+		err = showHistory(ctx, c, pos[1], stdout)
+	default:
 		err = show(ctx, c, pos[0], stdout, time.Now())
 	}
 	if err != nil {
@@ -146,6 +157,47 @@ func printSinks(w io.Writer, ss []api.Sink, now time.Time) {
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(ss))
+}
+
+// showHistory prints an AoR's history: its probes and failures over the
+// time it covers, then its status changes, newest first.
+func showHistory(ctx context.Context, c *apiClient, aor string, w io.Writer) error {
+	var h api.History
+	if err := c.do(ctx, "GET", "/api/v1/aors/"+url.PathEscape(aor)+"/history", &h); err != nil {
+		return err
+	}
+	probes, failures := 0, 0
+	for _, b := range h.Buckets {
+		probes, failures = probes+b.Probes, failures+b.Failures
+	}
+	fmt.Fprintf(w, "\n  History:  %s\n", h.AoR)
+	if len(h.Buckets) > 0 {
+		from := h.Buckets[0].Start.UTC().Format(time.DateTime)
+		loss := "-"
+		if probes > 0 {
+			loss = strconv.FormatFloat(100*float64(failures)/float64(probes), 'f', 1, 64) + "%"
+		}
+		fmt.Fprintf(w, "   Probes:  %d since %s UTC (%d buckets of %gs), %d failed (%s)\n",
+			probes, from, len(h.Buckets), h.WidthSeconds, failures, loss)
+	}
+	width := 46
+	for _, ch := range h.Changes {
+		width = max(width, len(ch.URI))
+	}
+	head := fmt.Sprintf("   Change:  <Time (UTC)...........>  <Contact%s>  <From......>  <To........>  <Reason>", strings.Repeat(".", width-9))
+	fmt.Fprintf(w, "\n%s\n%s\n\n", head, strings.Repeat("=", len(head)))
+	for i := len(h.Changes) - 1; i >= 0; i-- {
+		ch := h.Changes[i]
+		reason := ch.Reason
+		if ch.Detail != "" {
+			reason += " (" + ch.Detail + ")"
+		}
+		line := fmt.Sprintf("   Change:  %-23s  %-*s  %-12s  %-12s  %s", ch.Time.UTC().Format("2006-01-02 15:04:05.000"), width, ch.URI,
+			ch.From, ch.To, reason)
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(h.Changes))
+	return nil
 }
 
 // ago is how long before now t was, "-" for never.

@@ -50,6 +50,22 @@ func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
 		{Name: "hook", Driver: "webhook", Up: true, Pushes: api.Pushes{Dropped: 1}},
 	}})
 	mux.HandleFunc("GET /api/v1/sinks", func(w http.ResponseWriter, r *http.Request) { w.Write(sinks) })
+	at := func(s int) api.Time { return api.At(time.Date(1999, 12, 31, 23, 0, s, 0, time.UTC)) }
+	history, _ := json.Marshal(api.History{AoR: "pbx07", WidthSeconds: 60,
+		Buckets: []api.Bucket{{Start: at(0), Probes: 30, Failures: 1}, {Start: at(60), Probes: 29, Failures: 3}},
+		Changes: []api.Change{
+			{Time: at(75), URI: "sip:pbx07@192.0.2.7:5060", From: "Reachable", To: "Unreachable", Reason: "timeout"},
+			{Time: at(95), URI: "sip:pbx07@192.0.2.7:5060", From: "Unreachable", To: "Reachable"},
+			{Time: at(99), URI: "sip:pbx07-b@192.0.2.8:5060", From: "Reachable", To: "Unreachable", Reason: "status 503", Detail: "Service Unavailable"},
+		}})
+	mux.HandleFunc("GET /api/v1/aors/{name}/history", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("name") != "pbx07" {
+			w.WriteHeader(404)
+			w.Write([]byte(`{"error":"unknown AoR \"x\""}`))
+			return
+		}
+		w.Write(history)
+	})
 	mux.HandleFunc("POST /api/v1/aors/{name}/qualify", func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, r.URL.Path+" "+r.Header.Get("Authorization"))
 		if r.PathValue("name") != "pbx07" {
@@ -100,6 +116,11 @@ func TestShowTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	goldenFile(t, "show_contacts_stats.golden", out.Bytes())
+	out.Reset()
+	if err := showHistory(t.Context(), c, "pbx07", &out); err != nil {
+		t.Fatal(err)
+	}
+	goldenFile(t, "show_history.golden", out.Bytes())
 }
 
 // TestShowStatsFlag: --stats adds the statistics to show contacts, with
@@ -150,5 +171,40 @@ func TestQualifyCommand(t *testing.T) {
 	}
 	if code := run(t.Context(), []string{"show", "registrations"}, &out, &errb); code != 2 {
 		t.Fatalf("show registrations: exit %d", code)
+	}
+}
+
+// TestShowHistoryCommand: show history takes one AoR; an AoR without a
+// history is the API's 404, exit 1.
+func TestShowHistoryCommand(t *testing.T) {
+	srv, _ := fakeAPI(t)
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"show", "history", "pbx07", "--http", srv.URL}, &out, &errb); code != 0 || !strings.Contains(out.String(), "  History:  pbx07\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	if code := run(t.Context(), []string{"show", "history", "x", "--http", srv.URL}, &out, &errb); code != 1 || !strings.Contains(errb.String(), `404 Not Found: unknown AoR "x"`) {
+		t.Fatalf("unknown AoR: exit %d, stderr %q", code, errb.String())
+	}
+	for _, args := range [][]string{{"show", "history"}, {"show", "history", "a", "b"}, {"show", "history", "a", "--stats"}, {"show", "aors", "x"}} {
+		if code := run(t.Context(), args, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestREADMEShowHistory: the README's show history example is the
+// command's output (testdata/show_history.golden, which TestShowTables
+// holds to the code).
+func TestREADMEShowHistory(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile("testdata/show_history.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "$ qualifyd show history pbx07\n"+strings.TrimRight(string(golden), "\n")+"\n```") {
+		t.Errorf("README's show history example is not testdata/show_history.golden:\n%s", golden)
 	}
 }
