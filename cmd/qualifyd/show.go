@@ -15,18 +15,18 @@ import (
 	"github.com/qualifyd/qualifyd/internal/api"
 )
 
-// runShow is `qualifyd show contacts|aors|endpoints|sinks|history AOR`:
-// Asterisk's `pjsip show contacts` / `pjsip show aors` tables from a
-// running daemon, with the failure counters and next probe time appended,
-// the endpoints' availability with their AoRs, the sinks' state, and an
-// AoR's status changes. `show contacts --stats` appends the contacts'
-// running statistics.
+// runShow is `qualifyd show contacts|aors|endpoints|sinks [NAME]|history
+// AOR`: Asterisk's `pjsip show contacts` / `pjsip show aors` tables from
+// a running daemon, with the failure counters and next probe time
+// appended, the endpoints' availability with their AoRs, the sinks' state
+// (one sink's objects with NAME), and an AoR's status changes. `show
+// contacts --stats` appends the contacts' running statistics.
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var stats bool
-	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints|sinks|history AOR [--http ADDR]", args, stderr, func(pos []string) bool {
+	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints|sinks [NAME]|history AOR [--http ADDR]", args, stderr, func(pos []string) bool {
 		switch {
 		case len(pos) == 2:
-			return pos[0] == "history" && !stats
+			return (pos[0] == "history" || pos[0] == "sinks") && !stats
 		case len(pos) != 1:
 			return false
 		}
@@ -43,6 +43,8 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = showStats(ctx, c, stdout, time.Now())
 	case pos[0] == "history":
 		err = showHistory(ctx, c, pos[1], stdout)
+	case len(pos) == 2:
+		err = showSink(ctx, c, pos[1], stdout, time.Now())
 	default:
 		err = show(ctx, c, pos[0], stdout, time.Now())
 	}
@@ -139,6 +141,12 @@ func printEndpoints(w io.Writer, es []api.Endpoint) {
 // and those not yet confirmed, its pushes by result, how long ago the
 // last one succeeded, and the router's last error.
 func printSinks(w io.Writer, ss []api.Sink, now time.Time) {
+	sinkTable(w, ss, now)
+	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(ss))
+}
+
+// sinkTable is printSinks' table without its count.
+func sinkTable(w io.Writer, ss []api.Sink, now time.Time) {
 	width := 20
 	for _, s := range ss {
 		width = max(width, len(s.Name))
@@ -147,16 +155,48 @@ func printSinks(w io.Writer, ss []api.Sink, now time.Time) {
 		strings.Repeat(".", width-6))
 	fmt.Fprintf(w, "\n%s\n%s\n\n", head, strings.Repeat("=", len(head)))
 	for _, s := range ss {
-		up := "no"
-		if s.Up {
-			up = "yes"
-		}
+		up := yesNoShort(s.Up)
 		pushes := fmt.Sprintf("%d/%d/%d", s.Pushes.OK, s.Pushes.Error, s.Pushes.Dropped)
 		line := fmt.Sprintf("     Sink:  %-*s  %-8s  %-4s  %9d  %9d  %-18s  %9s  %s", width, s.Name, s.Driver, up,
 			s.Objects, s.Pending, pushes, ago(s.LastSuccess, now), s.LastError)
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
-	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(ss))
+}
+
+// showSink prints one sink's state, then each of its objects with the
+// level qualifyd wants and the one the router last confirmed.
+func showSink(ctx context.Context, c *apiClient, name string, w io.Writer, now time.Time) error {
+	var d api.SinkDetail
+	if err := c.do(ctx, "GET", "/api/v1/sinks/"+url.PathEscape(name), &d); err != nil {
+		return err
+	}
+	sinkTable(w, []api.Sink{d.Sink}, now)
+	width := 46
+	for _, o := range d.Items {
+		width = max(width, len(objectName(o)))
+	}
+	head := fmt.Sprintf("   Object:  <Kind....>  <Name%s>  <Wanted>  <Router>  <Pending>", strings.Repeat(".", width-6))
+	fmt.Fprintf(w, "\n%s\n%s\n\n", head, strings.Repeat("=", len(head)))
+	for _, o := range d.Items {
+		fmt.Fprintf(w, "   Object:  %-10s  %-*s  %-8s  %-8s  %s\n", o.Kind, width, objectName(o), o.Wanted, o.Confirmed, yesNoShort(o.Pending))
+	}
+	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(d.Items))
+	return nil
+}
+
+// objectName is a sink object's name, a contact's as AOR/URI.
+func objectName(o api.SinkObject) string {
+	if o.URI != "" {
+		return o.Name + "/" + o.URI
+	}
+	return o.Name
+}
+
+func yesNoShort(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // showHistory prints an AoR's history: its probes and failures over the

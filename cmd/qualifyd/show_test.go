@@ -50,6 +50,22 @@ func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
 		{Name: "hook", Driver: "webhook", Up: true, Pushes: api.Pushes{Dropped: 1}},
 	}})
 	mux.HandleFunc("GET /api/v1/sinks", func(w http.ResponseWriter, r *http.Request) { w.Write(sinks) })
+	detail, _ := json.Marshal(api.SinkDetail{
+		Sink: api.Sink{Name: "kamailio", Driver: "kamailio", Up: true, Objects: 3, Pending: 1, Pushes: api.Pushes{OK: 14},
+			LastSuccess: api.At(time.Date(1999, 12, 31, 23, 59, 48, 700e6, time.UTC))},
+		Items: []api.SinkObject{
+			{Kind: "host", Name: "192.0.2.7:5060", Wanted: "down", Confirmed: "up", Pending: true},
+			{Kind: "host", Name: "192.0.2.8:5060", Wanted: "up", Confirmed: "up"},
+			{Kind: "host", Name: "192.0.2.9:5060", Wanted: "unknown", Confirmed: "unknown"},
+		}})
+	mux.HandleFunc("GET /api/v1/sinks/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("name") != "kamailio" {
+			w.WriteHeader(404)
+			w.Write([]byte(`{"error":"unknown sink \"x\""}`))
+			return
+		}
+		w.Write(detail)
+	})
 	at := func(s int) api.Time { return api.At(time.Date(1999, 12, 31, 23, 0, s, 0, time.UTC)) }
 	history, _ := json.Marshal(api.History{AoR: "pbx07", WidthSeconds: 60,
 		Buckets: []api.Bucket{{Start: at(0), Probes: 30, Failures: 1}, {Start: at(60), Probes: 29, Failures: 3}},
@@ -121,6 +137,11 @@ func TestShowTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	goldenFile(t, "show_history.golden", out.Bytes())
+	out.Reset()
+	if err := showSink(t.Context(), c, "kamailio", &out, now); err != nil {
+		t.Fatal(err)
+	}
+	goldenFile(t, "show_sink.golden", out.Bytes())
 }
 
 // TestShowStatsFlag: --stats adds the statistics to show contacts, with
@@ -185,7 +206,11 @@ func TestShowHistoryCommand(t *testing.T) {
 	if code := run(t.Context(), []string{"show", "history", "x", "--http", srv.URL}, &out, &errb); code != 1 || !strings.Contains(errb.String(), `404 Not Found: unknown AoR "x"`) {
 		t.Fatalf("unknown AoR: exit %d, stderr %q", code, errb.String())
 	}
-	for _, args := range [][]string{{"show", "history"}, {"show", "history", "a", "b"}, {"show", "history", "a", "--stats"}, {"show", "aors", "x"}} {
+	if code := run(t.Context(), []string{"show", "sinks", "x", "--http", srv.URL}, &out, &errb); code != 1 || !strings.Contains(errb.String(), `404 Not Found: unknown sink "x"`) {
+		t.Fatalf("unknown sink: exit %d, stderr %q", code, errb.String())
+	}
+	for _, args := range [][]string{{"show", "history"}, {"show", "history", "a", "b"}, {"show", "history", "a", "--stats"}, {"show", "aors", "x"},
+		{"show", "sinks", "a", "b"}} {
 		if code := run(t.Context(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}

@@ -224,6 +224,25 @@ type Sink struct {
 	LastError   string `json:"last_error"`
 }
 
+// SinkDetail is the reply of GET /api/v1/sinks/NAME: the sink's state and
+// every object it keeps in step.
+type SinkDetail struct {
+	Sink
+	Items []SinkObject `json:"items"`
+}
+
+// SinkObject is one object of a sink: a device, a host, a contact, an
+// AoR or an endpoint, the level qualifyd wants for it and the level the
+// router last confirmed ("unknown" before any).
+type SinkObject struct {
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	URI       string `json:"uri,omitempty"` // a contact's
+	Wanted    string `json:"wanted"`
+	Confirmed string `json:"confirmed"`
+	Pending   bool   `json:"pending"`
+}
+
 // Pushes counts a sink's pushes by result.
 type Pushes struct {
 	OK      uint64 `json:"ok"`

@@ -193,6 +193,19 @@ func (g *Group) Run(ctx context.Context) {
 	wg.Wait()
 }
 
+// Objects returns the state and the objects of the sink named name, or
+// false when there is none.
+func (g *Group) Objects(name string) (Status, []ObjectState, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range g.sinks {
+		if s.def.Name == name {
+			return Status{Name: s.def.Name, Driver: s.def.Driver, Stats: s.rec.Stats()}, s.rec.Objects(), true
+		}
+	}
+	return Status{}, nil, false
+}
+
 // Status returns every sink's state, in configuration order.
 func (g *Group) Status() []Status {
 	g.mu.Lock()

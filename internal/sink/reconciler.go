@@ -1,10 +1,13 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -256,6 +259,31 @@ func (r *Reconciler) Stats() Stats {
 	s := r.stats
 	s.Objects, s.Pending = len(r.objs), r.pending
 	return s
+}
+
+// ObjectState is one object's levels: the one qualifyd wants and the one
+// the router last confirmed (Unknown before any).
+type ObjectState struct {
+	Key
+	Want, Have Level
+}
+
+// Pending reports whether the router does not hold the wanted level yet
+// (an object without a verdict is never pending).
+func (o ObjectState) Pending() bool { return o.Want != Unknown && o.Want != o.Have }
+
+// Objects returns every object's levels, ordered by kind, name and URI.
+func (r *Reconciler) Objects() []ObjectState {
+	r.mu.Lock()
+	out := make([]ObjectState, 0, len(r.objs))
+	for k, o := range r.objs {
+		out = append(out, ObjectState{Key: k, Want: o.want, Have: o.have})
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b ObjectState) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name), strings.Compare(a.URI, b.URI))
+	})
+	return out
 }
 
 // Run connects and pushes until ctx is done, reconnecting with capped

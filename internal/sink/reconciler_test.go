@@ -311,3 +311,32 @@ func ExampleLevel() {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// TestObjects: each object's wanted and confirmed level, ordered by kind
+// and name; pending until the router confirms.
+func TestObjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeDriver{gate: make(chan struct{})}
+		r := newReconciler("x", f, Intervals{}, nil, half)
+		stop := start(t, r)
+		defer stop()
+		r.Set(key("b"), Down, 0)
+		r.Set(Key{Kind: KindContact, Name: "b", URI: "sip:b@h"}, Up, 0)
+		r.Set(key("a"), Unknown, 0)
+		want := []ObjectState{{Key: Key{Kind: KindContact, Name: "b", URI: "sip:b@h"}, Want: Up}, {Key: key("a")}, {Key: key("b"), Want: Down}}
+		got := r.Objects()
+		if !slices.Equal(got, want) {
+			t.Fatalf("objects %+v, want %+v", got, want)
+		}
+		if !got[0].Pending() || got[1].Pending() || !got[2].Pending() {
+			t.Fatalf("pending %v %v %v, want true false true", got[0].Pending(), got[1].Pending(), got[2].Pending())
+		}
+		close(f.gate)
+		synctest.Wait()
+		for _, o := range r.Objects() {
+			if o.Pending() || o.Want != o.Have && o.Want != Unknown {
+				t.Errorf("%+v still pending after the pushes", o)
+			}
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 // Sinks is what the server needs from the daemon's sinks, *sink.Group.
 type Sinks interface {
 	Status() []sink.Status
+	Objects(name string) (sink.Status, []sink.ObjectState, bool)
 }
 
 // sinks serves GET /api/v1/sinks: every sink in configuration order. No
@@ -18,10 +19,36 @@ func (s *Server) sinks(w http.ResponseWriter, _ *http.Request) {
 	out := api.SinkList{Sinks: []api.Sink{}}
 	if s.cfg.Sinks != nil {
 		for _, st := range s.cfg.Sinks.Status() {
-			out.Sinks = append(out.Sinks, api.Sink{Name: st.Name, Driver: st.Driver, Up: st.Up, Objects: st.Objects,
-				Pending: st.Pending, Pushes: api.Pushes{OK: st.OK, Error: st.Error, Dropped: st.Dropped},
-				LastSuccess: api.At(st.LastSuccess), LastError: st.LastError})
+			out.Sinks = append(out.Sinks, newSink(st))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// sinkDetail serves GET /api/v1/sinks/{name}: the sink's state and its
+// objects, or 404.
+func (s *Server) sinkDetail(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var st sink.Status
+	var objs []sink.ObjectState
+	ok := false
+	if s.cfg.Sinks != nil {
+		st, objs, ok = s.cfg.Sinks.Objects(name)
+	}
+	if !ok {
+		writeError(w, http.StatusNotFound, "unknown sink "+quote(name))
+		return
+	}
+	out := api.SinkDetail{Sink: newSink(st), Items: make([]api.SinkObject, len(objs))}
+	for i, o := range objs {
+		out.Items[i] = api.SinkObject{Kind: o.Kind.String(), Name: o.Name, URI: o.URI,
+			Wanted: o.Want.String(), Confirmed: o.Have.String(), Pending: o.Pending()}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func newSink(st sink.Status) api.Sink {
+	return api.Sink{Name: st.Name, Driver: st.Driver, Up: st.Up, Objects: st.Objects,
+		Pending: st.Pending, Pushes: api.Pushes{OK: st.OK, Error: st.Error, Dropped: st.Dropped},
+		LastSuccess: api.At(st.LastSuccess), LastError: st.LastError}
 }

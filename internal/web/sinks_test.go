@@ -14,6 +14,45 @@ type fakeSinks []sink.Status
 
 func (f fakeSinks) Status() []sink.Status { return f }
 
+// Objects returns the named sink's status with fakeObjects.
+func (f fakeSinks) Objects(name string) (sink.Status, []sink.ObjectState, bool) {
+	for _, s := range f {
+		if s.Name == name {
+			return s, fakeObjects, true
+		}
+	}
+	return sink.Status{}, nil, false
+}
+
+var fakeObjects = []sink.ObjectState{
+	{Key: sink.Key{Kind: sink.KindHost, Name: "127.0.0.1:5081"}, Want: sink.Down, Have: sink.Up},
+	{Key: sink.Key{Kind: sink.KindHost, Name: "127.0.0.1:5082"}, Want: sink.Up, Have: sink.Up},
+	{Key: sink.Key{Kind: sink.KindContact, Name: "pbx07", URI: "sip:pbx07@192.0.2.7"}, Want: sink.Unknown},
+}
+
+// TestSinkDetail: GET /api/v1/sinks/NAME is the sink's state and every
+// object with its wanted and confirmed levels; an unknown sink is 404.
+func TestSinkDetail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := fakeSinks{{Name: "edge", Driver: "kamailio", Stats: sink.Stats{Up: true, Objects: 3, Pending: 1}}}
+		v := newEnv(t, Config{Sinks: st}, engine.Config{})
+		want := `{"name":"edge","driver":"kamailio","up":true,"objects":3,"pending":1,"pushes":{"ok":0,"error":0,"dropped":0},` +
+			`"last_success":null,"last_error":"","items":[` +
+			`{"kind":"host","name":"127.0.0.1:5081","wanted":"down","confirmed":"up","pending":true},` +
+			`{"kind":"host","name":"127.0.0.1:5082","wanted":"up","confirmed":"up","pending":false},` +
+			`{"kind":"contact","name":"pbx07","uri":"sip:pbx07@192.0.2.7","wanted":"unknown","confirmed":"unknown","pending":false}]}` + "\n"
+		if w := v.do("GET", "/api/v1/sinks/edge"); w.Code != 200 || w.Body.String() != want {
+			t.Errorf("%d %s\nwant %s", w.Code, w.Body.String(), want)
+		}
+		if w := v.do("GET", "/api/v1/sinks/nosuch"); w.Code != 404 || w.Body.String() != `{"error":"unknown sink \"nosuch\""}`+"\n" {
+			t.Errorf("unknown sink: %d %s", w.Code, w.Body.String())
+		}
+		if w := newEnv(t, Config{}, engine.Config{}).do("GET", "/api/v1/sinks/edge"); w.Code != 404 {
+			t.Errorf("no sinks: %d %s", w.Code, w.Body.String())
+		}
+	})
+}
+
 func TestSinks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := fakeSinks{
