@@ -93,10 +93,10 @@ func TestSinkTiles(t *testing.T) {
 		v := newEnv(t, Config{Sinks: st}, engine.Config{})
 		body := v.do("GET", "/").Body.String()
 		for _, want := range []string{
-			`<a class="tile" href="/api/v1/sinks" title="kamailio sink"><b>✓ in step</b> sink edge</a>`,
-			`<a class="tile bad" href="/api/v1/sinks" title="ami sink; last error: ami 127.0.0.1:5038: login: Login: Authentication failed"><b>✕ down</b> sink asterisk</a>`,
-			`<a class="tile bad" href="/api/v1/sinks" title="kamailio sink"><b>2 pending</b> sink dispatch</a>`,
-			`<a class="tile" href="/api/v1/sinks" title="webhook sink"><b>– no request yet</b> sink hook</a>`,
+			`<a class="tile" href="/api/v1/sinks/edge" title="kamailio sink"><b>✓ in step</b> sink edge</a>`,
+			`<a class="tile bad" href="/api/v1/sinks/asterisk" title="ami sink; last error: ami 127.0.0.1:5038: login: Login: Authentication failed"><b>✕ down</b> sink asterisk</a>`,
+			`<a class="tile bad" href="/api/v1/sinks/dispatch" title="kamailio sink"><b>2 pending</b> sink dispatch</a>`,
+			`<a class="tile" href="/api/v1/sinks/hook" title="webhook sink"><b>– no request yet</b> sink hook</a>`,
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("page lacks %s", want)
