@@ -1,8 +1,9 @@
 // Live updates of the status page from the event stream: an availability
 // event rewrites the AoR's status word at once; every event of an AoR on
 // the page re-fetches its fragment (a row, or the AoR page's body) and
-// the summary strip, at most every half second. Without JavaScript the
-// page refreshes itself every minute.
+// the summary strip, at most every half second; the summary also every
+// 10 s, as its probe rates and sink tiles change without an event.
+// Without JavaScript the page refreshes itself every minute.
 (function () {
   "use strict";
   var live = document.getElementById("live");
@@ -62,6 +63,7 @@
   ["status", "failure", "recovery"].forEach(function (kind) {
     es.addEventListener(kind, function (e) { queue(JSON.parse(e.data).aor); });
   });
+  setInterval(function () { queue(""); }, 10000);
   es.addEventListener("gap", function () {
     document.querySelectorAll("[data-aor]").forEach(function (el) { pending.add(el.dataset.aor); });
     queue("");
