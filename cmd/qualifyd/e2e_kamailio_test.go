@@ -218,6 +218,8 @@ func TestKamailioFollowsQualifyd(t *testing.T) {
 		r.a.relay.setDead(true)
 		d.expect(contactLine(r.a) + "is now Unreachable.")
 		eventually(t, peerBound, "A inactive in dispatcher.list", func() bool { return r.k.state(r.a.dest) == "I" })
+		// The log records when routing changed in the router.
+		d.expect("qualifyd: sink edge: host " + strings.TrimPrefix(r.a.dest, "sip:") + " is now down in the router")
 		r.call(t, r.b, r.a, false)
 	})
 	step(t, "4 reload is repaired", func() { r.reloadRepaired(t) })

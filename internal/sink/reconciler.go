@@ -141,7 +141,9 @@ type Reconciler struct {
 	notice func(level slog.Level, msg string, attrs ...slog.Attr)
 	rand   func() float64
 	// reasserts is false for a driver that delivers changes (webhook):
-	// a reconnect and the reassert timer push only what is pending.
+	// a reconnect and the reassert timer push only what is pending. A
+	// router that reasserts routes calls, so each change of its
+	// confirmed levels is logged (see confirmed).
 	reasserts bool
 
 	mu      sync.Mutex
@@ -522,6 +524,14 @@ func (r *Reconciler) pushed(p Object, rej *Rejected, step *int) {
 	} else {
 		r.notice(slog.LevelWarn, "sink "+r.name+": "+describe(p.Key)+": "+rej.Error())
 	}
+	if was, ok := r.apply(p, rej); ok && r.reasserts {
+		r.confirmed(p.Key, was, p.Level)
+	}
+}
+
+// apply records p's outcome, and returns the level the router held
+// before when it now holds p's (ok).
+func (r *Reconciler) apply(p Object, rej *Rejected) (was Level, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -536,19 +546,32 @@ func (r *Reconciler) pushed(p Object, rej *Rejected, step *int) {
 	}
 	o, ok := r.objs[p.Key]
 	if !ok || (rej != nil && !rej.Drop) {
-		return
+		return Unknown, false
 	}
 	r.count(o, -1, true)
+	was = o.have
 	o.have = p.Level
 	if o.seq == p.Seq {
 		o.flags &^= stale
 		if o.flags&retire != 0 {
 			delete(r.objs, p.Key)
-			return
+			return was, true
 		}
 	}
 	r.objs[p.Key] = o
 	r.count(o, 1, true)
+	return was, true
+}
+
+// confirmed logs that the router now holds level for k where it held
+// was: a change of routing, for the log's record of when calls moved. A
+// first confirmation of up (at start, or after the router forgot) is not
+// a change and is not logged.
+func (r *Reconciler) confirmed(k Key, was, level Level) {
+	if level == was || level == Up && was == Unknown {
+		return
+	}
+	r.notice(slog.LevelInfo, "sink "+r.name+": "+describe(k)+" is now "+level.String()+" in the router")
 }
 
 // describe names k in a log line.

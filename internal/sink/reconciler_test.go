@@ -340,3 +340,40 @@ func TestObjects(t *testing.T) {
 		}
 	})
 }
+
+// TestConfirmedChangesAreLogged: a router's confirmed level that changes
+// is logged, a first up is not, and a webhook's deliveries are not.
+func TestConfirmedChangesAreLogged(t *testing.T) {
+	for _, routes := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			var mu sync.Mutex
+			var lines []string
+			f := &fakeDriver{}
+			r := newReconciler("edge", f, Intervals{}, func(_ slog.Level, msg string, _ ...slog.Attr) {
+				mu.Lock()
+				lines = append(lines, msg)
+				mu.Unlock()
+			}, half)
+			r.reasserts = routes
+			stop := start(t, r)
+			defer stop()
+			r.Set(key("a"), Up, 0)
+			r.Set(key("b"), Down, 0)
+			synctest.Wait()
+			r.Set(key("a"), Down, 0)
+			synctest.Wait()
+			r.Set(key("a"), Up, 0)
+			synctest.Wait()
+			var want []string
+			if routes {
+				want = []string{"sink edge: aor b is now down in the router", "sink edge: aor a is now down in the router",
+					"sink edge: aor a is now up in the router"}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(lines, want) {
+				t.Fatalf("reasserts %v: logged %q, want %q", routes, lines, want)
+			}
+		})
+	}
+}
