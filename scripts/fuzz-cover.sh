@@ -16,7 +16,10 @@ cache=$($go env GOCACHE)/fuzz
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$tmp"
+# The working tree's files, tracked or not (but not ignored), that exist.
+git ls-files -z --cached --others --exclude-standard |
+	xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
+	xargs -0 cp --parents -t "$tmp"
 
 # cover runs target $2 of package directory $1 in the copy and prints the
 # package's statement coverage.
