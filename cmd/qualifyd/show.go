@@ -22,16 +22,17 @@ import (
 // (one sink's objects with NAME), and an AoR's status changes. `show
 // contacts --stats` appends the contacts' running statistics.
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var stats bool
-	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints|sinks [NAME]|history AOR [--http ADDR]", args, stderr, func(pos []string) bool {
+	var stats, pending bool
+	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints|sinks [NAME [--pending]]|history AOR [--http ADDR]", args, stderr, func(pos []string) bool {
 		switch {
 		case len(pos) == 2:
-			return (pos[0] == "history" || pos[0] == "sinks") && !stats
-		case len(pos) != 1:
+			return (pos[0] == "history" && !pending || pos[0] == "sinks") && !stats
+		case len(pos) != 1 || pending:
 			return false
 		}
 		return pos[0] == "contacts" || !stats && (pos[0] == "aors" || pos[0] == "endpoints" || pos[0] == "sinks")
 	}, func(fs *flag.FlagSet) {
+		fs.BoolVar(&pending, "pending", false, "show sinks NAME: only the objects the router has not taken")
 		fs.BoolVar(&stats, "stats", false, "show contacts: add the RTT statistics (SRTT, RTTVAR, min, max), the loss over the last 100 probes and the probe and failure totals")
 	})
 	if c == nil {
@@ -44,7 +45,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case pos[0] == "history":
 		err = showHistory(ctx, c, pos[1], stdout)
 	case len(pos) == 2:
-		err = showSink(ctx, c, pos[1], stdout, time.Now())
+		err = showSink(ctx, c, pos[1], pending, stdout, time.Now())
 	default:
 		err = show(ctx, c, pos[0], stdout, time.Now())
 	}
@@ -163,11 +164,16 @@ func sinkTable(w io.Writer, ss []api.Sink, now time.Time) {
 	}
 }
 
-// showSink prints one sink's state, then each of its objects with the
-// level qualifyd wants and the one the router last confirmed.
-func showSink(ctx context.Context, c *apiClient, name string, w io.Writer, now time.Time) error {
+// showSink prints one sink's state, then each of its objects (only the
+// pending ones with pending) with the level qualifyd wants and the one
+// the router last confirmed.
+func showSink(ctx context.Context, c *apiClient, name string, pending bool, w io.Writer, now time.Time) error {
+	path := "/api/v1/sinks/" + url.PathEscape(name)
+	if pending {
+		path += "?pending=1"
+	}
 	var d api.SinkDetail
-	if err := c.do(ctx, "GET", "/api/v1/sinks/"+url.PathEscape(name), &d); err != nil {
+	if err := c.do(ctx, "GET", path, &d); err != nil {
 		return err
 	}
 	sinkTable(w, []api.Sink{d.Sink}, now)

@@ -138,7 +138,7 @@ func TestShowTables(t *testing.T) {
 	}
 	goldenFile(t, "show_history.golden", out.Bytes())
 	out.Reset()
-	if err := showSink(t.Context(), c, "kamailio", &out, now); err != nil {
+	if err := showSink(t.Context(), c, "kamailio", false, &out, now); err != nil {
 		t.Fatal(err)
 	}
 	goldenFile(t, "show_sink.golden", out.Bytes())
@@ -210,7 +210,7 @@ func TestShowHistoryCommand(t *testing.T) {
 		t.Fatalf("unknown sink: exit %d, stderr %q", code, errb.String())
 	}
 	for _, args := range [][]string{{"show", "history"}, {"show", "history", "a", "b"}, {"show", "history", "a", "--stats"}, {"show", "aors", "x"},
-		{"show", "sinks", "a", "b"}} {
+		{"show", "sinks", "a", "b"}, {"show", "sinks", "--pending"}, {"show", "history", "a", "--pending"}} {
 		if code := run(t.Context(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}

@@ -193,26 +193,33 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 // (true or false); any other parameter is an error, so that a mistyped
 // "forc=1" is not taken as a plain reload.
 func parseReload(rawQuery string) (force bool, err error) {
+	return parseBoolParam(rawQuery, "force")
+}
+
+// parseBoolParam reads a query of at most one parameter, name, given
+// once as 1 or true, or 0 or false; absent is false.
+func parseBoolParam(rawQuery, name string) (bool, error) {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return false, errors.New("bad query: " + err.Error())
 	}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
-		if k != "force" {
-			return false, errors.New("unknown parameter " + quote(k) + ": want force")
+		if k != name {
+			return false, errors.New("unknown parameter " + quote(k) + ": want " + name)
 		}
 		if len(q[k]) > 1 {
-			return false, errors.New("parameter force given more than once")
+			return false, errors.New("parameter " + name + " given more than once")
 		}
 	}
-	if v, ok := q["force"]; ok {
-		switch v[0] {
-		case "1", "true":
-			return true, nil
-		case "0", "false":
-			return false, nil
-		}
-		return false, errors.New("bad force " + quote(v[0]) + ": want 1 or 0")
+	v, ok := q[name]
+	if !ok {
+		return false, nil
 	}
-	return false, nil
+	switch v[0] {
+	case "1", "true":
+		return true, nil
+	case "0", "false":
+		return false, nil
+	}
+	return false, errors.New("bad " + name + " " + quote(v[0]) + ": want 1 or 0")
 }

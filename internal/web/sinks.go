@@ -25,9 +25,14 @@ func (s *Server) sinks(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// sinkDetail serves GET /api/v1/sinks/{name}: the sink's state and its
-// objects, or 404.
+// sinkDetail serves GET /api/v1/sinks/{name}[?pending=1]: the sink's
+// state and its objects (only the pending ones with pending=1), or 404.
 func (s *Server) sinkDetail(w http.ResponseWriter, r *http.Request) {
+	onlyPending, err := parseBoolParam(r.URL.RawQuery, "pending")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	name := r.PathValue("name")
 	var st sink.Status
 	var objs []sink.ObjectState
@@ -39,10 +44,12 @@ func (s *Server) sinkDetail(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown sink "+quote(name))
 		return
 	}
-	out := api.SinkDetail{Sink: newSink(st), Items: make([]api.SinkObject, len(objs))}
-	for i, o := range objs {
-		out.Items[i] = api.SinkObject{Kind: o.Kind.String(), Name: o.Name, URI: o.URI,
-			Wanted: o.Want.String(), Confirmed: o.Have.String(), Pending: o.Pending()}
+	out := api.SinkDetail{Sink: newSink(st), Items: make([]api.SinkObject, 0, len(objs))}
+	for _, o := range objs {
+		if !onlyPending || o.Pending() {
+			out.Items = append(out.Items, api.SinkObject{Kind: o.Kind.String(), Name: o.Name, URI: o.URI,
+				Wanted: o.Want.String(), Confirmed: o.Have.String(), Pending: o.Pending()})
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -44,6 +44,15 @@ func TestSinkDetail(t *testing.T) {
 		if w := v.do("GET", "/api/v1/sinks/edge"); w.Code != 200 || w.Body.String() != want {
 			t.Errorf("%d %s\nwant %s", w.Code, w.Body.String(), want)
 		}
+		pending := `{"name":"edge","driver":"kamailio","up":true,"objects":3,"pending":1,"pushes":{"ok":0,"error":0,"dropped":0},` +
+			`"last_success":null,"last_error":"","items":[` +
+			`{"kind":"host","name":"127.0.0.1:5081","wanted":"down","confirmed":"up","pending":true}]}` + "\n"
+		if w := v.do("GET", "/api/v1/sinks/edge?pending=1"); w.Code != 200 || w.Body.String() != pending {
+			t.Errorf("?pending=1: %d %s\nwant %s", w.Code, w.Body.String(), pending)
+		}
+		if w := v.do("GET", "/api/v1/sinks/edge?pending=yes"); w.Code != 400 || w.Body.String() != `{"error":"bad pending \"yes\": want 1 or 0"}`+"\n" {
+			t.Errorf("?pending=yes: %d %s", w.Code, w.Body.String())
+		}
 		if w := v.do("GET", "/api/v1/sinks/nosuch"); w.Code != 404 || w.Body.String() != `{"error":"unknown sink \"nosuch\""}`+"\n" {
 			t.Errorf("unknown sink: %d %s", w.Code, w.Body.String())
 		}
