@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -83,5 +84,39 @@ func TestCheckKamailio(t *testing.T) {
 	conf.Sinks[0].URL = "http://127.0.0.1:9/RPC" // nothing listens there
 	if r := Check(t.Context(), conf, nil)[0]; r.Err == nil || !strings.Contains(r.Err.Error(), "127.0.0.1:9") {
 		t.Errorf("unreachable kamailio: %+v", r)
+	}
+}
+
+// TestCheckREADMEManagerConf: the Manager user of the README's
+// manager.conf (cmd/qualifyd/testdata/sinks/manager.conf, which the
+// README shows as it is) may run every action a sink sends, with either
+// method, as Asterisk classes them.
+func TestCheckREADMEManagerConf(t *testing.T) {
+	b, err := os.ReadFile("../../cmd/qualifyd/testdata/sinks/manager.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, user, ok := strings.Cut(string(b), "\n[qualifyd]\n")
+	if !ok {
+		t.Fatal("manager.conf has no [qualifyd] user")
+	}
+	var perms []string
+	for line := range strings.Lines(user) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "write ="); ok {
+			for _, p := range strings.Split(v, ",") {
+				perms = append(perms, strings.TrimSpace(p))
+			}
+		}
+	}
+	if len(perms) == 0 {
+		t.Fatal("the [qualifyd] user has no write= line")
+	}
+	for _, method := range []string{"devstate", "maintenance"} {
+		f := newFakeManager("s3cret")
+		f.perms = perms
+		conf := checkConf(t, "[pbx]\ntype=sink\ndriver=ami\naddress=pbx:5038\nusername=qualifyd\nsecret=s3cret\nmethod="+method+"\n")
+		if r := Check(t.Context(), conf, f.dial)[0]; r.Err != nil {
+			t.Errorf("method=%s with write = %s: %v", method, strings.Join(perms, ","), r.Err)
+		}
 	}
 }
