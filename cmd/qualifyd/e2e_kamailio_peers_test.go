@@ -77,16 +77,8 @@ func startKamailio(t *testing.T, trunks ...*trunk) *kamailio {
 	dslist := filepath.Join(dir, "dispatcher.list")
 	writeFile(t, dslist, list.String())
 	cfg, _ := filepath.Abs(filepath.Join("testdata", "kamailio", "kamailio.cfg"))
-	sipPort, httpPort := freePort(t, "udp"), freePort(t, "tcp")
-	k := &kamailio{t: t, sip: fmt.Sprintf("127.0.0.1:%d", sipPort),
-		rpc: fmt.Sprintf("http://127.0.0.1:%d/RPC", httpPort), ctl: "unix:" + filepath.Join(dir, "kamailio.ctl")}
-	k.log = startPeer(t, "kamailio", "-f", cfg, "-DD", "-E", "-Y", dir, "-P", filepath.Join(dir, "kamailio.pid"),
-		"-m", "32", "-M", "8", "-A", "LISTEN=udp:"+k.sip, "-A", "HTTP_PORT="+strconv.Itoa(httpPort),
-		"-A", fmt.Sprintf("DSLIST=%q", dslist), "-A", fmt.Sprintf("CTLSOCK=%q", k.ctl))
-	eventually(t, peerBound, "Kamailio's JSON-RPC answers", func() bool {
-		_, err := k.call("dispatcher.list")
-		return err == nil
-	})
+	pk := peertest.StartKamailio(t, cfg, dslist)
+	k := &kamailio{t: t, sip: pk.SIP, rpc: pk.RPC, ctl: pk.Ctl, log: pk.Log}
 	return k
 }
 

@@ -1,5 +1,6 @@
 // Package peertest starts the real SIP peers of the interoperability tests
-// (SIPp, Kamailio) as child processes of a test, on loopback. A missing
+// (SIPp, Kamailio) as child processes of a test, on loopback; Kamailio
+// through StartKamailio, which waits until it answers. A missing
 // peer fails the test rather than skipping it, so that an interop test
 // never passes unrun; `make deps` installs them. It is imported by tests
 // only.
@@ -8,9 +9,12 @@ package peertest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,4 +102,57 @@ func Start(t testing.TB, name string, args ...string) *Output {
 		}
 	})
 	return out
+}
+
+// Kamailio is a running Kamailio (StartKamailio): its SIP address, its
+// JSON-RPC URL, its ctl socket (for kamcmd) and its output.
+type Kamailio struct {
+	SIP, RPC, Ctl string
+	Log           *Output
+}
+
+// StartKamailio runs Kamailio on loopback with the configuration cfg
+// (the interop tests' kamailio.cfg, which takes LISTEN, HTTP_PORT, DSLIST
+// and CTLSOCK) and the dispatcher list file dslist, and returns once its
+// JSON-RPC answers core.version: it starts in well under a second; the
+// 20 s bound only stops a broken start.
+func StartKamailio(t testing.TB, cfg, dslist string) *Kamailio {
+	t.Helper()
+	dir := t.TempDir()
+	httpPort := FreePort(t, "tcp")
+	k := &Kamailio{SIP: fmt.Sprintf("127.0.0.1:%d", FreePort(t, "udp")),
+		RPC: fmt.Sprintf("http://127.0.0.1:%d/RPC", httpPort), Ctl: "unix:" + filepath.Join(dir, "kamailio.ctl")}
+	k.Log = Start(t, "kamailio", "-f", cfg, "-DD", "-E", "-w", dir, "-Y", dir, "-P", filepath.Join(dir, "kamailio.pid"),
+		"-m", "32", "-M", "8", "-A", "LISTEN=udp:"+k.SIP, "-A", "HTTP_PORT="+strconv.Itoa(httpPort),
+		"-A", fmt.Sprintf("DSLIST=%q", dslist), "-A", fmt.Sprintf("CTLSOCK=%q", k.Ctl))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		err := k.answers(ctx)
+		if err == nil {
+			return k
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("kamailio did not answer on %s: %v", k.RPC, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// answers reports whether Kamailio's JSON-RPC answers core.version.
+func (k *Kamailio) answers(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", k.RPC, strings.NewReader(`{"jsonrpc":"2.0","method":"core.version","id":1}`))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
 }

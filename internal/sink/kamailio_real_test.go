@@ -1,11 +1,8 @@
 package sink
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -73,32 +70,6 @@ func TestKamailioRealEmptyDispatcher(t *testing.T) {
 // list file list, and returns a driver for its JSON-RPC.
 func startKamailio(t *testing.T, list string) *Kamailio {
 	t.Helper()
-	dir, _ := filepath.Abs("../../cmd/qualifyd/testdata/kamailio")
-	sipPort, rpcPort := strconv.Itoa(peertest.FreePort(t, "udp")), strconv.Itoa(peertest.FreePort(t, "tcp"))
-	run := t.TempDir()
-	peertest.Start(t, "kamailio", "-DD", "-E", "-f", filepath.Join(dir, "kamailio.cfg"), "-w", run, "-Y", run,
-		"-P", filepath.Join(run, "kamailio.pid"), "-A", "LISTEN=udp:127.0.0.1:"+sipPort, "-A", "HTTP_PORT="+rpcPort,
-		"-A", fmt.Sprintf("DSLIST=%q", list), "-A", fmt.Sprintf("CTLSOCK=%q", "unix:"+filepath.Join(run, "kamailio.ctl")))
-	k := &Kamailio{URL: "http://127.0.0.1:" + rpcPort + "/RPC", Timeout: 5 * time.Second}
-	waitForRPC(t, k)
-	return k
-}
-
-// waitForRPC waits until Kamailio answers core.version: it starts in well
-// under a second; the 20 s bound only stops a broken start.
-func waitForRPC(t *testing.T, k *Kamailio) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	for {
-		err := k.call(ctx, "core.version", nil, nil)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("kamailio did not answer: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	cfg, _ := filepath.Abs("../../cmd/qualifyd/testdata/kamailio/kamailio.cfg")
+	return &Kamailio{URL: peertest.StartKamailio(t, cfg, list).RPC, Timeout: 5 * time.Second}
 }
