@@ -26,6 +26,7 @@ type sinkJSON struct {
 	DevicePrefix      *string  `json:"device_prefix,omitempty"`
 	Method            string   `json:"method,omitempty"`
 	HeartbeatInterval *float64 `json:"heartbeat_interval,omitempty"`
+	FailOpenAfter     *float64 `json:"failopen_after,omitempty"`
 	URL               string   `json:"url,omitempty"`
 	ResyncInterval    *float64 `json:"resync_interval,omitempty"`
 }
@@ -41,6 +42,7 @@ func sinksJSON(sinks []*pjsip.Sink) []sinkJSON {
 			j.ReassertInterval, j.HeartbeatInterval = ptr(s.ReassertInterval.Seconds()), ptr(s.HeartbeatInterval.Seconds())
 			j.Address, j.TLS, j.Username, j.Auth = s.Address, ptr(s.TLS), s.Username, s.Auth
 			j.DevicePrefix, j.Method = ptr(s.DevicePrefix), s.Method
+			j.FailOpenAfter = ptr(s.FailOpenAfter.Seconds())
 		case "kamailio":
 			j.ReassertInterval, j.ResyncInterval = ptr(s.ReassertInterval.Seconds()), ptr(s.ResyncInterval.Seconds())
 		}
@@ -88,7 +90,7 @@ func sinkFields(j sinkJSON) [][2]string {
 		{"method", j.Method}, {"device_prefix", deref(j.DevicePrefix)}, {"url", j.URL},
 		{"secret", strings.ReplaceAll(j.Secret, " ", ":")}, {"aors", aors},
 		{"reassert", secs(j.ReassertInterval)}, {"resync", secs(j.ResyncInterval)},
-		{"heartbeat", secs(j.HeartbeatInterval)}, {"timeout", secs(&j.Timeout)},
+		{"heartbeat", secs(j.HeartbeatInterval)}, {"failopen", secs(j.FailOpenAfter)}, {"timeout", secs(&j.Timeout)},
 	}
 }
 

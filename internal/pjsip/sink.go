@@ -57,6 +57,11 @@ type Sink struct {
 	// HeartbeatInterval is how often the heartbeat DBPut is sent (ami,
 	// heartbeat_interval, default 10 s; 0 never).
 	HeartbeatInterval time.Duration
+	// FailOpenAfter is how long the router may go without a heartbeat
+	// before it treats qualifyd's verdicts as stale and routes every
+	// object (failopen_after, default 30 s; at least 3 heartbeat
+	// intervals, so that two lost heartbeats never fail open).
+	FailOpenAfter time.Duration
 
 	// URL is the JSON-RPC endpoint (kamailio) or the receiver (webhook).
 	URL string
@@ -92,6 +97,7 @@ const (
 	DefaultReassertInterval  = 300 * time.Second
 	DefaultSinkTimeout       = 5 * time.Second
 	DefaultHeartbeatInterval = 10 * time.Second
+	DefaultFailOpenAfter     = 30 * time.Second
 	DefaultResyncInterval    = 30 * time.Second
 	DefaultDevicePrefix      = "Custom:"
 )
@@ -131,6 +137,7 @@ var sinkOptions = map[string]map[string]sinkOption{
 		"device_prefix":      setPrefix,
 		"method":             oneOf(func(s *Sink) *string { return &s.Method }, "devstate", "maintenance"),
 		"heartbeat_interval": sinkSeconds(func(s *Sink) *time.Duration { return &s.HeartbeatInterval }),
+		"failopen_after":     sinkFailOpen,
 	},
 	"kamailio": {
 		"url":             setURL,
@@ -173,7 +180,25 @@ func readSink(d *def, secret func(string) (string, error)) (*Sink, error) {
 		return nil, err
 	}
 	r.defaults()
+	if err := r.checkFailOpen(d); err != nil {
+		return nil, err
+	}
 	return r.s, nil
+}
+
+// checkFailOpen rejects a failopen_after shorter than three heartbeat
+// intervals: the router would fail open after two lost heartbeats.
+func (r *sinkReader) checkFailOpen(d *def) error {
+	s := r.s
+	if s.HeartbeatInterval <= 0 || s.FailOpenAfter >= 3*s.HeartbeatInterval {
+		return nil
+	}
+	v, ok := r.set["failopen_after"]
+	if !ok {
+		v = r.set["heartbeat_interval"]
+	}
+	return optErr(d.name, v, causef(ErrValue, "failopen_after (%v) must be at least 3 x heartbeat_interval (%v), or the router fails open after two lost heartbeats",
+		s.FailOpenAfter.Seconds(), s.HeartbeatInterval.Seconds()))
 }
 
 // driver reads driver=, which decides the other options.
@@ -244,6 +269,7 @@ func (r *sinkReader) defaults() {
 	case "ami":
 		def("reassert_interval", &s.ReassertInterval, DefaultReassertInterval)
 		def("heartbeat_interval", &s.HeartbeatInterval, DefaultHeartbeatInterval)
+		def("failopen_after", &s.FailOpenAfter, DefaultFailOpenAfter)
 		if _, ok := r.set["device_prefix"]; !ok {
 			s.DevicePrefix = DefaultDevicePrefix
 		}
@@ -335,6 +361,17 @@ func sinkSeconds(field func(*Sink) *time.Duration) sinkOption {
 		*field(r.s), err = parseSeconds(v)
 		return err
 	}
+}
+
+// sinkFailOpen reads failopen_after=: seconds, more than 0, since a
+// router that fails open at once never follows a verdict.
+func sinkFailOpen(r *sinkReader, v string) error {
+	d, err := parseSeconds(v)
+	if err == nil && d <= 0 {
+		err = causef(ErrValue, "%q: the fail-open window must be more than 0 seconds", v)
+	}
+	r.s.FailOpenAfter = d
+	return err
 }
 
 // sinkTimeout reads timeout=: seconds, more than 0, since a request that
