@@ -21,6 +21,7 @@ const (
 	tokenPath = "/etc/qualifyd/token"
 	docPath   = "/usr/share/doc/qualifyd/changelog.gz"
 	rulesPath = "/usr/share/doc/qualifyd/examples/qualifyd.rules.yml"
+	grafana   = "/usr/share/qualifyd/grafana/qualifyd.json"
 )
 
 // TestDebInstall installs the package $QUALIFYD_DEB (make deb-test, part
@@ -92,6 +93,9 @@ func checkInstalled(t *testing.T, version string) {
 	checkToken(t)
 	if got, want := readFile(t, rulesPath), readFile(t, "../docs/prometheus/qualifyd.rules.yml"); !bytes.Equal(got, want) {
 		t.Errorf("%s is not docs/prometheus/qualifyd.rules.yml", rulesPath)
+	}
+	if got, want := readFile(t, grafana), readFile(t, "grafana/qualifyd.json"); !bytes.Equal(got, want) {
+		t.Errorf("%s is not packaging/grafana/qualifyd.json", grafana)
 	}
 }
 
