@@ -174,32 +174,6 @@ func TestStateFileIgnored(t *testing.T) {
 	}
 }
 
-// TestHistoryDue: the history file is written at the first write of a
-// process that has anything to write, then at most every
-// historyInterval, and only when something changed.
-func TestHistoryDue(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	fresh := stateKeeper{}
-	written := stateKeeper{histMark: 7, histWritten: t0}
-	for _, c := range []struct {
-		name    string
-		k       stateKeeper
-		at      time.Duration
-		changes uint64
-		want    bool
-	}{
-		{"first write", fresh, 0, 1, true},
-		{"first, nothing to write", fresh, 0, 0, false},
-		{"changed, too soon", written, historyInterval - stateInterval, 8, false},
-		{"changed, due", written, historyInterval, 8, true},
-		{"unchanged, due", written, 2 * historyInterval, 7, false},
-	} {
-		if got := c.k.historyDue(t0.Add(c.at), c.changes); got != c.want {
-			t.Errorf("%s: due %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
 // TestHistoryFileIgnored: a damaged history file costs the histories
 // only; the contacts are restored from the state file.
 func TestHistoryFileIgnored(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 )
 
 // MaxSavedAge is how many qualify_frequency intervals a saved state stays
-// good for (measured from its last result, or from Saved.Held when
-// later, wall clock): older, it says
-// nothing about the contact now, and Restore leaves it NonQualified.
+// good for (measured from its last result, or from Saved.Held when later,
+// wall clock): older, it says nothing about the contact now, and Restore
+// leaves it NonQualified.
 const MaxSavedAge = 10
 
 // Restored counts what Restore did with the states it was given.
