@@ -13,7 +13,7 @@ export SOURCE_DATE_EPOCH
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon screenshot clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state screenshot clean
 
 all: build
 
@@ -136,6 +136,14 @@ bench-scale:
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s --dead-share 0.1
 	bin/qualifyd-bench scale --contacts 1000000 --frequency 60s --duration 30s --warmup 65s --dead-share 1
+
+# bench-state counts the bytes the state keeper writes at a million contacts
+# in simulated time, healthy and with 1% of them flipped every minute,
+# against the old rule (figures in docs/performance.md).
+bench-state:
+	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
+	bin/qualifyd-bench state --contacts 1000000 --span 4h
+	bin/qualifyd-bench state --contacts 1000000 --span 1h --flip 0.01
 
 # bench-daemon runs the real daemon, bin/qualifyd, on a generated pjsip.conf
 # of a million contacts, all answering and all dead, against the bench's

@@ -93,6 +93,7 @@ func (d *Daemon) build(conf *pjsip.Config) error {
 	if err != nil {
 		return err
 	}
+	d.state.Engine = d.eng
 	d.events = d.eng.Subscribe(cmp.Or(d.cfg.events, eventBuffer))
 	if err := watchEngine(d.metrics, d.reg, d.eng, d.prober, d.events); err != nil {
 		return err
@@ -275,7 +276,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.events.Close()
 	wg.Wait()
-	d.saveState(true)
+	d.saveState()
 	d.log.Notice(slog.LevelInfo, "stopped")
 	return err
 }

@@ -12,71 +12,58 @@ import (
 	"github.com/qualifyd/qualifyd/internal/state"
 )
 
-// stateInterval is how often the state file is written while anything
-// changed since the last write.
-const stateInterval = 10 * time.Second
-
-// historyInterval is how often the history file is written while anything
-// changed since its last write: a day of one-minute buckets is about 12 KB
-// an AoR, 12 MB at the default 1000 AoRs, which every stateInterval would
-// be 100 GB of synced writes a day. A crash loses at most this much of
-// the histories, never a status.
-const historyInterval = 5 * time.Minute
-
-// historySuffix names the history file after the state file.
-const historySuffix = ".history"
-
-// stateKeeper keeps Config.StateFile and its history file (the same name
-// with historySuffix): both read at start; the state file written every
-// stateInterval when anything changed, the history file every
-// historyInterval when anything changed (and at the first write), both
-// once more at shutdown.
+// stateKeeper keeps Config.StateFile, its mark file and its history file
+// (package state's Keeper): the files read at start, written on the
+// Keeper's cadence while running and once more at shutdown.
 type stateKeeper struct {
-	path  string
+	state.Keeper
 	saved *state.File // read at start; nil once restored
-	mark  uint64      // the engine's changes at the last write
-	err   string      // the last write's error, logged once
 
-	histMark    uint64    // the engine's changes at the history file's last write
-	histWritten time.Time // when it was last written; zero: not yet by this process
-	histErr     string
-}
-
-// historyPath is the history file's name.
-func (k *stateKeeper) historyPath() string { return k.path + historySuffix }
-
-// historyDue reports whether the history file is to be written at now,
-// with the engine at changes.
-func (k *stateKeeper) historyDue(now time.Time, changes uint64) bool {
-	return changes != k.histMark && (k.histWritten.IsZero() || now.Sub(k.histWritten) >= historyInterval)
+	// the last write's error of each file, logged once
+	err, markErr, histErr string
 }
 
 // readState reads Config.StateFile and its history file, when there is
 // one. A file that cannot be used is logged once and ignored.
 func (d *Daemon) readState() {
-	d.state = stateKeeper{path: d.cfg.StateFile}
-	if d.state.path == "" {
+	d.state = stateKeeper{Keeper: state.Keeper{Path: d.cfg.StateFile}}
+	if d.state.Path == "" {
 		return
 	}
-	f, err := state.Take(d.state.path)
+	f, err := state.Take(d.state.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		d.log.Notice(slog.LevelInfo, "no state file yet", slog.String("state_file", d.state.path))
+		d.log.Notice(slog.LevelInfo, "no state file yet", slog.String("state_file", d.state.Path))
 	case err != nil && f == nil:
 		d.log.Notice(slog.LevelWarn, "state file ignored: "+err.Error())
 	case err != nil:
 		d.log.Notice(slog.LevelWarn, "state file read, but not marked as taken: "+err.Error())
 	}
 	if f != nil {
+		d.readMark(f)
 		f.Histories = d.readHistories()
 	}
 	d.state.saved = f
 }
 
+// readMark applies the mark file to f, when there is one that vouches for
+// it (state.File.Checked); one that cannot be used is logged and ignored,
+// and f's states are as old as its last write.
+func (d *Daemon) readMark(f *state.File) {
+	m, err := state.ReadMark(d.state.Path + state.MarkSuffix)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		d.log.Notice(slog.LevelWarn, "mark file ignored: "+err.Error())
+	default:
+		f.Checked(m)
+	}
+}
+
 // readHistories returns the histories of the history file: none when
 // there is none, or when it cannot be used, which is logged.
 func (d *Daemon) readHistories() []engine.History {
-	f, err := state.Read(d.state.historyPath())
+	f, err := state.Read(d.state.Path + state.HistorySuffix)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
@@ -121,7 +108,7 @@ func (d *Daemon) restoreState() {
 		d.caughtUp()
 	}
 	hists := d.eng.RestoreHistory(f.Histories)
-	d.log.Notice(slog.LevelInfo, "state restored", slog.String("state_file", d.state.path), slog.Int("restored", n.Restored),
+	d.log.Notice(slog.LevelInfo, "state restored", slog.String("state_file", d.state.Path), slog.Int("restored", n.Restored),
 		slog.Int("changed", n.Changed), slog.Int("stale", n.Stale), slog.Int("histories", hists), slog.Time("written", f.Written))
 }
 
@@ -134,77 +121,49 @@ func (d *Daemon) caughtUp() {
 	}
 }
 
-// keepState writes the state and history files when they are due, until
-// ctx is done.
+// keepState ticks the state keeper every state.Interval until ctx is
+// done.
 func (d *Daemon) keepState(ctx context.Context) {
-	if d.state.path == "" {
+	if d.state.Path == "" {
 		return
 	}
-	tick := time.NewTicker(stateInterval)
+	tick := time.NewTicker(state.Interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			changes := d.changes()
-			if changes != d.state.mark {
-				d.saveState(false)
-			}
-			if d.state.historyDue(now, changes) {
-				d.saveHistories(now)
-			}
+			d.logWrites(d.state.Tick(now))
 		}
 	}
 }
 
-// changes counts what changed the engine's state: its events and its
-// applied probes (each a new last result).
-func (d *Daemon) changes() uint64 {
-	n := d.eng.Seq()
-	for _, k := range d.eng.Counters().Probes {
-		n += k
-	}
-	return n
-}
-
-// saveState writes the state file; clean when the engine has stopped,
-// and then the history file too. A failure is logged once until a write
-// succeeds.
-func (d *Daemon) saveState(clean bool) {
-	if d.state.path == "" {
-		return
-	}
-	mark := d.changes()
-	h := state.Header{Written: time.Now(), Seq: d.eng.Seq(), Clean: clean}
-	_, err := state.Write(d.state.path, h, state.Pages(d.eng), nil)
-	d.state.err = d.logWrite(err, "state file", d.state.err)
-	if err == nil {
-		d.state.mark = mark
-	}
-	if clean {
-		d.saveHistories(h.Written)
+// saveState writes the state file, clean, and the history file, once the
+// engine has stopped.
+func (d *Daemon) saveState() {
+	if d.state.Path != "" {
+		d.logWrites(d.state.Stop(time.Now()))
 	}
 }
 
-// saveHistories writes the history file: a state file of no contacts and
-// every history (package state).
-func (d *Daemon) saveHistories(now time.Time) {
-	mark := d.changes()
-	h := state.Header{Written: now, Seq: d.eng.Seq()}
-	_, err := state.Write(d.state.historyPath(), h, nil, state.Histories(d.eng))
-	d.state.histErr = d.logWrite(err, "history file", d.state.histErr)
-	if err == nil {
-		d.state.histMark, d.state.histWritten = mark, now
-	}
+// logWrites logs the errors of r's writes, each once until a write of its
+// file succeeds.
+func (d *Daemon) logWrites(r state.Report) {
+	d.state.err = d.logWrite(r.StateErr, "state file", d.state.err, r.State.Bytes > 0)
+	d.state.markErr = d.logWrite(r.MarkErr, "mark file", d.state.markErr, r.Marked)
+	d.state.histErr = d.logWrite(r.HistoryErr, "history file", d.state.histErr, r.History.Bytes > 0)
 }
 
 // logWrite logs a write's error unless it is last, the one logged
-// before, and returns the error to remember: "" after a success.
-func (d *Daemon) logWrite(err error, what, last string) string {
+// before, and returns the error to remember: "" after a success (wrote),
+// last when the file was not written at all.
+func (d *Daemon) logWrite(err error, what, last string, wrote bool) string {
 	switch {
-	case err == nil:
+	case err == nil && wrote:
 		return ""
+	case err == nil:
+		return last
 	case err.Error() != last:
 		d.log.Notice(slog.LevelError, what+" not written: "+err.Error())
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,32 +175,6 @@ func TestStateFileIgnored(t *testing.T) {
 	}
 }
 
-// TestHistoryDue: the history file is written at the first write of a
-// process that has anything to write, then at most every
-// historyInterval, and only when something changed.
-func TestHistoryDue(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	fresh := stateKeeper{}
-	written := stateKeeper{histMark: 7, histWritten: t0}
-	for _, c := range []struct {
-		name    string
-		k       stateKeeper
-		at      time.Duration
-		changes uint64
-		want    bool
-	}{
-		{"first write", fresh, 0, 1, true},
-		{"first, nothing to write", fresh, 0, 0, false},
-		{"changed, too soon", written, historyInterval - stateInterval, 8, false},
-		{"changed, due", written, historyInterval, 8, true},
-		{"unchanged, due", written, 2 * historyInterval, 7, false},
-	} {
-		if got := c.k.historyDue(t0.Add(c.at), c.changes); got != c.want {
-			t.Errorf("%s: due %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
 // TestHistoryFileIgnored: a damaged history file costs the histories
 // only; the contacts are restored from the state file.
 func TestHistoryFileIgnored(t *testing.T) {
@@ -226,5 +201,56 @@ func TestHistoryFileIgnored(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestStateMark: a state file last written 20 minutes ago (more than 10
+// F) is restored when its mark file says the daemon that wrote it was
+// running seconds ago, as after a crash of a daemon whose contacts did
+// not change; without the mark, or with a damaged one (logged), its
+// states are stale.
+func TestStateMark(t *testing.T) {
+	conf := deadTrunk(t)
+	path := filepath.Join(t.TempDir(), "state")
+	runUntilDown(t, conf, path, 0, &lockedBuffer{})
+	f, err := state.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-20 * time.Minute)
+	f.Contacts[0].Last.At = old
+	if _, err := state.Write(path, state.Header{Written: old, Seq: f.Seq}, slices.Values([][]engine.Saved{f.Contacts}), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, mark, want string
+		status           qualify.Status
+	}{
+		{"vouched", string(state.EncodeMark(state.Mark{Of: old, At: time.Now().Add(-5 * time.Second)})), "restored=1 changed=0 stale=0", qualify.Unreachable},
+		{"of another file", string(state.EncodeMark(state.Mark{Of: old.Add(time.Second), At: time.Now()})), "restored=0 changed=0 stale=1", qualify.NonQualified},
+		{"damaged", "qfydmark\x01\x00garbage", "mark file ignored: mark file " + path + ".mark: truncated or corrupt state file", qualify.NonQualified},
+		{"none", "", "restored=0 changed=0 stale=1", qualify.NonQualified},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.Remove(path + state.MarkSuffix)
+			if c.mark != "" {
+				if err := os.WriteFile(path+state.MarkSuffix, []byte(c.mark), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var log lockedBuffer
+			d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0", StateFile: path, Log: &log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.prober.Close()
+			d.restoreState()
+			if a, _ := d.Engine().AoR("dead"); a.Contacts[0].Status != c.status {
+				t.Errorf("restored %v, want %v", a.Contacts[0].Status, c.status)
+			}
+			if !strings.Contains(log.String(), c.want) {
+				t.Errorf("log lacks %q:\n%s", c.want, log.String())
+			}
+		})
 	}
 }

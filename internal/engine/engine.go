@@ -118,6 +118,7 @@ type Engine struct {
 	waiters   map[uint32][]chan<- ContactResult
 	subs      []*Subscription
 	seq       uint64  // last event sequence number
+	durable   uint64  // changes a restart must see (Durable)
 	sum       Summary // kept up to date by Apply, record and shiftRoutable; AoRs unused
 
 	probes [qualify.NumReasons]atomic.Uint64 // applied probes by verdict reason

@@ -103,6 +103,21 @@ func (e *Engine) Seq() uint64 {
 	return e.seq
 }
 
+// Durable counts the changes a restart must see: every event published
+// (status changes, failures counted towards N, successes counted towards
+// M, availability changes) and every other change of a contact's status
+// or consecutive counters, such as a suspect contact's failures reset by
+// a success. It does not move for what each probe changes without a
+// verdict moving: the last result, the RTT, the statistics and the loss
+// counts the auto threshold learns from. A state file written when it
+// moves holds every status and counter a restart restores
+// (qualify-semantics §8).
+func (e *Engine) Durable() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.durable
+}
+
 // StartSeq returns a Config.Seq for an engine started at t that no
 // previous process can have reached: t's microseconds since the Unix
 // epoch, so that the ids of a process started later are larger as long
@@ -130,6 +145,7 @@ func (s *Subscription) Close() {
 // Called with mu held, which orders events.
 func (e *Engine) publish(ev Event) {
 	e.seq++
+	e.durable++
 	ev.Seq = e.seq
 	for _, s := range e.subs {
 		select {

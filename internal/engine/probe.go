@@ -144,6 +144,9 @@ func (e *Engine) transition(id uint32, step qualify.Step, kind EventKind, res qu
 	wasRoutable := e.routable(id)
 	e.sum.ByStatus[c.state.Status]--
 	e.sum.ByStatus[step.State.Status]++
+	if pinned(c.state) != pinned(step.State) {
+		e.durable++
+	}
 	c.state = step.State
 	if kind != 0 {
 		ev := e.contactEvent(kind, id, step.From, at)
@@ -156,6 +159,13 @@ func (e *Engine) transition(id uint32, step qualify.Step, kind EventKind, res qu
 	if now := e.routable(id); now != wasRoutable {
 		e.shiftRoutable(c.aor, now, at)
 	}
+}
+
+// pinned returns st without the loss counts the auto threshold learns
+// from, which move at every probe: what Durable counts the changes of.
+func pinned(st qualify.State) qualify.State {
+	st.Answered, st.Lost = 0, 0
+	return st
 }
 
 // edgeKind returns which event a step publishes, or 0 for none: status

@@ -8,8 +8,9 @@ import (
 )
 
 // MaxSavedAge is how many qualify_frequency intervals a saved state stays
-// good for (measured from its last result, wall clock): older, it says
-// nothing about the contact now, and Restore leaves it NonQualified.
+// good for (measured from its last result, or from Saved.Held when later,
+// wall clock): older, it says nothing about the contact now, and Restore
+// leaves it NonQualified.
 const MaxSavedAge = 10
 
 // Restored counts what Restore did with the states it was given.
@@ -120,10 +121,15 @@ func (r *restorer) sealedOf(o *probe.Options) *probe.Options {
 }
 
 // stale reports whether s says nothing about its contact now: qualify is
-// off, there is no result, the result is older than MaxSavedAge
-// intervals, or the status is not one a contact keeps.
+// off, there is no result, the state is older than MaxSavedAge intervals
+// (from its result or, when later, from when it was known to hold), or
+// the status is not one a contact keeps.
 func (r *restorer) stale(p *qualify.Policy, s *Saved) bool {
-	return !p.Enabled() || s.Last.At.IsZero() || r.now.Sub(s.Last.At) > MaxSavedAge*p.Frequency ||
+	held := s.Last.At
+	if s.Held.After(held) {
+		held = s.Held
+	}
+	return !p.Enabled() || s.Last.At.IsZero() || r.now.Sub(held) > MaxSavedAge*p.Frequency ||
 		s.State.Status > qualify.Unreachable
 }
 

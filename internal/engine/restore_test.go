@@ -62,8 +62,9 @@ func TestRestoreUnreachableAtOnce(t *testing.T) {
 
 // TestRestoreRule: only a contact whose AoR, URI and options are
 // unchanged takes its saved state (the reload rule, qualify-semantics §8);
-// a state older than 10 F, of a qualify-off AoR or without a result is
-// not restored, nor one of a contact this engine already probed.
+// a state older than 10 F (from its result, or from Held when later), of
+// a qualify-off AoR or without a result is not restored, nor one of a
+// contact this engine already probed.
 func TestRestoreRule(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -79,7 +80,11 @@ func TestRestoreRule(t *testing.T) {
 		{"no options", func(s *Saved) { s.Policy = nil }, Restored{Changed: 1}},
 		{"10 F old", func(s *Saved) { s.Last.At = now.Add(-300 * time.Second) }, Restored{Restored: 1}},
 		{"older than 10 F", func(s *Saved) { s.Last.At = now.Add(-301 * time.Second) }, Restored{Stale: 1}},
+		{"older than 10 F, held since", func(s *Saved) { s.Last.At, s.Held = now.Add(-time.Hour), now.Add(-300*time.Second) }, Restored{Restored: 1}},
+		{"held longer ago than 10 F", func(s *Saved) { s.Last.At, s.Held = now.Add(-time.Hour), now.Add(-301*time.Second) }, Restored{Stale: 1}},
+		{"held before its result", func(s *Saved) { s.Last.At, s.Held = now.Add(-time.Second), now.Add(-time.Hour) }, Restored{Restored: 1}},
 		{"no result", func(s *Saved) { s.Last = LastResult{} }, Restored{Stale: 1}},
+		{"no result, held", func(s *Saved) { s.Last, s.Held = LastResult{}, now }, Restored{Stale: 1}},
 		{"impossible status", func(s *Saved) { s.State.Status = qualify.Removed }, Restored{Stale: 1}},
 	}
 	for _, tt := range tests {
@@ -267,4 +272,42 @@ func TestSeqContinues(t *testing.T) {
 	if got, want := StartSeq(now), uint64(now.UnixMicro()); got != want || got >= 1<<53 {
 		t.Fatalf("StartSeq = %d, want %d (< 2^53)", got, want)
 	}
+}
+
+// TestDurable: Durable moves with a contact's first verdict, a failure
+// counted towards N and the reset of its failures by a success (which
+// publishes nothing), and not with the successes of a healthy contact,
+// each a new last result.
+func TestDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, func(_ string, at time.Duration) reply {
+			if at >= 60*time.Second && at < 61*time.Second {
+				return reply{Silent: true}
+			}
+			return reply{After: 10 * time.Millisecond}
+		})
+		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())})
+		h.until(5 * time.Second)
+		first, probes := h.e.Durable(), h.e.Counters().Probes[qualify.ReasonNone]
+		if first == 0 {
+			t.Fatal("the first verdict did not move Durable")
+		}
+		h.until(50 * time.Second)
+		if d, p := h.e.Durable(), h.e.Counters().Probes[qualify.ReasonNone]; d != first || p == probes {
+			t.Fatalf("healthy probes (%d then %d) moved Durable from %d to %d", probes, p, first, d)
+		}
+		h.until(64 * time.Second)
+		failed, seq := h.e.Durable(), h.e.Seq()
+		if failed == first {
+			t.Fatal("a failure counted towards N did not move Durable")
+		}
+		h.until(80 * time.Second)
+		a, _ := h.e.AoR("pbx07")
+		if c := a.Contacts[0]; c.Status != qualify.Reachable || c.Failures != 0 || h.e.Seq() != seq {
+			t.Fatalf("after the retry: %+v, events %d -> %d", c, seq, h.e.Seq())
+		}
+		if h.e.Durable() == failed {
+			t.Fatal("the reset of the failures did not move Durable")
+		}
+	})
 }

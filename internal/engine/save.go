@@ -26,6 +26,10 @@ type Saved struct {
 	RTT  time.Duration
 	// Stats are the contact's running statistics.
 	Stats Stats
+	// Held, when later than Last.At, is a later time the state is known
+	// to have held: the state file's last write or check. Restore measures
+	// a state's age from the later of the two.
+	Held time.Time
 }
 
 // SavedPage returns the state of the contacts of the AoRs named after

@@ -10,9 +10,10 @@ import (
 // FuzzRead: any input is an error or a valid state, never a panic, and
 // what it decodes is bounded by its size. Each input is tried as it is
 // and with its last four bytes replaced by the right checksum, so that
-// the fuzzer reaches the body's checks. The seeds in testdata/fuzz are a
-// file of sample() and sampleHistories(), one of the first format, and
-// damaged copies (TestWriteSeeds).
+// the fuzzer reaches the body's checks. Each is tried as a mark file
+// too. The seeds in testdata/fuzz are a file of sample() and
+// sampleHistories(), one of the first format, a mark, and damaged copies
+// (TestWriteSeeds).
 func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check(t, data)
@@ -26,6 +27,9 @@ func FuzzRead(f *testing.F) {
 
 // check decodes data and checks what it gives, if anything.
 func check(t *testing.T, data []byte) {
+	if m, err := DecodeMark(data); err == nil && !bytes.Equal(EncodeMark(m), data) {
+		t.Fatalf("mark %+v read from %q, written back as %q", m, data, EncodeMark(m))
+	}
 	st, err := Decode(data)
 	if err != nil {
 		return

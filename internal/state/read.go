@@ -122,6 +122,9 @@ func decodeBody(body []byte, v int) (*File, error) {
 		f.Contacts = append(f.Contacts, engine.Saved{})
 		d.record(&f.Contacts[len(f.Contacts)-1])
 	}
+	for i := range f.Contacts {
+		f.Contacts[i].Held = f.Written // every state held when the file was written
+	}
 	if v >= 2 {
 		f.Histories = d.histories()
 	}

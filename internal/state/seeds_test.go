@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 var writeSeeds = flag.Bool("write-seeds", false, "rewrite FuzzRead's seed corpus in testdata/fuzz")
@@ -23,7 +24,8 @@ func TestWriteSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	seeds := map[string][]byte{"good": good, "good-v1": v1, "empty-state": encoded(t, Header{Written: written}, nil),
-		"truncated": good[:len(good)/2], "magic-only": []byte(magic), "foreign": []byte("not a state file\n")}
+		"truncated": good[:len(good)/2], "magic-only": []byte(magic), "foreign": []byte("not a state file\n"),
+		"mark": EncodeMark(Mark{Of: written, At: written.Add(time.Minute)}), "mark-truncated": EncodeMark(Mark{Of: written})[:20]}
 	dir := filepath.Join("testdata", "fuzz", "FuzzRead")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
