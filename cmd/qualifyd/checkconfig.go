@@ -18,13 +18,15 @@ import (
 // [--config-dir DIR] FILE": it reads FILE as qualifyd would and exits 0
 // with a summary (or the effective AoR settings as JSON) and the
 // configuration's warnings on stderr, 1 with the errors on stderr, or 2 on
-// a usage error. With --connect it then checks each sink's router and
-// exits 1 if one cannot work.
+// a usage error. With --connect it reads each source once (a source
+// that cannot be read is an error), prints what it imports, then checks
+// each sink's router and exits 1 if one cannot work. Without it sources
+// are not read.
 func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	asJSON := flags.Bool("json", false, "print the effective settings of every AoR as JSON")
-	connect := flags.Bool("connect", false, "also contact each sink's router once, changing nothing: log in to Asterisk's Manager and check the user may run what the sink sends; read Kamailio's dispatcher.list and name the hosts it lacks")
+	connect := flags.Bool("connect", false, "also read each source once and print what it imports, and contact each sink's router once, changing nothing: log in to Asterisk's Manager and check the user may run what the sink sends; read Kamailio's dispatcher.list and name the hosts it lacks")
 	dir := flags.String("config-dir", "", "directory that relative #include paths resolve against (default: FILE's directory)")
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: qualifyd check-config [--json | --connect] [--config-dir DIR] FILE")
@@ -38,7 +40,12 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		flags.Usage()
 		return 2
 	}
-	cfg, err := pjsip.Load(pos[0], pjsip.Options{ConfigDir: *dir})
+	opts := pjsip.Options{ConfigDir: *dir}
+	var reads []sourceRead
+	if *connect {
+		opts.Import = readSources(ctx, &reads)
+	}
+	cfg, err := pjsip.Load(pos[0], opts)
 	if err != nil {
 		for _, e := range pjsip.Errors(err) {
 			fmt.Fprintf(stderr, "qualifyd check-config: %v\n", e)
@@ -54,6 +61,7 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	writeSummary(stdout, pos[0], cfg)
 	if *connect {
+		writeSources(stdout, reads)
 		return checkSinks(ctx, stdout, stderr, cfg)
 	}
 	return 0

@@ -249,3 +249,28 @@ type Pushes struct {
 	Error   uint64 `json:"error"`
 	Dropped uint64 `json:"dropped"`
 }
+
+// SourceList is the reply of GET /api/v1/sources: every source, sorted
+// by name.
+type SourceList struct {
+	Sources []Source `json:"sources"`
+}
+
+// Source is one source's state: a router's list qualifyd imports AoRs
+// from.
+type Source struct {
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	// Up is whether the last read succeeded and its list was taken.
+	Up bool `json:"up"`
+	// AoRs counts the AoRs of the list in use (the last good one).
+	AoRs int `json:"aors"`
+	// RefreshInterval is refresh_interval, in seconds.
+	RefreshInterval float64 `json:"refresh_interval"`
+	LastSuccess     Time    `json:"last_success"`
+	// Errors counts reads that failed, returned garbage or were refused
+	// by the shrink guard; LastError is the last read's error, "" after a
+	// good one.
+	Errors    uint64 `json:"errors"`
+	LastError string `json:"last_error"`
+}

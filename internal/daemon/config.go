@@ -46,6 +46,8 @@ type Config struct {
 	// written every 5 minutes while anything changed and at shutdown. A
 	// file that cannot be used is logged and ignored.
 	StateFile string
+	// The sources' last good lists are kept in StateFile + ".sources",
+	// written atomically after every change applied.
 	// HistoryAoRs is engine.Config.HistoryAoRs: how many AoRs keep a
 	// history; zero means the engine's default, negative none.
 	HistoryAoRs int
@@ -101,10 +103,10 @@ type Config struct {
 	events int
 }
 
-// load reads the configuration.
-func (c *Config) load() (*pjsip.Config, error) {
+// load reads the configuration; imp returns the sources' objects.
+func (c *Config) load(imp pjsip.Importer) (*pjsip.Config, error) {
 	if c.Load != nil {
 		return c.Load()
 	}
-	return pjsip.Load(c.ConfigFile, pjsip.Options{ConfigDir: c.ConfigDir})
+	return pjsip.Load(c.ConfigFile, pjsip.Options{ConfigDir: c.ConfigDir, Import: imp})
 }

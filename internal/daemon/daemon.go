@@ -25,6 +25,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 	"github.com/qualifyd/qualifyd/internal/sink"
 	"github.com/qualifyd/qualifyd/internal/sipprobe"
+	"github.com/qualifyd/qualifyd/internal/source"
 )
 
 // Daemon is one running qualifyd: configuration, prober, engine, endpoint
@@ -47,6 +48,7 @@ type Daemon struct {
 	running configSize
 	state   stateKeeper   // Config.StateFile
 	idle    chan struct{} // the follower has taken every event
+	sources *source.Keeper
 }
 
 // eventBuffer is how many engine events the log may fall behind by before
@@ -63,12 +65,15 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf, err := cfg.load()
+	d := &Daemon{cfg: cfg, log: log, idle: make(chan struct{}, 1), sources: newSources(cfg)}
+	d.restoreSources()
+	round := d.sources.Round(context.Background(), true, cfg.ReloadAllowShrink)
+	conf, err := cfg.load(round.Import)
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, idle: make(chan struct{}, 1)}
 	d.warn(conf)
+	d.sourceNotices(round)
 	d.readState()
 	if d.prober, err = sipprobe.New(sipprobe.Config{ListenAddr: cfg.SIPBind}); err != nil {
 		return nil, err
@@ -77,6 +82,7 @@ func New(cfg Config) (*Daemon, error) {
 		d.prober.Close()
 		return nil, err
 	}
+	d.commitSources(round)
 	return d, nil
 }
 
@@ -101,6 +107,9 @@ func (d *Daemon) build(conf *pjsip.Config) error {
 	d.endpoints = endpoint.New(d.eng)
 	d.sinks = sink.NewGroup(sink.Config{Source: d.eng, Notice: d.log.Notice, Dial: d.cfg.SinkDial})
 	if err := watchSinks(d.metrics, d.reg, d.sinks); err != nil {
+		return err
+	}
+	if err := watchSources(d.metrics, d.reg, d.sources); err != nil {
 		return err
 	}
 	if err := d.apply(conf); err != nil {
@@ -181,16 +190,27 @@ func engineAoR(conf *pjsip.Config) func(i int) *engine.AoR {
 // every AoR or more than half of the contacts is refused with ErrShrink,
 // as an empty or truncated file is valid syntax, unless force or
 // Config.ReloadAllowShrink is set. SIGHUP reloads without force.
-func (d *Daemon) Reload(_ context.Context, force bool) error {
+func (d *Daemon) Reload(ctx context.Context, force bool) error {
+	return d.reload(ctx, force, true)
+}
+
+// reload re-reads the configuration; with read, every source is read
+// again too, else each uses the list its last refresh found.
+func (d *Daemon) reload(ctx context.Context, force, read bool) error {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
-	conf, err := d.cfg.load()
+	round := d.sources.Round(ctx, read, force || d.cfg.ReloadAllowShrink)
+	conf, err := d.cfg.load(round.Import)
 	if err == nil && !force && !d.cfg.ReloadAllowShrink {
 		err = d.running.shrink(sizeOf(conf))
 	}
 	if err == nil {
 		d.warn(conf)
+		d.sourceNotices(round)
 		err = d.apply(conf)
+	}
+	if err == nil {
+		d.commitSources(round)
 	}
 	if err != nil {
 		d.log.Notice(slog.LevelError, "reload failed, keeping the running configuration: "+pjsip.Brief(err))
@@ -267,6 +287,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Go(func() { d.keepState(runCtx) })
 	wg.Go(func() { d.sinks.Run(runCtx) })
 	wg.Go(func() { d.feedWatchdog(runCtx) })
+	wg.Go(func() { d.refreshSources(runCtx) })
 	d.ready()
 	err := d.watch(runCtx, hup, httpErr)
 	d.notify("STOPPING=1")

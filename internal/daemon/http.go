@@ -77,7 +77,7 @@ type httpFront struct {
 // logged to cfg.Errors and counted.
 func newHTTPFront(d *Daemon) (*httpFront, error) {
 	api, err := web.New(web.Config{
-		Engine: d.eng, Endpoints: d.endpoints, Sinks: d.sinks, Reload: d.Reload, Token: d.cfg.Token, Gatherer: d.reg,
+		Engine: d.eng, Endpoints: d.endpoints, Sinks: d.sinks, Sources: d.sourceList, Reload: d.Reload, Token: d.cfg.Token, Gatherer: d.reg,
 		Version: d.cfg.Version, Logger: slog.New(slog.NewTextHandler(orDiscard(d.cfg.Errors), nil)),
 		Panicked: d.metrics.CountPanic,
 	})

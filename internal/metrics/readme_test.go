@@ -46,7 +46,7 @@ func readmeMetrics(t *testing.T) map[string]readmeRow {
 	return rows
 }
 
-// gatherAll registers every series New, Watch and WatchSinks can make,
+// gatherAll registers every series New, Watch, WatchSinks and WatchSources can make,
 // with every option set, observes one probe and gathers them.
 func gatherAll(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
@@ -62,6 +62,9 @@ func gatherAll(t *testing.T) []*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	if err := m.WatchSinks(reg, func() []SinkStats { return []SinkStats{{Name: "edge"}} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchSources(reg, func() []SourceStats { return []SourceStats{{Name: "edge"}} }); err != nil {
 		t.Fatal(err)
 	}
 	m.ObserveProbe("a", qualify.Result{Code: 200, RTT: time.Millisecond}, true, qualify.ReasonNone)

@@ -22,6 +22,12 @@ type Options struct {
 	// operating system's. Names in it are slash paths, and an absolute
 	// path /a/b names a/b in FS.
 	FS fs.FS
+	// Import, if set, returns the objects of each type=source section,
+	// added where the section ends (source.go). Without it sources
+	// import nothing, and an append after a source that matches no
+	// section is dropped rather than refused, as its AoR may be one the
+	// source would import.
+	Import Importer
 }
 
 // Config is the typed result of reading a configuration.
@@ -35,6 +41,8 @@ type Config struct {
 	MaxInitialQualifyTime time.Duration
 	// Sinks are the type=sink sections, in file order.
 	Sinks []*Sink
+	// Sources are the type=source sections, in file order.
+	Sources []*Source
 	// Warnings are what Asterisk would log and carry on from (see the
 	// package doc): a second object of one name in a type other than
 	// aor, endpoint and wizard (ErrDuplicate; once per type, as read),
@@ -55,6 +63,13 @@ type parser struct {
 	files    []string // every file read, as shown, in order; option.file indexes it
 	texts    texts
 	stack    []openFile
+	// importer is Options.Import; open is the section open after the
+	// last line read; sources is set once a type=source section ended;
+	// pseudo maps an imported object's file to its place in files.
+	importer Importer
+	open     *section
+	sources  bool
+	pseudo   map[string]int32
 }
 
 // openFile is a file being read: its name in the file system and as shown
@@ -98,7 +113,7 @@ func Parse(name string, src []byte, opts Options) (*Config, error) {
 // newParser sets up the file system and configuration directory for the
 // main file file, and returns its name in the file system.
 func newParser(file string, opts Options) (*parser, string, error) {
-	p := &parser{fsys: opts.FS, dir: filepath.ToSlash(opts.ConfigDir)}
+	p := &parser{fsys: opts.FS, dir: filepath.ToSlash(opts.ConfigDir), importer: opts.Import}
 	if p.fsys == nil {
 		abs, err := filepath.Abs(file)
 		if err != nil {
@@ -132,9 +147,12 @@ func (p *parser) run(name, shown, src string) (*Config, error) {
 	if err := p.parseSource(name, shown, src, nil); err != nil {
 		return nil, err
 	}
-	sections, files, texts, secret := p.sections, p.files, p.texts, secretReader(p)
+	if err := p.endSection(p.open); err != nil {
+		return nil, err
+	}
+	sections, files, texts, secret, dir := p.sections, p.files, p.texts, secretReader(p), p.dir
 	*p = parser{}
-	return build(sections, files, &texts, secret)
+	return build(sections, files, &texts, secret, dir)
 }
 
 // builder turns sections into objects, in file order.
@@ -163,6 +181,8 @@ type builder struct {
 	maxInitial int
 	policies   policySet
 	sinks      []*Sink
+	sources    []*Source
+	dir        string                            // resolves a source's relative path=
 	secret     func(name string) (string, error) // reads a sink's secret_file
 	// dropped holds the types of which a second object of one name was
 	// found (see unique); warnings are the Config's.
@@ -181,9 +201,10 @@ type place struct {
 // build reads every non-template section with a type; sections without
 // one (unused templates, or plain Asterisk sections) are ignored. Each
 // block of sections is dropped once read.
-func build(sections sectionBlocks, files []string, texts *texts, secret func(string) (string, error)) (*Config, error) {
+func build(sections sectionBlocks, files []string, texts *texts, secret func(string) (string, error), dir string) (*Config, error) {
 	b := &builder{
 		secret:      secret,
+		dir:         dir,
 		files:       files,
 		texts:       texts,
 		order:       byName(texts, &sections),
@@ -238,13 +259,18 @@ type def struct {
 // def expands s into b.cur and its options into b.vars, which the next
 // call reuses.
 func (b *builder) def(s *section) *def {
-	b.vars = b.vars[:0]
-	for _, o := range s.opts {
-		key, value := b.texts.option(o)
-		b.vars = append(b.vars, variable{name: key, key: key, value: value, file: b.files[o.file], line: int(o.line)})
-	}
-	b.cur = def{name: s.name, file: s.file, line: int(s.line), vars: b.vars}
+	b.cur = defOf(b.texts, b.files, s, b.vars[:0])
+	b.vars = b.cur.vars
 	return &b.cur
+}
+
+// defOf expands s, its options appended to vars.
+func defOf(t *texts, files []string, s *section, vars []variable) def {
+	for _, o := range s.opts {
+		key, value := t.option(o)
+		vars = append(vars, variable{name: key, key: key, value: value, file: files[o.file], line: int(o.line)})
+	}
+	return def{name: s.name, file: s.file, line: int(s.line), vars: vars}
 }
 
 // section reads one section by its type; types qualifyd does not use are
@@ -273,6 +299,8 @@ func (b *builder) section(s *def, typ string) error {
 		return b.addWizard(s)
 	case "sink":
 		return b.addSink(s)
+	case "source":
+		return b.addSource(s)
 	}
 	return nil
 }
@@ -285,7 +313,8 @@ func (b *builder) newAoR() *AoR {
 
 // unique checks that s is the first object of its type and name. A
 // second endpoint or wizard is an error: Asterisk would load no endpoint
-// (and a wizard is an endpoint); so is a second sink, qualifyd's own. A
+// (and a wizard is an endpoint); so is a second sink or source, qualifyd's
+// own. A
 // second object of another type is a
 // warning, once per type, and the type is dropped: Asterisk's
 // res_sorcery_config (sorcery_config_internal_load) stops loading a type
@@ -299,7 +328,7 @@ func (b *builder) unique(s *def, typ string) error {
 	}
 	e := &Error{File: s.file, Line: s.line, Section: s.name,
 		Err: causef(ErrDuplicate, "a second %s named %q (the first is at %s:%d)", typ, s.name, first.file, first.line)}
-	if typ == "endpoint" || typ == "wizard" || typ == "sink" {
+	if typ == "endpoint" || typ == "wizard" || typ == "sink" || typ == "source" {
 		return e
 	}
 	if !b.dropped[typ] {
@@ -346,6 +375,15 @@ func (b *builder) addSink(s *def) error {
 	k, err := readSink(s, b.secret)
 	if err == nil {
 		b.sinks = append(b.sinks, k)
+	}
+	return err
+}
+
+// addSource reads a type=source section (source.go).
+func (b *builder) addSource(s *def) error {
+	src, err := readSource(s, b.dir)
+	if err == nil {
+		b.sources = append(b.sources, src)
 	}
 	return err
 }

@@ -32,6 +32,9 @@ var (
 	// ErrReference is an endpoint naming a transport or an auth section
 	// that does not exist; a warning (Config.Warnings).
 	ErrReference = errors.New("missing reference")
+	// ErrSource is a type=source section whose list could not be read or
+	// holds an object the reader refuses.
+	ErrSource = errors.New("source error")
 )
 
 // Error is a configuration error at one place: the file and line, and

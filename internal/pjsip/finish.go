@@ -32,7 +32,7 @@ func (b *builder) finish(errs []error) (*Config, error) {
 			return nil, err
 		}
 	}
-	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second, Sinks: b.sinks, Warnings: b.warnings}
+	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second, Sinks: b.sinks, Sources: b.sources, Warnings: b.warnings}
 	for _, k := range b.sinks {
 		if err := checkSinkAoRs(k, b.aors); err != nil {
 			return nil, err

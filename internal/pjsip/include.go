@@ -108,6 +108,7 @@ func (p *parser) parseSource(name, shown, src string, cur *section) error {
 	return eachLine(shown, src, func(ln line) error {
 		var err error
 		cur, err = p.line(shown, ln, cur)
+		p.open = cur
 		return err
 	})
 }

@@ -10,6 +10,9 @@ import (
 func (p *parser) line(file string, ln line, cur *section) (*section, error) {
 	switch ln.text[0] {
 	case '[':
+		if err := p.endSection(cur); err != nil {
+			return nil, err
+		}
 		return p.header(file, ln)
 	case '#':
 		return cur, p.directive(file, ln, cur)
@@ -80,6 +83,12 @@ func (p *parser) appendTo(cur, newSec *section, opt string) (*section, error) {
 		return nil, err
 	}
 	target := p.find(newSec.name, f)
+	if target == nil && p.sources && p.importer == nil {
+		return &section{name: newSec.name}, nil // dropped: the AoR may be a source's (Options.Import)
+	}
+	if target != nil && target.sourced {
+		return nil, causef(ErrSyntax, "append (%s) to a source: its options end with its section", opt)
+	}
 	if target == nil {
 		if opt == "+" {
 			return nil, causef(ErrNoSection, "append (+) to a section not defined before")

@@ -75,7 +75,10 @@ type section struct {
 	file     string
 	line     int32
 	template bool
-	opts     []option
+	// sourced marks a type=source section whose objects were imported
+	// where it ended; its options are final.
+	sourced bool
+	opts    []option
 	// next is the next section whose name folds to the same key, once
 	// the parser indexes sections by name.
 	next *section

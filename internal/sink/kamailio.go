@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -45,12 +46,9 @@ func (k *Kamailio) close() {}
 // host: Up when all its destinations are active, Down when all are
 // inactive, Unknown (so pushed again) when they differ or are trying.
 func (k *Kamailio) resync(ctx context.Context) (func(Key) (Level, bool), error) {
-	var list dispatcherList
-	if err := k.call(ctx, "dispatcher.list", nil, &list); err != nil {
-		var rej *Rejected
-		if !errors.As(err, &rej) || rej.Err.Error() != "dispatcher.list: No Destination Sets" {
-			return nil, unreject(err)
-		}
+	list, err := k.list(ctx)
+	if err != nil {
+		return nil, err
 	}
 	k.dests = list.byHost()
 	return func(key Key) (Level, bool) {
@@ -60,6 +58,50 @@ func (k *Kamailio) resync(ctx context.Context) (func(Key) (Level, bool), error) 
 		}
 		return routerLevel(ds), true
 	}, nil
+}
+
+// list reads dispatcher.list; Kamailio's refusal of an empty list is an
+// empty list.
+func (k *Kamailio) list(ctx context.Context) (*dispatcherList, error) {
+	var list dispatcherList
+	if err := k.call(ctx, "dispatcher.list", nil, &list); err != nil {
+		var rej *Rejected
+		if !errors.As(err, &rej) || rej.Err.Error() != "dispatcher.list: No Destination Sets" {
+			return nil, unreject(err)
+		}
+	}
+	return &list, nil
+}
+
+// Destination is one destination of dispatcher.list, as Kamailio lists
+// it.
+type Destination struct {
+	// Set is the dispatcher set's number.
+	Set int
+	// URI is the destination's SIP URI.
+	URI string
+	// Flags are Kamailio's state letters: the first is A (active), I
+	// (inactive), D (disabled) or T (trying); P follows when Kamailio
+	// probes it.
+	Flags string
+	// Priority is the destination's priority.
+	Priority int
+	// Attrs are the destination's attributes as written ("duid=x;..."),
+	// and DUID its duid= attribute.
+	Attrs, DUID string
+}
+
+// Disabled reports whether the operator disabled the destination (D).
+func (d Destination) Disabled() bool { return strings.HasPrefix(d.Flags, "D") }
+
+// Destinations reads dispatcher.list once, changing nothing, and returns
+// every destination of every set, in Kamailio's order.
+func (k *Kamailio) Destinations(ctx context.Context) ([]Destination, error) {
+	list, err := k.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return list.destinations(), nil
 }
 
 // routerLevel is the level the destinations of one host hold.
@@ -120,12 +162,30 @@ type dispatcherList struct {
 			ID      int `json:"ID"`
 			Targets []struct {
 				Dest struct {
-					URI   string `json:"URI"`
-					Flags string `json:"FLAGS"`
+					URI      string `json:"URI"`
+					Flags    string `json:"FLAGS"`
+					Priority int    `json:"PRIORITY"`
+					Attrs    struct {
+						Body string `json:"BODY"`
+						DUID string `json:"DUID"`
+					} `json:"ATTRS"`
 				} `json:"DEST"`
 			} `json:"TARGETS"`
 		} `json:"SET"`
 	} `json:"RECORDS"`
+}
+
+// destinations flattens the list, in its order.
+func (l *dispatcherList) destinations() []Destination {
+	var out []Destination
+	for _, r := range l.Records {
+		for _, t := range r.Set.Targets {
+			d := t.Dest
+			out = append(out, Destination{Set: r.Set.ID, URI: d.URI, Flags: d.Flags, Priority: d.Priority,
+				Attrs: d.Attrs.Body, DUID: d.Attrs.DUID})
+		}
+	}
+	return out
 }
 
 // byHost indexes the destinations by hostPort, disabled ones left out.

@@ -31,6 +31,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/endpoints/{name}", s.endpoint)
 	s.mux.HandleFunc("GET /api/v1/sinks", s.sinks)
 	s.mux.HandleFunc("GET /api/v1/sinks/{name}", s.sinkDetail)
+	s.mux.HandleFunc("GET /api/v1/sources", s.sources)
 	s.mux.HandleFunc("GET /api/v1/events", s.events)
 	s.mux.Handle("POST /api/v1/aors/{name}/qualify", s.authorize(http.HandlerFunc(s.qualify)))
 	s.mux.Handle("POST /api/v1/reload", s.authorize(http.HandlerFunc(s.reload)))

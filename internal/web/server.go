@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 )
@@ -47,6 +48,9 @@ type Config struct {
 	Endpoints Endpoints
 	// Sinks, if set, serves /api/v1/sinks; nil answers an empty list.
 	Sinks Sinks
+	// Sources, if set, returns what /api/v1/sources serves; nil answers
+	// an empty list.
+	Sources func() []api.Source
 	// Reload, if set, reloads the configuration for POST /api/v1/reload;
 	// force is the request's ?force=1, which applies a configuration that
 	// drops every AoR or most contacts too (qualify-semantics §8). An

@@ -59,3 +59,12 @@ func newSink(st sink.Status) api.Sink {
 		Pending: st.Pending, Pushes: api.Pushes{OK: st.OK, Error: st.Error, Dropped: st.Dropped},
 		LastSuccess: api.At(st.LastSuccess), LastError: st.LastError}
 }
+
+// sources serves GET /api/v1/sources: every source, sorted by name.
+func (s *Server) sources(w http.ResponseWriter, _ *http.Request) {
+	out := api.SourceList{Sources: []api.Source{}}
+	if s.cfg.Sources != nil {
+		out.Sources = append(out.Sources, s.cfg.Sources()...)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
