@@ -3,15 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/state"
 )
 
 // Routing follows qualifyd: Kamailio's dispatcher (set 1 = trunks A and
@@ -265,7 +266,7 @@ func TestKamailioStateFileKeepsTrunkDown(t *testing.T) {
 	d := r.qualifyd(t, args...)
 	d.expectEach(contactLine(r.a)+"is now Unreachable.", contactLine(r.b)+"is now Reachable.")
 	eventually(t, peerBound, "A inactive in dispatcher.list", func() bool { return r.k.state(r.a.dest) == "I" })
-	waitWrites(t, state, 2)
+	waitSaved(t, state, r.a.contact, qualify.Unreachable)
 
 	s := r.k.watch(r.a.dest)
 	if err := d.cmd.Process.Kill(); err != nil {
@@ -298,26 +299,20 @@ func (r *routing) restoredDown(t *testing.T, d *daemonProc, sent int) {
 	}
 }
 
-// waitWrites waits until the file at path has been replaced n times,
-// so that the last version was written after the state it must hold.
-func waitWrites(t *testing.T, path string, n int) {
+// waitSaved waits until the state file at path holds the contact uri at
+// status: a restart from it then restores that verdict.
+func waitSaved(t *testing.T, path, uri string, status qualify.Status) {
 	t.Helper()
-	version := func() string {
-		fi, err := os.Stat(path)
+	eventually(t, 25*time.Second, fmt.Sprintf("state file holds %s %v", uri, status), func() bool {
+		f, err := state.Read(path)
 		if err != nil {
-			return ""
+			return false
 		}
-		return fmt.Sprint(fi.Sys().(*syscall.Stat_t).Ino, fi.Size(), fi.ModTime().UnixNano())
-	}
-	last := version()
-	for i := 0; i < n; i++ {
-		eventually(t, 25*time.Second, fmt.Sprintf("state file written (%d of %d)", i+1, n), func() bool {
-			v := version()
-			if v == last {
-				return false
+		for _, c := range f.Contacts {
+			if c.URI == uri {
+				return c.State.Status == status
 			}
-			last = v
-			return true
-		})
-	}
+		}
+		return false
+	})
 }
