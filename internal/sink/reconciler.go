@@ -396,11 +396,25 @@ func (r *Reconciler) ticks(ctx context.Context, tm *timers, resync, beat bool, s
 		r.readBack(level)
 	}
 	if hb, ok := r.drv.(heartbeater); ok && beat && r.iv.Heartbeat > 0 {
-		if err := hb.heartbeat(ctx); err != nil {
-			return err
-		}
-		r.succeeded(step)
+		return r.beat(ctx, hb, step)
 	}
+	return nil
+}
+
+// beat sends one heartbeat. A refusal that drops (a webhook's 4xx) is
+// an answer: logged, and the session goes on, so that a receiver that
+// refuses heartbeats still gets the changes.
+func (r *Reconciler) beat(ctx context.Context, hb heartbeater, step *int) error {
+	err := hb.heartbeat(ctx)
+	var rej *Rejected
+	if errors.As(err, &rej) && rej.Drop {
+		r.notice(slog.LevelWarn, "sink "+r.name+": heartbeat: "+rej.Error())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.succeeded(step)
 	return nil
 }
 
