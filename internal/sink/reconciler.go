@@ -289,7 +289,8 @@ func (r *Reconciler) Objects() []ObjectState {
 }
 
 // Run connects and pushes until ctx is done, reconnecting with capped
-// exponential backoff; it returns after closing the session.
+// exponential backoff, cut short when the router answers again (see
+// wait); it returns after closing the session.
 func (r *Reconciler) Run(ctx context.Context) {
 	defer r.drv.close()
 	step := 0
@@ -304,7 +305,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 			return
 		}
 		r.failed(err, step)
-		if !sleep(ctx, r.backoff(step)) {
+		if !r.wait(ctx, r.backoff(step)) {
 			return
 		}
 		step++
@@ -339,6 +340,43 @@ func (r *Reconciler) succeeded(step *int) {
 		r.notice(slog.LevelInfo, "sink "+r.name+": connected")
 	}
 	*step = 0
+}
+
+// wait waits the backoff d before the next connect, and reports whether
+// ctx is still live. A driver that can be probed cheaply is probed at
+// the start and every aliveEvery: the wait ends at the first answer
+// after one that failed, so that a router back from a long outage is in
+// step within seconds, not a minute. A router that answers all along
+// (and refuses the login, or the request) is retried at the backoff's
+// pace, so the failure is still logged once per step.
+func (r *Reconciler) wait(ctx context.Context, d time.Duration) bool {
+	a, ok := r.drv.(aliver)
+	if !ok {
+		return sleep(ctx, d)
+	}
+	end := time.Now().Add(d)
+	dead := !probeAlive(ctx, a)
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return true
+		}
+		if !sleep(ctx, min(aliveEvery, left)) {
+			return false
+		}
+		alive := probeAlive(ctx, a)
+		if alive && dead {
+			return ctx.Err() == nil
+		}
+		dead = !alive
+	}
+}
+
+// probeAlive reports whether a's router answers within aliveEvery.
+func probeAlive(ctx context.Context, a aliver) bool {
+	ctx, cancel := context.WithTimeout(ctx, aliveEvery)
+	defer cancel()
+	return a.alive(ctx) == nil
 }
 
 // sleep waits d or until ctx is done, and reports whether d elapsed.
