@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -207,4 +208,17 @@ func TestWebhookRefusedHeartbeatKeepsDelivering(t *testing.T) {
 			t.Errorf("log %q", lines)
 		}
 	})
+}
+
+// TestWebhookSinkTakesItsHeartbeatOptions: a webhook sink's reconciler
+// heartbeats every heartbeat_interval, its bodies expire failopen_after
+// after the POST, and it does not reassert.
+func TestWebhookSinkTakesItsHeartbeatOptions(t *testing.T) {
+	def := &pjsip.Sink{Name: "alerts", Driver: "webhook", URL: "http://receiver/hook", Timeout: 5 * time.Second,
+		ReassertInterval: time.Minute, HeartbeatInterval: 7 * time.Second, FailOpenAfter: 21 * time.Second}
+	r := NewGroup(Config{}).reconciler(def)
+	w, ok := r.drv.(*Webhook)
+	if !ok || r.iv != (Intervals{Heartbeat: 7 * time.Second}) || w.FailOpenAfter != 21*time.Second || r.reasserts {
+		t.Fatalf("intervals %+v, driver %#v, reasserts %v", r.iv, r.drv, r.reasserts)
+	}
 }
