@@ -344,32 +344,27 @@ func (r *Reconciler) succeeded(step *int) {
 
 // wait waits the backoff d before the next connect, and reports whether
 // ctx is still live. A driver that can be probed cheaply is probed at
-// the start and every aliveEvery: the wait ends at the first answer
-// after one that failed, so that a router back from a long outage is in
-// step within seconds, not a minute. A router that answers all along
-// (and refuses the login, or the request) is retried at the backoff's
-// pace, so the failure is still logged once per step.
+// once: a router that answers (and refused the login or the request) is
+// retried at the backoff's pace, so the failure is still logged once per
+// step and the router sees one probe per step. One that does not answer
+// is probed every aliveEvery, and the wait ends at its first answer, so
+// that a router back from a long outage or stall is in step within
+// seconds, not a minute.
 func (r *Reconciler) wait(ctx context.Context, d time.Duration) bool {
 	a, ok := r.drv.(aliver)
-	if !ok {
+	if !ok || probeAlive(ctx, a) {
 		return sleep(ctx, d)
 	}
 	end := time.Now().Add(d)
-	dead := !probeAlive(ctx, a)
-	for {
-		left := time.Until(end)
-		if left <= 0 {
-			return true
-		}
+	for left := time.Until(end); left > 0; left = time.Until(end) {
 		if !sleep(ctx, min(aliveEvery, left)) {
 			return false
 		}
-		alive := probeAlive(ctx, a)
-		if alive && dead {
-			return ctx.Err() == nil
+		if probeAlive(ctx, a) {
+			break
 		}
-		dead = !alive
 	}
+	return ctx.Err() == nil
 }
 
 // probeAlive reports whether a's router answers within aliveEvery.
