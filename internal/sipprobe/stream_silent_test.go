@@ -1,6 +1,7 @@
 package sipprobe
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"testing"
@@ -20,9 +21,9 @@ type mutePeer struct {
 	release chan struct{} // ends the silence at the test's end
 }
 
-func newMutePeer(t *testing.T) *mutePeer {
+func newMutePeer(t *testing.T, cfg *tls.Config) *mutePeer {
 	m := &mutePeer{release: make(chan struct{})}
-	m.responder = newStreamResponder(t, nil, func(x *exchange) {
+	m.responder = newStreamResponder(t, cfg, func(x *exchange) {
 		m.mu.Lock()
 		mute := m.mute == x.conn
 		m.last = x.conn
@@ -48,11 +49,22 @@ func (m *mutePeer) silence() {
 
 // TestTCPSilentPeerIsRedialed: two timeouts in a row on a connection
 // that received nothing in between close it; the next probe dials a new
-// one and is answered on it.
+// one and is answered on it. Over TCP and TLS alike.
 func TestTCPSilentPeerIsRedialed(t *testing.T) {
-	m := newMutePeer(t)
-	p := newProber(t, Config{})
-	tg := target(uriOf(m.responder, ";transport=tcp"), 300*time.Millisecond)
+	t.Run("tcp", func(t *testing.T) {
+		m := newMutePeer(t, nil)
+		silentThenRedialed(t, m, newProber(t, Config{}), uriOf(m.responder, ";transport=tcp"))
+	})
+	t.Run("tls", func(t *testing.T) {
+		ca, pool := newCA(t)
+		m := newMutePeer(t, ca.serverConfig(t, "127.0.0.1"))
+		p := newProber(t, Config{TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+		silentThenRedialed(t, m, p, "sips:pbx@"+m.addr.String())
+	})
+}
+
+func silentThenRedialed(t *testing.T, m *mutePeer, p *Prober, uri string) {
+	tg := target(uri, 300*time.Millisecond)
 	if res := p.Probe(t.Context(), tg); res.Code != 200 {
 		t.Fatalf("first probe: %+v", res)
 	}
@@ -74,7 +86,7 @@ func TestTCPSilentPeerIsRedialed(t *testing.T) {
 // TestTCPTimeoutsWithAnswersBetweenKeepTheConnection: a timeout, an
 // answer, a timeout: bytes came between the two, so the connection stays.
 func TestTCPTimeoutsWithAnswersBetweenKeepTheConnection(t *testing.T) {
-	m := newMutePeer(t)
+	m := newMutePeer(t, nil)
 	p := newProber(t, Config{})
 	ignored := target("sip:ignore@"+m.addr.String()+";transport=tcp", 300*time.Millisecond)
 	answered := target(uriOf(m.responder, ";transport=tcp"), 300*time.Millisecond)
@@ -95,7 +107,7 @@ func TestTCPTimeoutsWithAnswersBetweenKeepTheConnection(t *testing.T) {
 // sent for StreamIdle is closed (a destination no longer probed), and the
 // next probe dials a new one.
 func TestTCPIdleConnectionIsClosed(t *testing.T) {
-	m := newMutePeer(t)
+	m := newMutePeer(t, nil)
 	p := newProber(t, Config{StreamIdle: 200 * time.Millisecond})
 	tg := target(uriOf(m.responder, ";transport=tcp"), 300*time.Millisecond)
 	if res := p.Probe(t.Context(), tg); res.Code != 200 {
