@@ -20,6 +20,7 @@ const (
 	manPath   = "/usr/share/man/man8/qualifyd.8.gz"
 	tokenPath = "/etc/qualifyd/token"
 	docPath   = "/usr/share/doc/qualifyd/changelog.gz"
+	copyPath  = "/usr/share/doc/qualifyd/copyright"
 	rulesPath = "/usr/share/doc/qualifyd/examples/qualifyd.rules.yml"
 	grafana   = "/usr/share/qualifyd/grafana/qualifyd.json"
 )
@@ -49,7 +50,7 @@ func TestDebInstall(t *testing.T) {
 
 	mustRun(t, "dpkg", "-r", "qualifyd")
 	checkStatus(t, "rc ")
-	checkGone(t, binPath, unitPath, manPath, docPath, rulesPath)
+	checkGone(t, binPath, unitPath, manPath, docPath, copyPath, rulesPath)
 	checkPresent(t, confPath, tokenPath)
 
 	mustRun(t, "dpkg", "-P", "qualifyd")
@@ -89,6 +90,9 @@ func checkInstalled(t *testing.T, version string) {
 	checkMan(t)
 	if !bytes.HasPrefix(gunzip(t, docPath), []byte("qualifyd ("+version+") ")) {
 		t.Errorf("%s: not a Debian changelog of %s", docPath, version)
+	}
+	if !bytes.Equal(readFile(t, copyPath), readFile(t, "copyright")) {
+		t.Errorf("%s is not packaging/copyright", copyPath)
 	}
 	checkToken(t)
 	if got, want := readFile(t, rulesPath), readFile(t, "../docs/prometheus/qualifyd.rules.yml"); !bytes.Equal(got, want) {

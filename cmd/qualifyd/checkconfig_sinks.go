@@ -43,6 +43,8 @@ func sinksJSON(sinks []*pjsip.Sink) []sinkJSON {
 			j.Address, j.TLS, j.Username, j.Auth = s.Address, ptr(s.TLS), s.Username, s.Auth
 			j.DevicePrefix, j.Method = ptr(s.DevicePrefix), s.Method
 			j.FailOpenAfter = ptr(s.FailOpenAfter.Seconds())
+		case "webhook":
+			j.HeartbeatInterval, j.FailOpenAfter = ptr(s.HeartbeatInterval.Seconds()), ptr(s.FailOpenAfter.Seconds())
 		case "kamailio":
 			j.ReassertInterval, j.ResyncInterval = ptr(s.ReassertInterval.Seconds()), ptr(s.ResyncInterval.Seconds())
 		}

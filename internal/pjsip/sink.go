@@ -54,13 +54,15 @@ type Sink struct {
 	// Method is "devstate" (Setvar DEVICE_STATE, the default) or
 	// "maintenance" (PJSIPSetMaintenance; ami).
 	Method string
-	// HeartbeatInterval is how often the heartbeat DBPut is sent (ami,
-	// heartbeat_interval, default 10 s; 0 never).
+	// HeartbeatInterval is how often the heartbeat is sent: the DBPut of
+	// an ami sink, the heartbeat POST of a webhook (heartbeat_interval,
+	// default 10 s; 0 never).
 	HeartbeatInterval time.Duration
 	// FailOpenAfter is how long the router may go without a heartbeat
 	// before it treats qualifyd's verdicts as stale and routes every
 	// object (failopen_after, default 30 s; at least 3 heartbeat
-	// intervals, so that two lost heartbeats never fail open).
+	// intervals, so that two lost heartbeats never fail open). A webhook
+	// sends it as each body's expires, that much after the POST.
 	FailOpenAfter time.Duration
 
 	// URL is the JSON-RPC endpoint (kamailio) or the receiver (webhook).
@@ -136,7 +138,7 @@ var sinkOptions = map[string]map[string]sinkOption{
 		"auth":               oneOf(func(s *Sink) *string { return &s.Auth }, "md5", "plain"),
 		"device_prefix":      setPrefix,
 		"method":             oneOf(func(s *Sink) *string { return &s.Method }, "devstate", "maintenance"),
-		"heartbeat_interval": sinkSeconds(func(s *Sink) *time.Duration { return &s.HeartbeatInterval }),
+		"heartbeat_interval": sinkHeartbeat,
 		"failopen_after":     sinkFailOpen,
 	},
 	"kamailio": {
@@ -144,11 +146,16 @@ var sinkOptions = map[string]map[string]sinkOption{
 		"resync_interval": sinkSeconds(func(s *Sink) *time.Duration { return &s.ResyncInterval }),
 	},
 	"webhook": {
-		"url":         setURL,
-		"secret":      setSecret,
-		"secret_file": setSecretFile,
+		"url":                setURL,
+		"secret":             setSecret,
+		"secret_file":        setSecretFile,
+		"heartbeat_interval": sinkHeartbeat,
+		"failopen_after":     sinkFailOpen,
 	},
 }
+
+// sinkHeartbeat reads heartbeat_interval= (ami, webhook).
+var sinkHeartbeat = sinkSeconds(func(s *Sink) *time.Duration { return &s.HeartbeatInterval })
 
 // commonSinkOptions are every driver's options.
 var commonSinkOptions = map[string]sinkOption{
@@ -265,11 +272,13 @@ func (r *sinkReader) defaults() {
 		}
 	}
 	def("timeout", &s.Timeout, DefaultSinkTimeout)
+	if s.Driver == "ami" || s.Driver == "webhook" {
+		def("heartbeat_interval", &s.HeartbeatInterval, DefaultHeartbeatInterval)
+		def("failopen_after", &s.FailOpenAfter, DefaultFailOpenAfter)
+	}
 	switch s.Driver {
 	case "ami":
 		def("reassert_interval", &s.ReassertInterval, DefaultReassertInterval)
-		def("heartbeat_interval", &s.HeartbeatInterval, DefaultHeartbeatInterval)
-		def("failopen_after", &s.FailOpenAfter, DefaultFailOpenAfter)
 		if _, ok := r.set["device_prefix"]; !ok {
 			s.DevicePrefix = DefaultDevicePrefix
 		}

@@ -50,7 +50,9 @@ const (
 	// ReasonTimeout means no final response arrived before the deadline.
 	ReasonTimeout
 	// ReasonTransport means the transport failed: a refused TCP connection,
-	// a TLS handshake or certificate failure, an ICMP error.
+	// a TLS handshake or certificate failure, a send error. An ICMP error
+	// answering a UDP probe is not seen: that probe times out
+	// (docs/qualify-semantics.md §3.2).
 	ReasonTransport
 	// ReasonStatus means a final response arrived that the policy does not
 	// accept (a non-2xx response with qualify_2xx_only).

@@ -42,7 +42,9 @@ type fakeManager struct {
 	vars    map[string]string
 	db      map[string]string
 	maint   map[string]string
-	dials   int
+	// dials counts the connections that sent an action: sessions, not
+	// the reconciler's probes, which read the banner and hang up.
+	dials int
 }
 
 func newFakeManager(secret string) *fakeManager {
@@ -51,9 +53,6 @@ func newFakeManager(secret string) *fakeManager {
 
 func (f *fakeManager) dial(context.Context, string, string) (net.Conn, error) {
 	client, server := net.Pipe()
-	f.mu.Lock()
-	f.dials++
-	f.mu.Unlock()
 	go f.serve(server)
 	return client, nil
 }
@@ -67,12 +66,15 @@ func (f *fakeManager) serve(c net.Conn) {
 		return
 	}
 	authed := false
-	for {
+	for first := true; ; first = false {
 		m, ok := readAction(rd)
 		if !ok {
 			return
 		}
 		f.mu.Lock()
+		if first {
+			f.dials++
+		}
 		f.actions = append(f.actions, m)
 		f.mu.Unlock()
 		reply, end := f.answer(m, &authed)

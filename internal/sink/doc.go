@@ -12,6 +12,11 @@
 // objects, and a slow or dead router never blocks the caller. On every
 // (re)connect and every reassert interval the whole state is pushed
 // again, so a lost request or a restarted router heals itself.
+// Failures reconnect with capped backoff; meanwhile a router that can be
+// probed cheaply (alive.go) is probed every 2 s, and a router that
+// answers again after a probe it did not answer is reconnected at once.
+// A webhook cannot fail open by itself, so every body carries expires
+// and a heartbeat moves it (webhook.go).
 //
 // The daemon never forwards raw events: on every event about an AoR it
 // asks the Group to recompute, from the engine's snapshot, the level of

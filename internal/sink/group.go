@@ -117,7 +117,7 @@ func (g *Group) reconciler(def *pjsip.Sink) *Reconciler {
 	case "kamailio":
 		iv.Resync = def.ResyncInterval
 	default:
-		iv.Reassert = 0
+		iv.Reassert, iv.Heartbeat = 0, def.HeartbeatInterval
 	}
 	r := newReconciler(def.Name, newDriver(def, g.cfg.Dial), iv, g.cfg.Notice, nil)
 	r.reasserts = def.Driver != "webhook"
@@ -135,7 +135,7 @@ func newDriver(def *pjsip.Sink, dial func(ctx context.Context, network, addr str
 	case "kamailio":
 		return &Kamailio{URL: def.URL, Timeout: def.Timeout}
 	}
-	return &Webhook{URL: def.URL, Secret: def.Secret.Reveal(), Timeout: def.Timeout}
+	return &Webhook{URL: def.URL, Secret: def.Secret.Reveal(), Timeout: def.Timeout, FailOpenAfter: def.FailOpenAfter}
 }
 
 // recompute sets every object of s from the source and retires the

@@ -289,7 +289,8 @@ func (r *Reconciler) Objects() []ObjectState {
 }
 
 // Run connects and pushes until ctx is done, reconnecting with capped
-// exponential backoff; it returns after closing the session.
+// exponential backoff, cut short when the router answers again (see
+// wait); it returns after closing the session.
 func (r *Reconciler) Run(ctx context.Context) {
 	defer r.drv.close()
 	step := 0
@@ -304,7 +305,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 			return
 		}
 		r.failed(err, step)
-		if !sleep(ctx, r.backoff(step)) {
+		if !r.wait(ctx, r.backoff(step)) {
 			return
 		}
 		step++
@@ -339,6 +340,38 @@ func (r *Reconciler) succeeded(step *int) {
 		r.notice(slog.LevelInfo, "sink "+r.name+": connected")
 	}
 	*step = 0
+}
+
+// wait waits the backoff d before the next connect, and reports whether
+// ctx is still live. A driver that can be probed cheaply is probed at
+// once: a router that answers (and refused the login or the request) is
+// retried at the backoff's pace, so the failure is still logged once per
+// step and the router sees one probe per step. One that does not answer
+// is probed every aliveEvery, and the wait ends at its first answer, so
+// that a router back from a long outage or stall is in step within
+// seconds, not a minute.
+func (r *Reconciler) wait(ctx context.Context, d time.Duration) bool {
+	a, ok := r.drv.(aliver)
+	if !ok || probeAlive(ctx, a) {
+		return sleep(ctx, d)
+	}
+	end := time.Now().Add(d)
+	for left := time.Until(end); left > 0; left = time.Until(end) {
+		if !sleep(ctx, min(aliveEvery, left)) {
+			return false
+		}
+		if probeAlive(ctx, a) {
+			break
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// probeAlive reports whether a's router answers within aliveEvery.
+func probeAlive(ctx context.Context, a aliver) bool {
+	ctx, cancel := context.WithTimeout(ctx, aliveEvery)
+	defer cancel()
+	return a.alive(ctx) == nil
 }
 
 // sleep waits d or until ctx is done, and reports whether d elapsed.
@@ -396,11 +429,25 @@ func (r *Reconciler) ticks(ctx context.Context, tm *timers, resync, beat bool, s
 		r.readBack(level)
 	}
 	if hb, ok := r.drv.(heartbeater); ok && beat && r.iv.Heartbeat > 0 {
-		if err := hb.heartbeat(ctx); err != nil {
-			return err
-		}
-		r.succeeded(step)
+		return r.beat(ctx, hb, step)
 	}
+	return nil
+}
+
+// beat sends one heartbeat. A refusal that drops (a webhook's 4xx) is
+// an answer: logged, and the session goes on, so that a receiver that
+// refuses heartbeats still gets the changes.
+func (r *Reconciler) beat(ctx context.Context, hb heartbeater, step *int) error {
+	err := hb.heartbeat(ctx)
+	var rej *Rejected
+	if errors.As(err, &rej) && rej.Drop {
+		r.notice(slog.LevelWarn, "sink "+r.name+": heartbeat: "+rej.Error())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.succeeded(step)
 	return nil
 }
 

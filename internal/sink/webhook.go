@@ -2,6 +2,7 @@ package sink
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -13,6 +14,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
 )
 
 // Webhook POSTs one JSON object per change of an object's level to URL.
@@ -22,6 +25,13 @@ import (
 // delivered when the next one comes is replaced by it, its "from" still
 // the last level delivered. A 2xx delivers the change; a 4xx drops it
 // (counted and logged); anything else is retried with backoff.
+//
+// A receiver cannot be made to fail open by qualifyd, so every body says
+// until when it vouches for the verdicts: expires, FailOpenAfter after
+// the POST. Every heartbeat interval the reconciler also POSTs a
+// Heartbeat, so that a receiver holding a down that never changes still
+// sees expires move; once the latest expires it received has passed, the
+// receiver treats every down it holds as up.
 type Webhook struct {
 	// URL is the receiver.
 	URL string
@@ -30,6 +40,9 @@ type Webhook struct {
 	Secret string
 	// Timeout bounds each POST.
 	Timeout time.Duration
+	// FailOpenAfter is how long after a POST its expires is;
+	// pjsip.DefaultFailOpenAfter when zero.
+	FailOpenAfter time.Duration
 	// Client, if set, replaces a plain http.Client.
 	Client *http.Client
 }
@@ -54,6 +67,21 @@ type Change struct {
 	To   string `json:"to"`
 	// Reason is the failed probe's reason of a contact that went down.
 	Reason string `json:"reason,omitempty"`
+	// Expires is when the receiver should stop trusting the verdicts it
+	// holds, this body's and every earlier one's, unless a later body
+	// moved it: FailOpenAfter after the POST, RFC 3339 in UTC.
+	Expires time.Time `json:"expires"`
+}
+
+// Heartbeat is the payload POSTed every heartbeat interval: it moves the
+// receiver's expiry without changing a verdict.
+type Heartbeat struct {
+	// Kind is "heartbeat".
+	Kind string `json:"kind"`
+	// Time is when it was sent; Expires is FailOpenAfter later (both
+	// RFC 3339 with nanoseconds, UTC).
+	Time    time.Time `json:"time"`
+	Expires time.Time `json:"expires"`
 }
 
 // SignatureHeader carries the body's HMAC.
@@ -93,8 +121,28 @@ func change(o Object) Change {
 	return c
 }
 
+// expires is when a body POSTed now stops vouching for the verdicts.
+func (w *Webhook) expires(now time.Time) time.Time {
+	return now.Add(cmp.Or(w.FailOpenAfter, pjsip.DefaultFailOpenAfter)).UTC()
+}
+
 func (w *Webhook) push(ctx context.Context, o Object) error {
-	body, err := json.Marshal(change(o))
+	c := change(o)
+	c.Expires = w.expires(time.Now())
+	return w.post(ctx, c)
+}
+
+// heartbeat POSTs a Heartbeat: a 2xx is nil, a 4xx a dropping *Rejected
+// (the reconciler logs it and goes on), anything else ends the session
+// as a failed push does.
+func (w *Webhook) heartbeat(ctx context.Context) error {
+	now := time.Now().UTC()
+	return w.post(ctx, Heartbeat{Kind: "heartbeat", Time: now, Expires: w.expires(now)})
+}
+
+// post sends v as the signed JSON body of one POST.
+func (w *Webhook) post(ctx context.Context, v any) error {
+	body, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,11 @@ const (
 	DefaultHostsFile      = "/etc/hosts"
 	DefaultNSSwitchConf   = "/etc/nsswitch.conf"
 	DefaultMaxMessageSize = 8192
+	// DefaultStreamIdle is how long a TCP or TLS connection on which no
+	// request was sent stays open: five times the default qualify
+	// frequency, so that only a destination no longer probed (or probed
+	// less often) loses its connection.
+	DefaultStreamIdle = 5 * time.Minute
 	// T1, T2 and T4 are the RFC 3261 section 17.1.2.2 timer values: the
 	// first UDP retransmission interval, its cap, and how long a
 	// completed UDP transaction absorbs retransmitted responses (Timer K).
@@ -71,6 +76,11 @@ type Config struct {
 	// ones are dropped and counted as oversized. Zero means
 	// DefaultMaxMessageSize.
 	MaxMessageSize int
+	// StreamIdle is how long a TCP or TLS connection stays open after
+	// the last request sent on it (and after the deadline of the last
+	// transaction on it, when that is later). Zero means
+	// DefaultStreamIdle.
+	StreamIdle time.Duration
 }
 
 // withDefaults returns c with every zero field replaced by its default.
@@ -79,6 +89,7 @@ func (c Config) withDefaults() Config {
 	c.WriteBuffer = orDefault(c.WriteBuffer, DefaultSocketBuffer)
 	c.MaxMessageSize = orDefault(c.MaxMessageSize, DefaultMaxMessageSize)
 	c.DNSTimeout = orDefault(c.DNSTimeout, DefaultDNSTimeout)
+	c.StreamIdle = orDefault(c.StreamIdle, DefaultStreamIdle)
 	c.UserAgent = orDefault(c.UserAgent, DefaultUserAgent)
 	c.FromUser = orDefault(c.FromUser, DefaultFromUser)
 	c.ResolvConf = orDefault(c.ResolvConf, DefaultResolvConf)

@@ -2,7 +2,8 @@
 // they measured, as qualify.Result values: RTT, status code and a typed
 // failure reason. It owns the network side of qualifyd: one shared UDP
 // socket per local address, one reused TCP or TLS connection per
-// destination, host names resolved as the system does (hosts file, every
+// destination (closed when two timeouts in a row on it received nothing,
+// or when idle, see streamConn), host names resolved as the system does (hosts file, every
 // resolv.conf nameserver, RFC 3263 SRV), digest answers to 401/407
 // challenges, outbound proxies, and 200 OK answers to incoming OPTIONS.
 // It returns data only: it never logs and touches no metrics; its

@@ -2,6 +2,7 @@ package sipprobe
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/emiago/sipgo/sip"
 )
@@ -62,7 +63,7 @@ func (p *Prober) handleRequest(b []byte, m *message, src netip.AddrPort, conn *s
 	out := []byte(res.String())
 	p.stats.optionsAnswered.Add(1)
 	if conn != nil {
-		_ = conn.write(out) // a failed write breaks the connection
+		_ = conn.write(out, time.Time{}) // a failed write breaks the connection
 		return
 	}
 	_ = p.udp.send(out, src)

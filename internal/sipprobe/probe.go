@@ -245,7 +245,7 @@ func (p *Prober) transmit(ctx context.Context, tx *transaction, now, deadline in
 		return
 	}
 	p.stats.probes.Add(1)
-	if err := p.send(tx); err != nil {
+	if err := p.send(tx, deadline); err != nil {
 		p.stats.transportErrors.Add(1)
 		p.table.fail(tx, qualify.ReasonTransport, detailSendFailed)
 	}
@@ -255,12 +255,12 @@ func (p *Prober) transmit(ctx context.Context, tx *transaction, now, deadline in
 // send writes the request of the registered transaction tx to its stream
 // or to UDP. The bytes are needed only for this send: a retransmission
 // builds them again, so a probe in flight holds no buffer.
-func (p *Prober) send(tx *transaction) error {
+func (p *Prober) send(tx *transaction, deadline instant) error {
 	bp := p.bufs.Get().(*[]byte)
 	b := tx.appendRequest((*bp)[:0])
 	var err error
 	if c := tx.conn(); c != nil {
-		err = c.write(b)
+		err = c.write(b, p.table.time(deadline))
 	} else {
 		err = p.udp.send(b, tx.rec.dest)
 	}

@@ -328,3 +328,21 @@ func TestSendFails(t *testing.T) {
 		t.Errorf("stats %+v, want 1 probe, 1 transport error", s)
 	}
 }
+
+// TestUDPICMPErrorIsATimeout: a UDP probe to a closed port draws an ICMP
+// port unreachable on loopback, which the unconnected socket never sees:
+// the probe times out, as docs/qualify-semantics.md §3.2 says (and as
+// Asterisk's does).
+func TestUDPICMPErrorIsATimeout(t *testing.T) {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := c.LocalAddr().String()
+	c.Close()
+	p := newProber(t, Config{})
+	res := p.Probe(t.Context(), target("sip:pbx@"+closed, 300*time.Millisecond))
+	if res.Reason != qualify.ReasonTimeout || res.Detail != "" {
+		t.Fatalf("got %+v, want a timeout", res)
+	}
+}

@@ -58,7 +58,10 @@ type responder struct {
 	got      chan *sip.Request
 	mu       sync.Mutex
 	accepted int
-	wg       sync.WaitGroup
+	// hangups receives once per stream connection whose read ended: the
+	// prober closed it (or the test ended).
+	hangups chan struct{}
+	wg      sync.WaitGroup
 }
 
 // newUDPResponder starts a UDP responder on 127.0.0.1.
@@ -115,7 +118,7 @@ func newStreamResponder(t *testing.T, cfg *tls.Config, handle func(x *exchange))
 	if cfg != nil {
 		ln = tls.NewListener(ln, cfg)
 	}
-	r := &responder{t: t, ln: ln, handle: handle, got: make(chan *sip.Request, 1024)}
+	r := &responder{t: t, ln: ln, handle: handle, got: make(chan *sip.Request, 1024), hangups: make(chan struct{}, 64)}
 	r.addr = ln.Addr().(*net.TCPAddr).AddrPort()
 	r.wg.Add(1)
 	go r.accept()
@@ -153,6 +156,10 @@ func (r *responder) serveConn(c net.Conn) {
 	for {
 		msg, err := readStreamMessage(br, nil, 1<<20)
 		if err != nil {
+			select {
+			case r.hangups <- struct{}{}:
+			default:
+			}
 			return
 		}
 		r.dispatch(msg, src, c)

@@ -176,6 +176,9 @@ type timers struct {
 	counts  *counters
 	arena   []byte
 	resends []resend
+	// silent are the streams of this batch to drop: a second timeout in
+	// a row with nothing received (see streamConn).
+	silent []*streamConn
 }
 
 // run fires due events until stop is closed.
@@ -222,6 +225,11 @@ func (ts *timers) batch(now instant) (time.Duration, bool) {
 	}
 	ts.tb.mu.Unlock()
 	ts.tb.drain()
+	for i, c := range ts.silent {
+		c.drop()
+		ts.silent[i] = nil
+	}
+	ts.silent = ts.silent[:0]
 	for _, r := range ts.resends {
 		ts.send(ts.arena[r.off:r.off+r.n], r.dest)
 	}
@@ -253,6 +261,9 @@ func (ts *timers) event(it timerItem) {
 	a := tx.fsm.fire(it.due)
 	if tx.fsm.phase == phaseTerminated { // the deadline: the table keeps no Completed transaction
 		ts.counts.timeouts.Add(1) // before the completion, as every count
+		if c := tx.conn(); c != nil && c.timedOut() {
+			ts.silent = append(ts.silent, c)
+		}
 		ts.tb.complete(tx)
 		return
 	}

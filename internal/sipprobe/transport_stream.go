@@ -23,19 +23,40 @@ type streamKey struct {
 }
 
 // streamConn is one TCP or TLS connection with its reader goroutine.
+//
+// A flow that a middlebox dropped without a reset fails no read or
+// write until the kernel gives up (about 15 minutes), so two more rules
+// end a connection (docs/qualify-semantics.md §3.2): two transactions on
+// it in a row that time out with no byte received in between (silent),
+// and no request sent on it for idle, the read deadline, so that a
+// destination no longer probed keeps no connection.
 type streamConn struct {
 	c         net.Conn
+	raw       net.Conn  // the TCP connection under c, closed without blocking
 	transport transport // tcp or tlsTransport
 	sentBy    string
-	wmu       sync.Mutex
+	idle      time.Duration
 	broken    atomic.Bool
+	// silent counts the transactions in a row that timed out since the
+	// last byte received.
+	silent atomic.Int32
+
+	wmu   sync.Mutex
+	until time.Time // the read deadline; wmu
 }
 
-// write sends one message; a failed write breaks the connection.
-func (sc *streamConn) write(b []byte) error {
+// write sends one message and keeps the connection open for at least
+// idle, and until keep (the deadline of the transaction it carries); a
+// failed write breaks the connection.
+func (sc *streamConn) write(b []byte, keep time.Time) error {
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
-	_ = sc.c.SetWriteDeadline(time.Now().Add(T2))
+	now := time.Now()
+	if until := later(now.Add(sc.idle), keep.Add(time.Second)); until.After(sc.until) {
+		sc.until = until
+		_ = sc.c.SetReadDeadline(until)
+	}
+	_ = sc.c.SetWriteDeadline(now.Add(T2))
 	if _, err := sc.c.Write(b); err != nil {
 		sc.breakConn()
 		return fmt.Errorf("write: %w", err)
@@ -43,9 +64,38 @@ func (sc *streamConn) write(b []byte) error {
 	return nil
 }
 
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 func (sc *streamConn) breakConn() {
 	sc.broken.Store(true)
 	_ = sc.c.Close()
+}
+
+// timedOut counts a transaction on sc that timed out, and reports
+// whether it is the second in a row with nothing received in between:
+// the caller then drops sc.
+func (sc *streamConn) timedOut() bool { return sc.silent.Add(1) == 2 }
+
+// drop breaks sc by closing its TCP connection, which never blocks
+// (a TLS close_notify to a peer that stopped reading could); the reader
+// then fails the transactions still on it and the next probe redials.
+func (sc *streamConn) drop() {
+	sc.broken.Store(true)
+	_ = sc.raw.Close()
+}
+
+// Read reads from the connection; any byte received resets silent.
+func (sc *streamConn) Read(b []byte) (int, error) {
+	n, err := sc.c.Read(b)
+	if n > 0 {
+		sc.silent.Store(0)
+	}
+	return n, err
 }
 
 // streamSlot holds the connection of one destination; its mutex
@@ -62,7 +112,9 @@ type streams struct {
 	slots  map[streamKey]*streamSlot
 	closed bool
 	tls    *tls.Config
-	wg     sync.WaitGroup
+	// idle is how long a connection without a request stays open.
+	idle time.Duration
+	wg   sync.WaitGroup
 	// serve runs the reader of a new connection.
 	serve func(sc *streamConn)
 }
@@ -79,11 +131,12 @@ func (s *streams) get(ctx context.Context, key streamKey) (*streamConn, error) {
 	if slot.conn != nil && !slot.conn.broken.Load() {
 		return slot.conn, nil
 	}
-	c, err := s.dial(ctx, key)
+	c, raw, err := s.dial(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	sc := &streamConn{c: c, transport: key.transport, sentBy: hostPort(c.LocalAddr().(*net.TCPAddr).AddrPort())}
+	sc := &streamConn{c: c, raw: raw, transport: key.transport, idle: s.idle,
+		sentBy: hostPort(c.LocalAddr().(*net.TCPAddr).AddrPort())}
 	if !s.start(sc) {
 		return nil, errors.New("prober closed")
 	}
@@ -121,15 +174,16 @@ func (s *streams) start(sc *streamConn) bool {
 	return true
 }
 
-// dial connects to key.addr and, for TLS, completes a verified handshake.
-func (s *streams) dial(ctx context.Context, key streamKey) (net.Conn, error) {
+// dial connects to key.addr and, for TLS, completes a verified
+// handshake; it returns the connection and the TCP one under it.
+func (s *streams) dial(ctx context.Context, key streamKey) (net.Conn, net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", key.addr.String())
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, nil, fmt.Errorf("connect: %w", err)
 	}
 	if key.transport != tlsTransport {
-		return c, nil
+		return c, c, nil
 	}
 	cfg := s.tls.Clone()
 	if cfg.ServerName == "" {
@@ -138,9 +192,9 @@ func (s *streams) dial(ctx context.Context, key streamKey) (net.Conn, error) {
 	tc := tls.Client(c, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("tls: %w", err)
+		return nil, nil, fmt.Errorf("tls: %w", err)
 	}
-	return tc, nil
+	return tc, c, nil
 }
 
 // close closes every connection and waits for the readers.
@@ -158,10 +212,10 @@ func (s *streams) close() {
 	s.wg.Wait()
 }
 
-// serveStream reads messages from sc until it breaks, then fails the
-// probes still waiting on it.
+// serveStream reads messages from sc until it breaks (an error, idle,
+// or dropped as silent), then fails the probes still waiting on it.
 func (p *Prober) serveStream(sc *streamConn) {
-	r := bufio.NewReaderSize(sc.c, 4096)
+	r := bufio.NewReaderSize(sc, 4096)
 	var buf []byte
 	src := sc.c.RemoteAddr().(*net.TCPAddr).AddrPort()
 	for {

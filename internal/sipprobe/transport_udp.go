@@ -97,7 +97,10 @@ func (p *Prober) readLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			continue // e.g. ICMP errors reported on the socket
+			// A transient error. No ICMP error comes here: the socket is
+			// unconnected and without IP_RECVERR, so a UDP probe that
+			// draws one times out (docs/qualify-semantics.md §3.2).
+			continue
 		}
 		if n > p.cfg.MaxMessageSize {
 			p.stats.oversized.Add(1)
