@@ -26,6 +26,9 @@ type Object struct {
 	// Retire marks the last push of an object that left the
 	// configuration (Level is Up); the reconciler forgets it once pushed.
 	Retire bool
+	// Held marks an Up pushed in place of a wanted Down while qualifyd
+	// panics (see Reconciler.Hold).
+	Held bool
 	// Seq numbers the sink's wanted changes, from 1, in the order they
 	// were set; Time is when the wanted level changed.
 	Seq  uint64
@@ -121,6 +124,9 @@ type Stats struct {
 	// Pending counts the objects whose confirmed level differs from the
 	// wanted one (Unknown excluded).
 	Pending int
+	// Held counts the objects wanted Down and pushed Up instead, while
+	// qualifyd panics.
+	Held int
 	// OK, Error and Dropped count pushes by result.
 	OK, Error, Dropped uint64
 	// LastSuccess is the time of the last successful request; zero if none.
@@ -150,7 +156,9 @@ type Reconciler struct {
 	objs    map[Key]object
 	queue   []Key // dirty objects, each once
 	seq     uint64
-	pending int // objects with want != Unknown && have != want
+	pending int  // objects with wanted(o) != Unknown && have != wanted(o)
+	downs   int  // objects with want == Down
+	hold    bool // push Up in place of a wanted Down (panic)
 	stats   Stats
 	wake    chan struct{} // capacity 1: a Set since the loop last looked
 }
@@ -249,8 +257,51 @@ func (r *Reconciler) store(k Key, o object) {
 // count adds sign to the pending count for o, if it exists and is
 // pending. Called with mu held.
 func (r *Reconciler) count(o object, sign int, exists bool) {
-	if exists && o.want != Unknown && o.have != o.want {
+	if !exists {
+		return
+	}
+	if w := r.wanted(o); w != Unknown && o.have != w {
 		r.pending += sign
+	}
+	if o.want == Down {
+		r.downs += sign
+	}
+}
+
+// wanted is the level pushed for o: its wanted level, but Up in place of
+// Down while held. Called with mu held.
+func (r *Reconciler) wanted(o object) Level {
+	if r.hold && o.want == Down {
+		return Up
+	}
+	return o.want
+}
+
+// Hold, while on, pushes Up for every object wanted Down, and off pushes
+// the wanted levels again: the panic's override (route to all when a
+// mass outage is more likely qualifyd's own). The wanted levels go on
+// changing underneath; only what is pushed changes. O(objects), once per
+// change of on.
+func (r *Reconciler) Hold(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hold == on {
+		return
+	}
+	down := make([]Key, 0, r.downs)
+	for k, o := range r.objs {
+		if o.want == Down {
+			r.count(o, -1, true)
+			down = append(down, k)
+		}
+	}
+	r.hold = on
+	now := time.Now().UnixNano()
+	for _, k := range down {
+		o := r.objs[k]
+		r.seq++
+		o.seq, o.at = r.seq, now
+		r.store(k, o)
 	}
 }
 
@@ -260,14 +311,20 @@ func (r *Reconciler) Stats() Stats {
 	defer r.mu.Unlock()
 	s := r.stats
 	s.Objects, s.Pending = len(r.objs), r.pending
+	if r.hold {
+		s.Held = r.downs
+	}
 	return s
 }
 
-// ObjectState is one object's levels: the one qualifyd wants and the one
-// the router last confirmed (Unknown before any).
+// ObjectState is one object's levels: the one qualifyd wants the router
+// to hold and the one the router last confirmed (Unknown before any).
+// Held is set while a panic pushes Up for an object whose verdict is
+// Down: Want is then Up.
 type ObjectState struct {
 	Key
 	Want, Have Level
+	Held       bool
 }
 
 // Pending reports whether the router does not hold the wanted level yet
@@ -279,7 +336,8 @@ func (r *Reconciler) Objects() []ObjectState {
 	r.mu.Lock()
 	out := make([]ObjectState, 0, len(r.objs))
 	for k, o := range r.objs {
-		out = append(out, ObjectState{Key: k, Want: o.want, Have: o.have})
+		w := r.wanted(o)
+		out = append(out, ObjectState{Key: k, Want: w, Have: o.have, Held: w != o.want})
 	}
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b ObjectState) int {
@@ -410,7 +468,7 @@ func (r *Reconciler) requeue(all bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, o := range r.objs {
-		if o.want == Unknown || (!all && o.have == o.want) {
+		if w := r.wanted(o); w == Unknown || (!all && o.have == w) {
 			continue
 		}
 		if all {
@@ -439,12 +497,13 @@ func (r *Reconciler) readBack(level func(Key) (Level, bool)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, o := range r.objs {
-		if o.want == Unknown {
+		w := r.wanted(o)
+		if w == Unknown {
 			continue
 		}
 		l, ok := level(k)
 		if !ok {
-			l = o.want
+			l = w
 		}
 		if l == o.have {
 			continue
@@ -453,7 +512,7 @@ func (r *Reconciler) readBack(level func(Key) (Level, bool)) {
 		o.have = l
 		r.objs[k] = o
 		r.count(o, 1, true)
-		if o.have != o.want {
+		if o.have != w {
 			r.enqueue(k)
 		}
 	}
@@ -492,11 +551,16 @@ func (r *Reconciler) take(buf []Object) []Object {
 		}
 		o.flags &^= dirty
 		r.objs[k] = o
-		if o.want == Unknown || (o.have == o.want && o.flags&(stale|retire) == 0) {
+		w := r.wanted(o)
+		if w == Unknown || (o.have == w && o.flags&(stale|retire) == 0) {
 			continue
 		}
-		buf = append(buf, Object{Key: k, Level: o.want, From: o.have, Retire: o.flags&retire != 0,
-			Seq: o.seq, Time: time.Unix(0, o.at), Reason: o.reason})
+		p := Object{Key: k, Level: w, From: o.have, Retire: o.flags&retire != 0, Held: w != o.want,
+			Seq: o.seq, Time: time.Unix(0, o.at), Reason: o.reason}
+		if p.Held {
+			p.Reason = qualify.ReasonNone
+		}
+		buf = append(buf, p)
 	}
 	r.queue = r.queue[n:]
 	if len(r.queue) == 0 {
@@ -635,5 +699,72 @@ func (r *Reconciler) adopt(prev *Reconciler) {
 	r.seq = max(r.seq, seq)
 	for k, o := range objs {
 		r.store(k, o)
+	}
+}
+
+// Release pushes Up once for every object the router may hold Down and
+// forgets every object, then returns how many of those the router
+// confirmed (released) and how many it had not by the time ctx was done
+// (failed). The sink's loop must not run. With all, every object is
+// pushed, as for a router whose levels qualifyd does not know (`qualifyd
+// release`); else a level driver's objects not confirmed Up and a
+// webhook's delivered Down.
+func (r *Reconciler) Release(ctx context.Context, all bool) (released, failed int) {
+	n := r.releaseAll(all)
+	r.drain(ctx)
+	left := r.Stats().Objects
+	return n - left, left
+}
+
+// releaseAll retires the objects that need a push Up and forgets the
+// others; it returns how many it retired.
+func (r *Reconciler) releaseAll(all bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now().UnixNano()
+	for k, o := range r.objs {
+		r.count(o, -1, true)
+		if !all && !r.mayHoldDown(o) {
+			delete(r.objs, k)
+			continue
+		}
+		r.seq++
+		o.want, o.reason, o.seq, o.at, o.flags = Up, qualify.ReasonNone, r.seq, now, o.flags|retire
+		r.store(k, o)
+	}
+	return len(r.objs)
+}
+
+// mayHoldDown reports whether o's router may hold it Down: a level
+// driver's router unless it confirmed Up (it may hold a Down from an
+// earlier run), a webhook's receiver when Down was delivered. Called
+// with mu held.
+func (r *Reconciler) mayHoldDown(o object) bool {
+	if r.reasserts {
+		return o.have != Up
+	}
+	return o.have == Down
+}
+
+// drain connects and pushes what is queued until it is pushed or ctx is
+// done, reconnecting with backoff; it closes the session.
+func (r *Reconciler) drain(ctx context.Context) {
+	defer r.drv.close()
+	for step := 0; ctx.Err() == nil; step++ {
+		err := r.drv.connect(ctx)
+		if err == nil {
+			r.requeue(false)
+			if err = r.pushAll(ctx, &step); err == nil {
+				return
+			}
+		}
+		r.drv.close()
+		if ctx.Err() != nil {
+			return
+		}
+		r.failed(err, step)
+		if !sleep(ctx, r.backoff(step)) {
+			return
+		}
 	}
 }
