@@ -54,6 +54,9 @@ type Change struct {
 	To   string `json:"to"`
 	// Reason is the failed probe's reason of a contact that went down.
 	Reason string `json:"reason,omitempty"`
+	// Panic is set on an up pushed while qualifyd panics for an object
+	// whose verdict is down.
+	Panic bool `json:"panic,omitempty"`
 }
 
 // SignatureHeader carries the body's HMAC.
@@ -87,6 +90,7 @@ func change(o Object) Change {
 	if o.Retire {
 		c.To = "removed"
 	}
+	c.Panic = o.Held
 	if o.Level == Down && o.Reason != 0 {
 		c.Reason = o.Reason.String()
 	}

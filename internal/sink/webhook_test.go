@@ -179,3 +179,12 @@ func TestWebhookCoalescesWhileTheReceiverIsDown(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookMarksThePanicsUp: an up pushed in place of a down says so.
+func TestWebhookMarksThePanicsUp(t *testing.T) {
+	o := Object{Key: Key{Kind: KindAoR, Name: "pbx07"}, Level: Up, From: Down, Held: true, Seq: 9, Time: time.Unix(0, 0)}
+	b, _ := json.Marshal(change(o))
+	if want := `{"seq":9,"time":"1970-01-01T00:00:00Z","kind":"aor","aor":"pbx07","from":"down","to":"up","panic":true}`; string(b) != want {
+		t.Fatalf("payload %s, want %s", b, want)
+	}
+}
