@@ -2,9 +2,12 @@ package sink
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -401,4 +404,49 @@ func TestReleaseIsBoundedByTheTimeout(t *testing.T) {
 			t.Fatalf("log %q", got)
 		}
 	})
+}
+
+// TestReleaseSetsEveryObjectUp is `qualifyd release` against a fake
+// Kamailio 5.6 and a webhook receiver: every dispatcher destination of
+// the sink is set active, whatever it held, and the receiver hears every
+// object removed; only the sinks named are touched.
+func TestReleaseSetsEveryObjectUp(t *testing.T) {
+	f, srv := newFakeDispatcher(t)
+	var mu sync.Mutex
+	var hooked []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c Change
+		json.NewDecoder(r.Body).Decode(&c)
+		mu.Lock()
+		hooked = append(hooked, c.Kind+" "+c.AoR+" "+c.To)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	on := &qualify.Policy{Frequency: time.Minute}
+	conf := &pjsip.Config{
+		AoRs: []pjsip.AoR{{AoR: probe.AoR{Name: "a", Contacts: []string{"sip:127.0.0.1:5080"}, Policy: on}},
+			{AoR: probe.AoR{Name: "b", Contacts: []string{"sip:192.0.2.10"}, Policy: on}}},
+		Sinks: []*pjsip.Sink{{Name: "edge", Driver: "kamailio", URL: srv.URL + "/RPC", Timeout: 5 * time.Second},
+			{Name: "hook", Driver: "webhook", URL: hook.URL, Timeout: 5 * time.Second}},
+	}
+	out, err := Release(t.Context(), conf, []string{"edge"}, Config{})
+	if err != nil || len(out) != 1 || out[0] != (Released{Name: "edge", Driver: "kamailio", Objects: 2, Released: 2}) {
+		t.Fatalf("release %+v, %v", out, err)
+	}
+	if f.flags("sip:192.0.2.10:5060") != "AX" || f.flags("sip:127.0.0.1:5080") != "AX" {
+		t.Fatalf("flags %s %s, want both active", f.flags("sip:192.0.2.10:5060"), f.flags("sip:127.0.0.1:5080"))
+	}
+	if len(hooked) != 0 {
+		t.Fatalf("the webhook, not named, got %q", hooked)
+	}
+	if out, err = Release(t.Context(), conf, nil, Config{}); err != nil || len(out) != 2 || out[1].Released != 4 {
+		t.Fatalf("release all %+v, %v", out, err)
+	}
+	slices.Sort(hooked)
+	if want := []string{"aor a removed", "aor b removed", "contact a removed", "contact b removed"}; !slices.Equal(hooked, want) {
+		t.Fatalf("webhook got %q, want %q", hooked, want)
+	}
+	if _, err := Release(t.Context(), conf, []string{"edge", "nope"}, Config{}); err == nil || err.Error() != `no sink named "nope"` {
+		t.Fatalf("unknown sink: %v", err)
+	}
 }

@@ -753,6 +753,9 @@ func (r *Reconciler) drain(ctx context.Context) {
 	for step := 0; ctx.Err() == nil; step++ {
 		err := r.drv.connect(ctx)
 		if err == nil {
+			err = r.ticks(ctx, nil, true, false, &step) // a resync learns the router's objects
+		}
+		if err == nil {
 			r.requeue(false)
 			if err = r.pushAll(ctx, &step); err == nil {
 				return
