@@ -33,7 +33,7 @@ type Group struct {
 	// release runs a retired sink's release in the background while Run
 	// runs; nil otherwise.
 	release func(s *sink)
-	stops   []func() // the loops to stop (and release), by Configure, outside mu
+	stops   []func()      // the loops to stop (and release), by Configure, outside mu
 	conf    *pjsip.Config // the configuration applied last
 	census  census
 	rule    panicRule

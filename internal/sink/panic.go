@@ -67,8 +67,8 @@ type contactID struct{ aor, uri string }
 // sinks' down: Unreachable and not latency-only). Memory grows with the
 // destinations and with the contacts down, not with every contact.
 type census struct {
-	contacts map[string]int32    // destination -> its qualified contacts
-	downs    map[string]int32    // destination -> its contacts down, > 0
+	contacts map[string]int32     // destination -> its qualified contacts
+	downs    map[string]int32     // destination -> its contacts down, > 0
 	down     map[contactID]string // contact down -> its destination
 	out      int                  // destinations all of whose contacts are down
 }
