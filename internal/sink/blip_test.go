@@ -36,8 +36,8 @@ func (p *blipProber) Start(ctx context.Context, t probe.Target, tag uint64, done
 // blip's start, and every device state the sink pushed.
 type blipRun struct {
 	panicAt, calmAt time.Duration // -1: never
-	pushes          []string       // "+12.3s trunk4 UNAVAILABLE"
-	downs           int            // UNAVAILABLE pushes
+	pushes          []string      // "+12.3s trunk4 UNAVAILABLE"
+	downs           int           // UNAVAILABLE pushes
 	downWhilePanic  int
 	maxDown         int // trunks down at once
 }
