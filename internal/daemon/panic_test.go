@@ -109,15 +109,7 @@ func TestPanicThroughTheDaemon(t *testing.T) {
 	defer srv.Close()
 	conf := &pjsip.Config{AoRs: aors, Panic: pjsip.Panic{Threshold: 50, MinDestinations: 10},
 		Sinks: []*pjsip.Sink{{Name: "hook", Driver: "webhook", URL: srv.URL, Timeout: 5 * time.Second}}}
-	d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
+	d := runDaemon(t, Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
 	hook.await(t, n, "UUUUUUUUUU")
 	down[0].Store(true)
 	hook.await(t, n, "DUUUUUUUUU") // a single trunk's outage is pushed
@@ -166,14 +158,7 @@ func TestReloadReleasesARemovedSink(t *testing.T) {
 	conf := &pjsip.Config{AoRs: aors, Sinks: []*pjsip.Sink{{Name: "hook", Driver: "webhook", URL: srv.URL, Timeout: 5 * time.Second}}}
 	load := func() (*pjsip.Config, error) { mu.Lock(); defer mu.Unlock(); return conf, nil }
 	log := &lockedWriter{wrote: make(chan struct{}, 1)}
-	d, err := New(Config{Load: load, SIPBind: "127.0.0.1:0", Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	d := runDaemon(t, Config{Load: load, SIPBind: "127.0.0.1:0", Log: log})
 	hook.await(t, 1, "D")
 	mu.Lock()
 	conf = &pjsip.Config{AoRs: aors}
@@ -181,7 +166,7 @@ func TestReloadReleasesARemovedSink(t *testing.T) {
 	hook.mu.Lock()
 	hook.to["trunk0"] = "" // wait for the release's delivery
 	hook.mu.Unlock()
-	if err := d.Reload(ctx, false); err != nil {
+	if err := d.Reload(t.Context(), false); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.After(20 * time.Second)
@@ -205,6 +190,20 @@ func TestReloadReleasesARemovedSink(t *testing.T) {
 		case <-log.wrote:
 		}
 	}
+}
+
+// runDaemon builds a daemon of cfg and runs it until the test ends.
+func runDaemon(t *testing.T, cfg Config) *Daemon {
+	t.Helper()
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d
 }
 
 // lockedWriter is a log that says when it was written to.
