@@ -450,3 +450,51 @@ func TestReleaseSetsEveryObjectUp(t *testing.T) {
 		t.Fatalf("unknown sink: %v", err)
 	}
 }
+
+// TestPanicSetsKamailioActive: in a panic a kamailio sink (against the
+// fake Kamailio 5.6) sets its inactive destinations active, and sets them
+// inactive again when it ends.
+func TestPanicSetsKamailioActive(t *testing.T) {
+	f, srv := newFakeDispatcher(t)
+	def := &pjsip.Sink{Name: "edge", Driver: "kamailio", URL: srv.URL + "/RPC", Timeout: 5 * time.Second}
+	c, src := trunks(10, pjsip.Panic{}, def)
+	c.AoRs[0].Contacts = []string{"sip:127.0.0.1:5080"} // the fake's two destinations
+	c.AoRs[1].Contacts = []string{"sip:192.0.2.10"}
+	src.aors["trunk0"][0].URI, src.aors["trunk1"][0].URI = "sip:127.0.0.1:5080", "sip:192.0.2.10"
+	g := NewGroup(Config{Source: src})
+	g.Configure(c)
+	set := func(i int, st qualify.Status) {
+		name := fmt.Sprintf("trunk%d", i)
+		src.set(name, st)
+		g.AoRChanged(name)
+	}
+	for i := range 10 {
+		set(i, qualify.Reachable)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { g.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	got := []string{<-f.set, <-f.set} // the connect pushes every level
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a sip:127.0.0.1:5080", "a sip:192.0.2.10:5060"}) {
+		t.Fatalf("set_state %v at connect", got)
+	}
+	set(0, qualify.Unreachable)
+	if got := <-f.set; got != "i sip:127.0.0.1:5080" {
+		t.Fatalf("set_state %s: one trunk down is pushed", got)
+	}
+	for i := 1; i <= 5; i++ {
+		set(i, qualify.Unreachable)
+	}
+	if got := <-f.set; got != "a sip:127.0.0.1:5080" || !g.Panic().Active {
+		t.Fatalf("set_state %s, panic %+v: 6 of 10 down is a panic", got, g.Panic())
+	}
+	if f.flags("sip:192.0.2.10:5060") != "AX" {
+		t.Fatalf("192.0.2.10 is %s during the panic", f.flags("sip:192.0.2.10:5060"))
+	}
+	set(1, qualify.Reachable)
+	if got := <-f.set; got != "i sip:127.0.0.1:5080" || g.Panic().Active {
+		t.Fatalf("set_state %v after the panic", got)
+	}
+}
