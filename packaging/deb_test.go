@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"compress/gzip"
 	"debug/elf"
+	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -26,8 +32,11 @@ const (
 )
 
 // TestDebInstall installs the package $QUALIFYD_DEB (make deb-test, part
-// of make test, builds it) with dpkg, runs what it installed, reinstalls it
-// over itself (an upgrade's scripts), then removes and purges it. It needs
+// of make test, builds it) with dpkg, runs what it installed, adds a
+// webhook sink to the configuration, reinstalls the package over itself (an
+// upgrade's scripts, which leave the routers alone), then removes it (its
+// prerm releases the sink: the receiver hears every object removed) and
+// purges it. It needs
 // root and changes the system, so it runs only when QUALIFYD_DEB is set;
 // then a missing privilege is a failure, not a skip. It refuses to touch a
 // system where qualifyd is installed, as a package or by hand.
@@ -45,17 +54,66 @@ func TestDebInstall(t *testing.T) {
 
 	mustRun(t, "dpkg", "-i", deb)
 	checkInstalled(t, version)
+	hook := addWebhook(t)
 	mustRun(t, "dpkg", "-i", deb)
 	checkInstalled(t, version)
+	if got := hook.received(); len(got) != 0 {
+		t.Errorf("an upgrade pushed %q to the sink", got)
+	}
 
 	mustRun(t, "dpkg", "-r", "qualifyd")
 	checkStatus(t, "rc ")
+	if got, want := hook.received(), []string{"aor example-trunk removed", "contact example-trunk removed"}; !slices.Equal(got, want) {
+		t.Errorf("remove pushed %q to the sink, want %q (qualifyd release)", got, want)
+	}
 	checkGone(t, binPath, unitPath, manPath, docPath, copyPath, rulesPath)
 	checkPresent(t, confPath, tokenPath)
 
 	mustRun(t, "dpkg", "-P", "qualifyd")
 	checkStatus(t, "")
 	checkGone(t, confPath, tokenPath, filepath.Dir(confPath))
+}
+
+// receiver is a webhook sink's receiver: what it was sent, "KIND NAME TO".
+type receiver struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	var c struct{ Kind, AoR, To string }
+	if err := json.NewDecoder(req.Body).Decode(&c); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	r.got = append(r.got, c.Kind+" "+c.AoR+" "+c.To)
+	r.mu.Unlock()
+}
+
+// received returns what the receiver was sent, sorted.
+func (r *receiver) received() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(slices.Values(r.got))
+}
+
+// addWebhook appends a webhook sink to the installed configuration, its
+// receiver served by the test.
+func addWebhook(t *testing.T) *receiver {
+	t.Helper()
+	r := &receiver{}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	f, err := os.OpenFile(confPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "\n[hook]\ntype=sink\ndriver=webhook\nurl=%s/qualifyd\n", srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // refuseInstalled stops the test where it would overwrite or purge a

@@ -89,7 +89,7 @@ func TestREADMECommandFlags(t *testing.T) {
 	}
 	known := map[string]bool{}
 	for cmd, text := range map[string]string{"check": commandsText, "check-config": commandsText,
-		"demo": commandsText, "show": commandsText, "qualify": commandsText, "simulate": simulateFlags} {
+		"demo": commandsText, "show": commandsText, "qualify": commandsText, "release": commandsText, "simulate": simulateFlags} {
 		for name, def := range helpFlags(t, cmd) {
 			known[name] = true
 			if !regexp.MustCompile(`--` + name + `([^a-z0-9-]|$)`).MatchString(text) {

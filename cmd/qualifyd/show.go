@@ -62,6 +62,7 @@ func show(ctx context.Context, c *apiClient, what string, w io.Writer, now time.
 		Contacts  []api.Contact  `json:"contacts"`
 		Endpoints []api.Endpoint `json:"endpoints"`
 		Sinks     []api.Sink     `json:"sinks"`
+		Panic     *api.Panic     `json:"panic"`
 	}
 	if err := c.do(ctx, "GET", "/api/v1/"+what, &body); err != nil {
 		return err
@@ -73,6 +74,7 @@ func show(ctx context.Context, c *apiClient, what string, w io.Writer, now time.
 		printEndpoints(w, body.Endpoints)
 	case "sinks":
 		printSinks(w, body.Sinks, now)
+		printPanic(w, body.Panic, now)
 	default:
 		printContacts(w, body.Contacts, now)
 	}
@@ -144,6 +146,15 @@ func printEndpoints(w io.Writer, es []api.Endpoint) {
 func printSinks(w io.Writer, ss []api.Sink, now time.Time) {
 	sinkTable(w, ss, now)
 	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(ss))
+}
+
+// printPanic says so while qualifyd panics.
+func printPanic(w io.Writer, p *api.Panic, now time.Time) {
+	if p == nil || !p.Active {
+		return
+	}
+	fmt.Fprintf(w, "PANIC for %s: %d of %d destinations are down (more than %d%%): every sink pushes up what it holds down\n\n",
+		ago(p.Since, now), p.Down, p.Destinations, p.Threshold)
 }
 
 // sinkTable is printSinks' table without its count.

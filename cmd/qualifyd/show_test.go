@@ -233,3 +233,19 @@ func TestREADMEShowHistory(t *testing.T) {
 		t.Errorf("README's show history example is not testdata/show_history.golden:\n%s", golden)
 	}
 }
+
+// TestShowSinksPanic: `show sinks` says when qualifyd panics, and nothing
+// otherwise.
+func TestShowSinksPanic(t *testing.T) {
+	now := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	printPanic(&b, &api.Panic{Destinations: 10, Down: 2, Threshold: 50}, now)
+	printPanic(&b, nil, now)
+	if b.Len() != 0 {
+		t.Fatalf("printed %q without a panic", b.String())
+	}
+	printPanic(&b, &api.Panic{Active: true, Since: api.At(now.Add(-12 * time.Second)), Destinations: 10, Down: 6, Threshold: 50}, now)
+	if want := "PANIC for 12s: 6 of 10 destinations are down (more than 50%): every sink pushes up what it holds down\n\n"; b.String() != want {
+		t.Fatalf("printed %q, want %q", b.String(), want)
+	}
+}

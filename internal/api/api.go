@@ -209,7 +209,20 @@ type Change struct {
 // SinkList is the reply of GET /api/v1/sinks: every sink in
 // configuration order.
 type SinkList struct {
+	Panic *Panic `json:"panic,omitempty"` // absent without sinks
 	Sinks []Sink `json:"sinks"`
+}
+
+// Panic is the daemon's panic state: while Active, every sink pushes up
+// what it holds down, as more than Threshold percent of the Destinations
+// are Down, and there are at least MinDestinations of them.
+type Panic struct {
+	Active          bool `json:"active"`
+	Since           Time `json:"since"` // when it began or last ended; null before the first
+	Destinations    int  `json:"destinations"`
+	Down            int  `json:"down"`
+	Threshold       int  `json:"threshold"`
+	MinDestinations int  `json:"min_destinations"`
 }
 
 // Sink is one sink's state.
@@ -219,6 +232,7 @@ type Sink struct {
 	Up          bool   `json:"up"` // the router answered the last request (a refusal included)
 	Objects     int    `json:"objects"`
 	Pending     int    `json:"pending"`
+	Held        int    `json:"held"` // objects wanted down and pushed up by the panic
 	Pushes      Pushes `json:"pushes"`
 	LastSuccess Time   `json:"last_success"`
 	LastError   string `json:"last_error"`
@@ -241,6 +255,7 @@ type SinkObject struct {
 	Wanted    string `json:"wanted"`
 	Confirmed string `json:"confirmed"`
 	Pending   bool   `json:"pending"`
+	Held      bool   `json:"held,omitempty"` // the panic pushes up in place of down: wanted is up
 }
 
 // Pushes counts a sink's pushes by result.

@@ -38,8 +38,16 @@ func watchEngine(m *metrics.Metrics, reg prometheus.Registerer, eng *engine.Engi
 	})
 }
 
-// watchSinks registers the sink series, read at scrape time from g.
+// watchSinks registers the sink and panic series, read at scrape time
+// from g.
 func watchSinks(m *metrics.Metrics, reg prometheus.Registerer, g *sink.Group) error {
+	err := m.WatchPanic(reg, func() metrics.PanicStats {
+		p := g.Panic()
+		return metrics.PanicStats{Active: p.Active, Destinations: p.Destinations, Down: p.Down}
+	})
+	if err != nil {
+		return err
+	}
 	return m.WatchSinks(reg, func() []metrics.SinkStats {
 		st := g.Status()
 		out := make([]metrics.SinkStats, len(st))

@@ -67,6 +67,9 @@ func gatherAll(t *testing.T) []*dto.MetricFamily {
 	if err := m.WatchSources(reg, func() []SourceStats { return []SourceStats{{Name: "edge"}} }); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.WatchPanic(reg, func() PanicStats { return PanicStats{} }); err != nil {
+		t.Fatal(err)
+	}
 	m.ObserveProbe("a", qualify.Result{Code: 200, RTT: time.Millisecond}, true, qualify.ReasonNone)
 	mfs, err := reg.Gather()
 	if err != nil {

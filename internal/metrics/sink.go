@@ -33,6 +33,52 @@ var (
 		"Unix time of the sink's last successful request; 0 if none.", []string{"sink"}, nil)
 )
 
+// PanicStats is the daemon's panic state that the metrics export.
+type PanicStats struct {
+	// Active is true while every sink pushes up what it holds down.
+	Active bool
+	// Destinations counts the distinct destinations qualified; Down those
+	// all of whose contacts are down.
+	Destinations, Down int
+}
+
+var (
+	descPanic = prometheus.NewDesc("qualifyd_panic",
+		"1 while qualifyd panics: more than panic_threshold percent of its destinations are down, and every sink pushes up what it holds down.", nil, nil)
+	descDestinations = prometheus.NewDesc("qualifyd_destinations",
+		"Distinct destinations (host:port of the qualified contacts) by state: all (every one) or down (all of its contacts down).", []string{"state"}, nil)
+)
+
+// WatchPanic registers with reg the panic series, read from state at
+// scrape time.
+func (m *Metrics) WatchPanic(reg prometheus.Registerer, state func() PanicStats) error {
+	if reg == nil || state == nil {
+		return errors.New("metrics: no registerer or no panic state")
+	}
+	return reg.Register(panicCollector(state))
+}
+
+// panicCollector computes the panic series at scrape time.
+type panicCollector func() PanicStats
+
+// Describe implements prometheus.Collector.
+func (c panicCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descPanic
+	ch <- descDestinations
+}
+
+// Collect implements prometheus.Collector.
+func (c panicCollector) Collect(ch chan<- prometheus.Metric) {
+	p := c()
+	active := 0.0
+	if p.Active {
+		active = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descPanic, prometheus.GaugeValue, active)
+	ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Destinations), "all")
+	ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Down), "down")
+}
+
 // WatchSinks registers with reg the sink series, read from sinks at
 // scrape time; the sinks may change between scrapes (a reload).
 func (m *Metrics) WatchSinks(reg prometheus.Registerer, sinks func() []SinkStats) error {

@@ -40,3 +40,27 @@ qualifyd_sink_up{sink="edge"} 1
 		t.Fatal(err)
 	}
 }
+
+func TestPanicSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := PanicStats{Active: true, Destinations: 10, Down: 6}
+	if err := m.WatchPanic(reg, func() PanicStats { return p }); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP qualifyd_destinations Distinct destinations (host:port of the qualified contacts) by state: all (every one) or down (all of its contacts down).
+# TYPE qualifyd_destinations gauge
+qualifyd_destinations{state="all"} 10
+qualifyd_destinations{state="down"} 6
+# HELP qualifyd_panic 1 while qualifyd panics: more than panic_threshold percent of its destinations are down, and every sink pushes up what it holds down.
+# TYPE qualifyd_panic gauge
+qualifyd_panic 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qualifyd_panic", "qualifyd_destinations"); err != nil {
+		t.Fatal(err)
+	}
+}

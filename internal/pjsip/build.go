@@ -39,6 +39,9 @@ type Config struct {
 	// MaxInitialQualifyTime is the global max_initial_qualify_time; zero
 	// when unset.
 	MaxInitialQualifyTime time.Duration
+	// Panic is the global panic rule: when the sinks push every object
+	// up, as a mass outage is more likely qualifyd's own.
+	Panic Panic
 	// Sinks are the type=sink sections, in file order.
 	Sinks []*Sink
 	// Sources are the type=source sections, in file order.
@@ -51,6 +54,25 @@ type Config struct {
 	// is loaded with them.
 	Warnings []*Error
 }
+
+// Panic is the global panic_threshold and panic_min_destinations: the
+// sinks push every object up while more than Threshold percent of the
+// distinct destinations qualifyd qualifies are down, when there are at
+// least MinDestinations of them. Threshold 100 never panics.
+type Panic struct {
+	// Threshold is the percentage of destinations down above which
+	// qualifyd panics, 1..100 (default 50).
+	Threshold int
+	// MinDestinations is the fewest destinations qualifyd must qualify
+	// to panic, at least 1 (default 10).
+	MinDestinations int
+}
+
+// Panic defaults.
+const (
+	DefaultPanicThreshold       = 50
+	DefaultPanicMinDestinations = 10
+)
 
 // parser reads the files of one configuration into sections.
 type parser struct {
@@ -177,13 +199,13 @@ type builder struct {
 	transports         map[string]string
 	// seen holds the first object of each type and name, but AoRs:
 	// duplicate finds a second AoR of one name in the sorted names.
-	seen       map[seenKey]place
-	maxInitial int
-	policies   policySet
-	sinks      []*Sink
-	sources    []*Source
-	dir        string                            // resolves a source's relative path=
-	secret     func(name string) (string, error) // reads a sink's secret_file
+	seen     map[seenKey]place
+	global   global
+	policies policySet
+	sinks    []*Sink
+	sources  []*Source
+	dir      string                            // resolves a source's relative path=
+	secret   func(name string) (string, error) // reads a sink's secret_file
 	// dropped holds the types of which a second object of one name was
 	// found (see unique); warnings are the Config's.
 	dropped  map[string]bool
@@ -346,11 +368,7 @@ func (b *builder) addTransport(s *def) error {
 }
 
 func (b *builder) addGlobal(s *def) error {
-	n, ok, err := readGlobal(s.name, s.vars)
-	if ok {
-		b.maxInitial = n
-	}
-	return err
+	return readGlobal(&b.global, s.name, s.vars)
 }
 
 // addWizard adds a wizard's objects, which must not clash with others.

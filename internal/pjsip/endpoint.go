@@ -1,6 +1,7 @@
 package pjsip
 
 import (
+	"math"
 	"strings"
 
 	"github.com/qualifyd/qualifyd/internal/probe"
@@ -88,20 +89,52 @@ func readTransport(name string, vars []variable) (string, error) {
 	return proto, nil
 }
 
-// readGlobal returns a global section's max_initial_qualify_time, whole
-// seconds 0..86400 (the last value wins; each is checked), and whether it
-// is set.
-func readGlobal(name string, vars []variable) (n int, set bool, err error) {
+// global is what qualifyd reads of type=global sections: Asterisk's
+// max_initial_qualify_time and qualifyd's panic options, each with
+// whether it was set (the last value wins; each is checked).
+type global struct {
+	maxInitial, panicThreshold, panicMin          int
+	maxInitialSet, panicThresholdSet, panicMinSet bool
+}
+
+// globalOptions are the options of a type=global section qualifyd reads:
+// each one's range, and where its value and whether it is set go.
+var globalOptions = map[string]struct {
+	lo, hi uint32
+	field  func(g *global) (*int, *bool)
+}{
+	"max_initial_qualify_time": {0, 86400, func(g *global) (*int, *bool) { return &g.maxInitial, &g.maxInitialSet }},
+	"panic_threshold":          {1, 100, func(g *global) (*int, *bool) { return &g.panicThreshold, &g.panicThresholdSet }},
+	"panic_min_destinations":   {1, math.MaxInt32, func(g *global) (*int, *bool) { return &g.panicMin, &g.panicMinSet }},
+}
+
+// readGlobal reads a global section's options into g.
+func readGlobal(g *global, name string, vars []variable) error {
 	for _, v := range vars {
-		if v.name != "max_initial_qualify_time" {
+		o, ok := globalOptions[v.name]
+		if !ok {
 			continue
 		}
-		if n, err = parseRange(v.value, 0, 86400); err != nil {
-			return 0, false, optErr(name, v, err)
+		n, err := parseRange(v.value, o.lo, o.hi)
+		if err != nil {
+			return optErr(name, v, err)
 		}
-		set = true
+		val, set := o.field(g)
+		*val, *set = n, true
 	}
-	return n, set, nil
+	return nil
+}
+
+// panic is the panic rule, defaults applied.
+func (g *global) panic() Panic {
+	p := Panic{Threshold: DefaultPanicThreshold, MinDestinations: DefaultPanicMinDestinations}
+	if g.panicThresholdSet {
+		p.Threshold = g.panicThreshold
+	}
+	if g.panicMinSet {
+		p.MinDestinations = g.panicMin
+	}
+	return p
 }
 
 // lastOf returns the last option called name.

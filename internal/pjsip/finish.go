@@ -32,7 +32,8 @@ func (b *builder) finish(errs []error) (*Config, error) {
 			return nil, err
 		}
 	}
-	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.maxInitial) * time.Second, Sinks: b.sinks, Sources: b.sources, Warnings: b.warnings}
+	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.global.maxInitial) * time.Second,
+		Panic: b.global.panic(), Sinks: b.sinks, Sources: b.sources, Warnings: b.warnings}
 	for _, k := range b.sinks {
 		if err := checkSinkAoRs(k, b.aors); err != nil {
 			return nil, err
@@ -138,7 +139,7 @@ func (b *builder) drop() {
 		clear(b.auths)
 	}
 	if b.dropped["global"] {
-		b.maxInitial = 0
+		b.global = global{}
 	}
 }
 

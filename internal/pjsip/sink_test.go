@@ -127,6 +127,30 @@ secret=k
 	}
 }
 
+// TestPanicOptions reads the global panic rule: the defaults, and the
+// last value of each option across global sections.
+func TestPanicOptions(t *testing.T) {
+	for _, c := range []struct {
+		name, src string
+		want      Panic
+	}{
+		{"defaults", "[global]\ntype=global\n", Panic{Threshold: 50, MinDestinations: 10}},
+		{"no global", "", Panic{Threshold: 50, MinDestinations: 10}},
+		{"set", "[global]\ntype=global\npanic_threshold=100\npanic_min_destinations=3\n", Panic{Threshold: 100, MinDestinations: 3}},
+		{"last wins", "[global]\ntype=global\npanic_threshold=70\n[global](+)\npanic_threshold=60\n", Panic{Threshold: 60, MinDestinations: 10}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := parseFiles(c.src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Panic != c.want {
+				t.Fatalf("panic %+v, want %+v", cfg.Panic, c.want)
+			}
+		})
+	}
+}
+
 func TestSecretNeverPrinted(t *testing.T) {
 	s := Sink{Name: "a", Secret: "s3cret"}
 	b, _ := json.Marshal(s)

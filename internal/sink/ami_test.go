@@ -36,6 +36,8 @@ type fakeManager struct {
 	// stall and cut name an action whose next reply never comes, or is
 	// cut off mid-way by closing the connection.
 	stall, cut string
+	// onSetvar, if set, is called with each Setvar (with mu held).
+	onSetvar func(variable, value string)
 
 	mu      sync.Mutex
 	actions []map[string]string
@@ -162,6 +164,9 @@ func (f *fakeManager) answer(m map[string]string, authed *bool) (string, bool) {
 		return reply("Success", b.String()), false
 	case act == "Setvar":
 		f.vars[m["Variable"]] = m["Value"]
+		if f.onSetvar != nil {
+			f.onSetvar(m["Variable"], m["Value"])
+		}
 		return reply("Success", "Message: Variable Set\r\n"), false
 	case act == "Getvar":
 		return reply("Success", "Variable: "+m["Variable"]+"\r\nValue: "+f.vars[m["Variable"]]+"\r\n"), false

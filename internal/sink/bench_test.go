@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // countingDriver counts pushes and signals when n have been made.
@@ -68,4 +71,25 @@ func BenchmarkSinkBurst(b *testing.B) {
 	}
 	b.ReportMetric(converge.Seconds()*1000, "ms-to-converge")
 	b.ReportMetric(perObject, "B/object")
+}
+
+// BenchmarkPanicAoRChanged is the cost of one status change to the panic
+// rule (the census and its evaluation, no sink) at 1,000 and 100,000
+// destinations: the same, as the counts are kept.
+func BenchmarkPanicAoRChanged(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			c, src := trunks(n, pjsip.Panic{})
+			g := NewGroup(Config{Source: src})
+			g.Configure(c)
+			st := []qualify.Status{qualify.Reachable, qualify.Unreachable}
+			i := 0
+			for b.Loop() {
+				name := "trunk" + strconv.Itoa(i%n)
+				src.set(name, st[(i/n)%2])
+				g.AoRChanged(name)
+				i++
+			}
+		})
+	}
 }

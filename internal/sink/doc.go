@@ -24,6 +24,16 @@
 // verdict yet (NonQualified) has no level (Unknown): nothing is pushed
 // for it and the router keeps what it had (docs/qualify-semantics.md §6).
 //
+// Two overrides push Up in place of a wanted Down, one mechanism
+// (override.go): a panic (panic.go), while more than panic_threshold
+// percent of the distinct destinations are down at once, which is more
+// likely qualifyd's own fault, holds every reconciler, the verdicts
+// going on underneath; a release, when a sink leaves the configuration
+// or its router changes (and for `qualifyd release`, release.go),
+// pushes Up what the router may hold Down, then forgets it. The Group
+// keeps the destinations' counts, so that the rule costs O(1) per status
+// change.
+//
 // Check (check.go) contacts each router once and changes nothing, for
 // `qualifyd check-config --connect`.
 package sink

@@ -2,9 +2,11 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 )
@@ -28,7 +30,15 @@ type Group struct {
 	mu    sync.Mutex
 	sinks []*sink       // in configuration order
 	start func(s *sink) // starts a sink's loop while Run runs; nil otherwise
-	stops []func()      // the loops to stop, by Configure, outside mu
+	// release runs a retired sink's release in the background while Run
+	// runs; nil otherwise.
+	release func(s *sink)
+	stops   []func()      // the loops to stop (and release), by Configure, outside mu
+	conf    *pjsip.Config // the configuration applied last
+	census  census
+	rule    panicRule
+	panic   Panic
+	notes   []func() // log lines to write outside mu
 }
 
 // sink is one configured sink.
@@ -49,12 +59,19 @@ type Status struct {
 func NewGroup(cfg Config) *Group { return &Group{cfg: cfg} }
 
 // Configure applies conf's sinks: a sink Equal to its previous
-// definition keeps running with its objects; a changed one is replaced,
-// carrying its objects (so that one the new plan drops is still pushed
-// Up once); a removed one is stopped. Every level is then recomputed, and
-// the objects no plan has are retired.
+// definition keeps running with its objects; one changed but for the
+// router it drives is replaced, carrying its objects (so that one the
+// new plan drops is still pushed Up once); one removed, or whose router
+// changed (driver, address, url, method or device prefix), is released:
+// its loop stops, then it pushes Up what its router may hold Down,
+// bounded by its timeout (see Reconciler.Release). The destinations
+// are counted again, every level is recomputed, and the objects no plan
+// has are retired.
 func (g *Group) Configure(conf *pjsip.Config) {
 	g.mu.Lock()
+	g.conf, g.rule = conf, newPanicRule(conf.Panic)
+	g.census.reset(conf)
+	g.countAll(conf)
 	old := map[string]*sink{}
 	for _, s := range g.sinks {
 		old[s.def.Name] = s
@@ -66,38 +83,107 @@ func (g *Group) Configure(conf *pjsip.Config) {
 		g.sinks = append(g.sinks, s)
 	}
 	for _, s := range old {
-		g.stopLater(s)
+		g.releaseLater(s)
 	}
 	stops := g.stops
 	g.stops = nil
+	g.evaluate()
 	for _, s := range g.sinks {
 		g.recompute(s)
 	}
-	g.mu.Unlock()
+	g.unlock()
 	for _, stop := range stops {
 		stop()
 	}
 }
 
-// carry returns the sink for def: prev itself when unchanged, else a new
-// one with prev's objects when the driver is the same. Called with mu
+// countAll observes every qualified AoR of conf in the census. Called
+// with mu held.
+func (g *Group) countAll(conf *pjsip.Config) {
+	for i := range conf.AoRs {
+		if p := conf.AoRs[i].PolicyValue(); p.Enabled() {
+			g.observe(conf.AoRs[i].Name)
+		}
+	}
+}
+
+// observe takes the AoR name's contacts into the census. Called with mu
 // held.
+func (g *Group) observe(name string) {
+	if a, ok := g.cfg.Source.AoR(name); ok {
+		g.census.observe(&a)
+	}
+}
+
+// evaluate applies the panic rule to the census; on a change it holds
+// (or lets go) every sink and queues the log line. Called with mu held.
+func (g *Group) evaluate() {
+	p := g.panic
+	p.Destinations, p.Down = g.census.size(), g.census.out
+	p.Threshold, p.MinDestinations = g.rule.threshold, g.rule.min
+	if now := g.rule.panics(p.Down, p.Destinations); now != p.Active {
+		p.Active, p.Since = now, time.Now()
+		for _, s := range g.sinks {
+			s.rec.Hold(now)
+		}
+		level, line := panicLine(p)
+		g.notes = append(g.notes, func() { g.cfg.notice(level, line) })
+	}
+	g.panic = p
+}
+
+// unlock releases mu, then writes the queued log lines.
+func (g *Group) unlock() {
+	notes := g.notes
+	g.notes = nil
+	g.mu.Unlock()
+	for _, n := range notes {
+		n()
+	}
+}
+
+// notice is Notice, or nothing.
+func (c *Config) notice(level slog.Level, msg string, attrs ...slog.Attr) {
+	if c.Notice != nil {
+		c.Notice(level, msg, attrs...)
+	}
+}
+
+// Panic returns the panic state.
+func (g *Group) Panic() Panic {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.panic
+}
+
+// carry returns the sink for def: prev itself when unchanged, else a new
+// one, with prev's objects when the router is the same (else prev is
+// released). Called with mu held.
 func (g *Group) carry(prev *sink, def *pjsip.Sink, conf *pjsip.Config) *sink {
 	if prev != nil && prev.def.Equal(def) {
 		prev.def, prev.plan = def, newPlan(def, conf)
 		return prev
 	}
 	s := &sink{def: def, rec: g.reconciler(def), plan: newPlan(def, conf)}
-	if prev != nil {
-		if prev.def.Driver == def.Driver {
-			s.rec.adopt(prev.rec)
-		}
+	s.rec.Hold(g.panic.Active)
+	switch {
+	case prev != nil && sameRouter(prev.def, def):
+		s.rec.adopt(prev.rec)
 		g.stopLater(prev)
+	case prev != nil:
+		g.releaseLater(prev)
 	}
 	if g.start != nil {
 		g.start(s)
 	}
 	return s
+}
+
+// sameRouter reports whether a and b drive the same objects of the same
+// router: a sink changed otherwise keeps its objects' levels.
+func sameRouter(a, b *pjsip.Sink) bool {
+	return a.Driver == b.Driver && a.Address == b.Address && a.URL == b.URL &&
+		a.Method == b.Method && a.DevicePrefix == b.DevicePrefix
 }
 
 // stopLater queues the stop of s's loop. Called with mu held.
@@ -106,6 +192,32 @@ func (g *Group) stopLater(s *sink) {
 		g.stops = append(g.stops, s.stop)
 		s.stop = nil
 	}
+}
+
+// releaseLater queues the stop of s's loop, then its release in the
+// background. A sink whose loop never ran has pushed nothing. Called with
+// mu held.
+func (g *Group) releaseLater(s *sink) {
+	if s.stop == nil {
+		return
+	}
+	stop, release := s.stop, g.release
+	s.stop = nil
+	g.stops = append(g.stops, func() { stop(); release(s) })
+}
+
+// retire releases s, bounded by its timeout even when ctx is done (the
+// daemon stops), and logs how many objects it released.
+func (g *Group) retire(ctx context.Context, s *sink) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.def.Timeout)
+	defer cancel()
+	n, failed := s.rec.Release(ctx, false)
+	msg := fmt.Sprintf("sink %s: stopped: released %d objects the router may hold down (pushed up)", s.def.Name, n)
+	if failed > 0 {
+		g.cfg.notice(slog.LevelWarn, msg+fmt.Sprintf("; %d not confirmed within %v: %s", failed, s.def.Timeout, s.rec.Stats().LastError))
+		return
+	}
+	g.cfg.notice(slog.LevelInfo, msg)
 }
 
 // reconciler builds def's driver and reconciler.
@@ -148,11 +260,14 @@ func (g *Group) recompute(s *sink) {
 	s.rec.Keys(func(k Key) bool { _, ok := s.plan.deps[k]; return ok })
 }
 
-// AoRChanged recomputes every object that depends on the AoR name. It
+// AoRChanged counts the AoR name's destinations again, applies the
+// panic rule, and recomputes every object that depends on the AoR. It
 // never blocks on a router.
 func (g *Group) AoRChanged(name string) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
+	g.observe(name)
+	g.evaluate()
 	for _, s := range g.sinks {
 		for _, k := range s.plan.byAoR[name] {
 			l, reason := s.plan.level(k, g.cfg.Source)
@@ -161,10 +276,16 @@ func (g *Group) AoRChanged(name string) {
 	}
 }
 
-// Resync recomputes every object of every sink, after events were lost.
+// Resync counts every destination again and recomputes every object of
+// every sink, after events were lost.
 func (g *Group) Resync() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
+	if g.conf != nil {
+		g.census.reset(g.conf)
+		g.countAll(g.conf)
+	}
+	g.evaluate()
 	for _, s := range g.sinks {
 		g.recompute(s)
 	}
@@ -182,6 +303,7 @@ func (g *Group) Run(ctx context.Context) {
 		wg.Go(func() { s.rec.Run(sctx); close(done) })
 		s.stop = func() { cancel(); <-done }
 	}
+	g.release = func(s *sink) { wg.Go(func() { g.retire(ctx, s) }) }
 	for _, s := range g.sinks {
 		g.start(s)
 	}

@@ -26,6 +26,9 @@ type Object struct {
 	// Retire marks the last push of an object that left the
 	// configuration (Level is Up); the reconciler forgets it once pushed.
 	Retire bool
+	// Held marks an Up pushed in place of a wanted Down while qualifyd
+	// panics (see Reconciler.Hold).
+	Held bool
 	// Seq numbers the sink's wanted changes, from 1, in the order they
 	// were set; Time is when the wanted level changed.
 	Seq  uint64
@@ -121,6 +124,9 @@ type Stats struct {
 	// Pending counts the objects whose confirmed level differs from the
 	// wanted one (Unknown excluded).
 	Pending int
+	// Held counts the objects wanted Down and pushed Up instead, while
+	// qualifyd panics.
+	Held int
 	// OK, Error and Dropped count pushes by result.
 	OK, Error, Dropped uint64
 	// LastSuccess is the time of the last successful request; zero if none.
@@ -150,7 +156,9 @@ type Reconciler struct {
 	objs    map[Key]object
 	queue   []Key // dirty objects, each once
 	seq     uint64
-	pending int // objects with want != Unknown && have != want
+	pending int  // objects with wanted(o) != Unknown && have != wanted(o)
+	downs   int  // objects with want == Down
+	hold    bool // push Up in place of a wanted Down (panic)
 	stats   Stats
 	wake    chan struct{} // capacity 1: a Set since the loop last looked
 }
@@ -249,8 +257,14 @@ func (r *Reconciler) store(k Key, o object) {
 // count adds sign to the pending count for o, if it exists and is
 // pending. Called with mu held.
 func (r *Reconciler) count(o object, sign int, exists bool) {
-	if exists && o.want != Unknown && o.have != o.want {
+	if !exists {
+		return
+	}
+	if w := r.wanted(o); w != Unknown && o.have != w {
 		r.pending += sign
+	}
+	if o.want == Down {
+		r.downs += sign
 	}
 }
 
@@ -260,14 +274,20 @@ func (r *Reconciler) Stats() Stats {
 	defer r.mu.Unlock()
 	s := r.stats
 	s.Objects, s.Pending = len(r.objs), r.pending
+	if r.hold {
+		s.Held = r.downs
+	}
 	return s
 }
 
-// ObjectState is one object's levels: the one qualifyd wants and the one
-// the router last confirmed (Unknown before any).
+// ObjectState is one object's levels: the one qualifyd wants the router
+// to hold and the one the router last confirmed (Unknown before any).
+// Held is set while a panic pushes Up for an object whose verdict is
+// Down: Want is then Up.
 type ObjectState struct {
 	Key
 	Want, Have Level
+	Held       bool
 }
 
 // Pending reports whether the router does not hold the wanted level yet
@@ -279,7 +299,8 @@ func (r *Reconciler) Objects() []ObjectState {
 	r.mu.Lock()
 	out := make([]ObjectState, 0, len(r.objs))
 	for k, o := range r.objs {
-		out = append(out, ObjectState{Key: k, Want: o.want, Have: o.have})
+		w := r.wanted(o)
+		out = append(out, ObjectState{Key: k, Want: w, Have: o.have, Held: w != o.want})
 	}
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b ObjectState) int {
@@ -292,13 +313,23 @@ func (r *Reconciler) Objects() []ObjectState {
 // exponential backoff, cut short when the router answers again (see
 // wait); it returns after closing the session.
 func (r *Reconciler) Run(ctx context.Context) {
+	r.reconnect(ctx, func(step *int) error {
+		r.requeue(r.reasserts)
+		return r.session(ctx, step)
+	})
+}
+
+// reconnect connects and runs body until body returns nil or ctx is
+// done, reconnecting with capped exponential backoff after each failure;
+// it returns after closing the session.
+func (r *Reconciler) reconnect(ctx context.Context, body func(step *int) error) {
 	defer r.drv.close()
-	step := 0
-	for ctx.Err() == nil {
+	for step := 0; ctx.Err() == nil; step++ {
 		err := r.drv.connect(ctx)
 		if err == nil {
-			r.requeue(r.reasserts)
-			err = r.session(ctx, &step)
+			if err = body(&step); err == nil {
+				return
+			}
 		}
 		r.drv.close()
 		if ctx.Err() != nil {
@@ -308,7 +339,6 @@ func (r *Reconciler) Run(ctx context.Context) {
 		if !r.wait(ctx, r.backoff(step)) {
 			return
 		}
-		step++
 	}
 }
 
@@ -457,7 +487,7 @@ func (r *Reconciler) requeue(all bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, o := range r.objs {
-		if o.want == Unknown || (!all && o.have == o.want) {
+		if w := r.wanted(o); w == Unknown || (!all && o.have == w) {
 			continue
 		}
 		if all {
@@ -486,12 +516,13 @@ func (r *Reconciler) readBack(level func(Key) (Level, bool)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, o := range r.objs {
-		if o.want == Unknown {
+		w := r.wanted(o)
+		if w == Unknown {
 			continue
 		}
 		l, ok := level(k)
 		if !ok {
-			l = o.want
+			l = w
 		}
 		if l == o.have {
 			continue
@@ -500,7 +531,7 @@ func (r *Reconciler) readBack(level func(Key) (Level, bool)) {
 		o.have = l
 		r.objs[k] = o
 		r.count(o, 1, true)
-		if o.have != o.want {
+		if o.have != w {
 			r.enqueue(k)
 		}
 	}
@@ -539,11 +570,16 @@ func (r *Reconciler) take(buf []Object) []Object {
 		}
 		o.flags &^= dirty
 		r.objs[k] = o
-		if o.want == Unknown || (o.have == o.want && o.flags&(stale|retire) == 0) {
+		w := r.wanted(o)
+		if w == Unknown || (o.have == w && o.flags&(stale|retire) == 0) {
 			continue
 		}
-		buf = append(buf, Object{Key: k, Level: o.want, From: o.have, Retire: o.flags&retire != 0,
-			Seq: o.seq, Time: time.Unix(0, o.at), Reason: o.reason})
+		p := Object{Key: k, Level: w, From: o.have, Retire: o.flags&retire != 0, Held: w != o.want,
+			Seq: o.seq, Time: time.Unix(0, o.at), Reason: o.reason}
+		if p.Held {
+			p.Reason = qualify.ReasonNone
+		}
+		buf = append(buf, p)
 	}
 	r.queue = r.queue[n:]
 	if len(r.queue) == 0 {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // fakeDriver records what the reconciler does. gate, if set, blocks
@@ -376,4 +378,75 @@ func TestConfirmedChangesAreLogged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHoldPushesUpInPlaceOfDown: while held, an object wanted Down is
+// pushed Up (marked Held, without a reason), one set Down meanwhile too;
+// letting go pushes the wanted levels; the counts follow.
+func TestHoldPushesUpInPlaceOfDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeDriver{}
+		r := newReconciler("x", f, Intervals{}, nil, half)
+		stop := start(t, r)
+		defer stop()
+		r.Set(key("a"), Down, qualify.ReasonTimeout)
+		r.Set(key("b"), Up, 0)
+		synctest.Wait()
+		r.Hold(true)
+		r.Hold(true) // idempotent
+		synctest.Wait()
+		r.Set(key("b"), Down, qualify.ReasonTimeout)
+		synctest.Wait()
+		if s := r.Stats(); s.Held != 2 || s.Pending != 0 {
+			t.Fatalf("stats %+v: want 2 held, none pending", s)
+		}
+		if got := f.levels(); !slices.Equal(got, []string{"a=down", "b=up", "a=up"}) {
+			t.Fatalf("pushes %v: want a pushed up, b left up", got)
+		}
+		if p := f.pushes[2]; !p.Held || p.Reason != qualify.ReasonNone {
+			t.Fatalf("held push %+v", p)
+		}
+		objs := r.Objects()
+		if objs[0].Want != Up || !objs[0].Held || objs[0].Have != Up {
+			t.Fatalf("objects %+v", objs)
+		}
+		r.Hold(false)
+		synctest.Wait()
+		if got := f.levels()[3:]; !slices.Equal(sorted(got), []string{"a=down", "b=down"}) {
+			t.Fatalf("pushes after the hold %v: want the wanted levels", got)
+		}
+		if s := r.Stats(); s.Held != 0 || s.Pending != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+}
+
+func sorted(s []string) []string { slices.Sort(s); return s }
+
+// TestReleasePushesWhatTheRouterMayHoldDown: a level driver's objects not
+// confirmed up are pushed up and everything is forgotten; with all, every
+// object is.
+func TestReleasePushesWhatTheRouterMayHoldDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeDriver{}
+		r := newReconciler("x", f, Intervals{}, nil, half)
+		stop := start(t, r)
+		r.Set(key("down"), Down, 0)
+		r.Set(key("up"), Up, 0)
+		synctest.Wait()
+		stop()
+		r.Set(key("unknown"), Unknown, 0)
+		n, failed := r.Release(t.Context(), false)
+		if n != 2 || failed != 0 || r.Stats().Objects != 0 {
+			t.Fatalf("released %d, failed %d, stats %+v", n, failed, r.Stats())
+		}
+		if got := sorted(f.levels()[2:]); !slices.Equal(got, []string{"down=up", "unknown=up"}) {
+			t.Fatalf("pushes %v", got)
+		}
+		r.Set(key("up"), Up, 0)
+		r.Set(key("other"), Unknown, 0)
+		if n, _ := r.Release(t.Context(), true); n != 2 {
+			t.Fatalf("released %d with all, want 2", n)
+		}
+	})
 }

@@ -67,6 +67,9 @@ type Change struct {
 	To   string `json:"to"`
 	// Reason is the failed probe's reason of a contact that went down.
 	Reason string `json:"reason,omitempty"`
+	// Panic is set on an up pushed while qualifyd panics for an object
+	// whose verdict is down.
+	Panic bool `json:"panic,omitempty"`
 	// Expires is when the receiver should stop trusting the verdicts it
 	// holds, this body's and every earlier one's, unless a later body
 	// moved it: FailOpenAfter after the POST, RFC 3339 in UTC.
@@ -115,6 +118,7 @@ func change(o Object) Change {
 	if o.Retire {
 		c.To = "removed"
 	}
+	c.Panic = o.Held
 	if o.Level == Down && o.Reason != 0 {
 		c.Reason = o.Reason.String()
 	}

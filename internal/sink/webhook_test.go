@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -178,4 +179,13 @@ func TestWebhookCoalescesWhileTheReceiverIsDown(t *testing.T) {
 			t.Fatalf("stats %+v", s)
 		}
 	})
+}
+
+// TestWebhookMarksThePanicsUp: an up pushed in place of a down says so.
+func TestWebhookMarksThePanicsUp(t *testing.T) {
+	o := Object{Key: Key{Kind: KindAoR, Name: "pbx07"}, Level: Up, From: Down, Held: true, Seq: 9, Time: time.Unix(0, 0)}
+	b, _ := json.Marshal(change(o))
+	if want := `{"seq":9,"time":"1970-01-01T00:00:00Z","kind":"aor","aor":"pbx07","from":"down","to":"up","panic":true,`; !strings.HasPrefix(string(b), want) {
+		t.Fatalf("payload %s, want it to start %s", b, want)
+	}
 }

@@ -21,6 +21,8 @@ type summaryData struct {
 	Rate, Loss, Window string
 	// Sinks are the routers' states, in configuration order.
 	Sinks []sinkTile
+	// Panic is set while qualifyd panics (every sink pushes up).
+	Panic *sink.Panic
 }
 
 // sinkTile is one sink in the summary: whether routing follows qualifyd
@@ -66,6 +68,9 @@ func (s *Server) summary(now time.Time) summaryData {
 	if s.cfg.Sinks != nil {
 		for _, st := range s.cfg.Sinks.Status() {
 			d.Sinks = append(d.Sinks, newSinkTile(st))
+		}
+		if p := s.cfg.Sinks.Panic(); p.Active {
+			d.Panic = &p
 		}
 	}
 	if c, ok := s.cfg.Engine.(counterSource); ok {

@@ -11,6 +11,7 @@ import (
 type Sinks interface {
 	Status() []sink.Status
 	Objects(name string) (sink.Status, []sink.ObjectState, bool)
+	Panic() sink.Panic
 }
 
 // sinks serves GET /api/v1/sinks: every sink in configuration order. No
@@ -18,6 +19,8 @@ type Sinks interface {
 func (s *Server) sinks(w http.ResponseWriter, _ *http.Request) {
 	out := api.SinkList{Sinks: []api.Sink{}}
 	if s.cfg.Sinks != nil {
+		p := newPanic(s.cfg.Sinks.Panic())
+		out.Panic = &p
 		for _, st := range s.cfg.Sinks.Status() {
 			out.Sinks = append(out.Sinks, newSink(st))
 		}
@@ -48,15 +51,20 @@ func (s *Server) sinkDetail(w http.ResponseWriter, r *http.Request) {
 	for _, o := range objs {
 		if !onlyPending || o.Pending() {
 			out.Items = append(out.Items, api.SinkObject{Kind: o.Kind.String(), Name: o.Name, URI: o.URI,
-				Wanted: o.Want.String(), Confirmed: o.Have.String(), Pending: o.Pending()})
+				Wanted: o.Want.String(), Confirmed: o.Have.String(), Pending: o.Pending(), Held: o.Held})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
+func newPanic(p sink.Panic) api.Panic {
+	return api.Panic{Active: p.Active, Since: api.At(p.Since), Destinations: p.Destinations, Down: p.Down,
+		Threshold: p.Threshold, MinDestinations: p.MinDestinations}
+}
+
 func newSink(st sink.Status) api.Sink {
 	return api.Sink{Name: st.Name, Driver: st.Driver, Up: st.Up, Objects: st.Objects,
-		Pending: st.Pending, Pushes: api.Pushes{OK: st.OK, Error: st.Error, Dropped: st.Dropped},
+		Pending: st.Pending, Held: st.Held, Pushes: api.Pushes{OK: st.OK, Error: st.Error, Dropped: st.Dropped},
 		LastSuccess: api.At(st.LastSuccess), LastError: st.LastError}
 }
 

@@ -14,6 +14,17 @@ type fakeSinks []sink.Status
 
 func (f fakeSinks) Status() []sink.Status { return f }
 
+// Panic is the fake's panic state: active when a sink is named "panic".
+func (f fakeSinks) Panic() sink.Panic {
+	p := sink.Panic{Destinations: 10, Threshold: 50, MinDestinations: 10}
+	for _, s := range f {
+		if s.Name == "panic" {
+			p.Active, p.Down, p.Since = true, 6, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		}
+	}
+	return p
+}
+
 // Objects returns the named sink's status with fakeObjects.
 func (f fakeSinks) Objects(name string) (sink.Status, []sink.ObjectState, bool) {
 	for _, s := range f {
@@ -36,7 +47,7 @@ func TestSinkDetail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := fakeSinks{{Name: "edge", Driver: "kamailio", Stats: sink.Stats{Up: true, Objects: 3, Pending: 1}}}
 		v := newEnv(t, Config{Sinks: st}, engine.Config{})
-		want := `{"name":"edge","driver":"kamailio","up":true,"objects":3,"pending":1,"pushes":{"ok":0,"error":0,"dropped":0},` +
+		want := `{"name":"edge","driver":"kamailio","up":true,"objects":3,"pending":1,"held":0,"pushes":{"ok":0,"error":0,"dropped":0},` +
 			`"last_success":null,"last_error":"","items":[` +
 			`{"kind":"host","name":"127.0.0.1:5081","wanted":"down","confirmed":"up","pending":true},` +
 			`{"kind":"host","name":"127.0.0.1:5082","wanted":"up","confirmed":"up","pending":false},` +
@@ -44,7 +55,7 @@ func TestSinkDetail(t *testing.T) {
 		if w := v.do("GET", "/api/v1/sinks/edge"); w.Code != 200 || w.Body.String() != want {
 			t.Errorf("%d %s\nwant %s", w.Code, w.Body.String(), want)
 		}
-		pending := `{"name":"edge","driver":"kamailio","up":true,"objects":3,"pending":1,"pushes":{"ok":0,"error":0,"dropped":0},` +
+		pending := `{"name":"edge","driver":"kamailio","up":true,"objects":3,"pending":1,"held":0,"pushes":{"ok":0,"error":0,"dropped":0},` +
 			`"last_success":null,"last_error":"","items":[` +
 			`{"kind":"host","name":"127.0.0.1:5081","wanted":"down","confirmed":"up","pending":true}]}` + "\n"
 		if w := v.do("GET", "/api/v1/sinks/edge?pending=1"); w.Code != 200 || w.Body.String() != pending {
@@ -74,10 +85,15 @@ func TestSinks(t *testing.T) {
 			sinks Sinks
 			body  string
 		}{
-			{st, `{"sinks":[{"name":"edge","driver":"kamailio","up":true,"objects":2,"pending":0,"pushes":{"ok":12,"error":1,"dropped":0},` +
+			{st, `{"panic":{"active":false,"since":null,"destinations":10,"down":0,"threshold":50,"min_destinations":10},` +
+				`"sinks":[{"name":"edge","driver":"kamailio","up":true,"objects":2,"pending":0,"held":0,"pushes":{"ok":12,"error":1,"dropped":0},` +
 				`"last_success":"2026-11-29T12:00:01.250Z","last_error":"dispatcher.set_state: State Update Failed"},` +
-				`{"name":"asterisk","driver":"ami","up":false,"objects":1,"pending":1,"pushes":{"ok":0,"error":0,"dropped":0},` +
+				`{"name":"asterisk","driver":"ami","up":false,"objects":1,"pending":1,"held":0,"pushes":{"ok":0,"error":0,"dropped":0},` +
 				`"last_success":null,"last_error":"ami 127.0.0.1:5038: login: Login: Authentication failed"}]}`},
+			{fakeSinks{{Name: "panic", Driver: "kamailio", Stats: sink.Stats{Up: true, Objects: 10, Held: 6}}},
+				`{"panic":{"active":true,"since":"2026-11-29T12:00:00.000Z","destinations":10,"down":6,"threshold":50,"min_destinations":10},` +
+					`"sinks":[{"name":"panic","driver":"kamailio","up":true,"objects":10,"pending":0,"held":6,"pushes":{"ok":0,"error":0,"dropped":0},` +
+					`"last_success":null,"last_error":""}]}`},
 			{nil, `{"sinks":[]}`},
 		} {
 			v := newEnv(t, Config{Sinks: tc.sinks}, engine.Config{})
@@ -113,6 +129,14 @@ func TestSinkTiles(t *testing.T) {
 		}
 		if body := newEnv(t, Config{}, engine.Config{}).do("GET", "/").Body.String(); strings.Contains(body, "sink ") {
 			t.Error("a page without sinks shows a sink tile")
+		}
+		if strings.Contains(body, "panic") {
+			t.Error("a page without a panic shows one")
+		}
+		st = append(st, sink.Status{Name: "panic", Driver: "kamailio"})
+		body = newEnv(t, Config{Sinks: st}, engine.Config{}).do("GET", "/").Body.String()
+		if want := `<a class="tile bad" href="/api/v1/sinks" title="more than 50% of the destinations are down, more likely qualifyd's own fault: every sink pushes up what it holds down (panic_threshold)"><b>⚠ panic</b> 6 of 10 destinations down: routing to all</a>`; !strings.Contains(body, want) {
+			t.Errorf("page in panic lacks %s", want)
 		}
 	})
 }

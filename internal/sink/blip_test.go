@@ -1,0 +1,154 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/enginetest"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// blipProber answers every probe in 10 ms, but none sent while blip is
+// set: qualifyd's own network failing for every destination at once.
+type blipProber struct {
+	mu   sync.Mutex
+	blip bool
+}
+
+func (p *blipProber) set(on bool) { p.mu.Lock(); p.blip = on; p.mu.Unlock() }
+
+func (p *blipProber) Start(ctx context.Context, t probe.Target, tag uint64, done func(uint64, qualify.Result)) {
+	p.mu.Lock()
+	silent := p.blip
+	p.mu.Unlock()
+	enginetest.Start(ctx, t, enginetest.Reply{Silent: silent, After: 10 * time.Millisecond}, tag, done)
+}
+
+// blipRun is what one blip did: when qualifyd panicked, relative to the
+// blip's start, and every device state the sink pushed.
+type blipRun struct {
+	panicAt, calmAt time.Duration // -1: never
+	pushes          []string      // "+12.3s trunk4 UNAVAILABLE"
+	downs           int           // UNAVAILABLE pushes
+	downWhilePanic  int
+	maxDown         int // trunks down at once
+}
+
+// runBlip runs the real engine and scheduler in virtual time over 10
+// trunks to 10 carriers (first probes spread over F, as
+// max_initial_qualify_time does), an AMI sink (the strict fake) and the
+// daemon's feed (every status change to AoRChanged); all probes fail for
+// blip, from 2F after the start, and the run ends 4F after the blip.
+func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
+	const n = 10
+	run := blipRun{panicAt: -1, calmAt: -1}
+	synctest.Test(t, func(t *testing.T) {
+		prober := &blipProber{}
+		phase := 0
+		eng, err := engine.New(engine.Config{Prober: prober, MaxInitialQualifyTime: p.Frequency,
+			Rand: func() float64 { phase++; return float64(phase-1) / n }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := &pjsip.Config{Sinks: []*pjsip.Sink{amiSink()}}
+		for i := range n {
+			conf.AoRs = append(conf.AoRs, pjsip.AoR{AoR: probe.AoR{Name: fmt.Sprintf("trunk%d", i),
+				Contacts: []string{fmt.Sprintf("sip:carrier@192.0.2.%d", 10+i)}, Policy: &p}})
+		}
+		if err := eng.ApplyFunc(n, func(i int) *engine.AoR { return &conf.AoRs[i].AoR }); err != nil {
+			t.Fatal(err)
+		}
+		var start time.Time
+		var mu sync.Mutex
+		f := newFakeManager("s3cret")
+		g := NewGroup(Config{Source: eng, Dial: f.dial})
+		f.onSetvar = func(v, val string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if start.IsZero() {
+				return
+			}
+			run.pushes = append(run.pushes, fmt.Sprintf("%+.1fs %s %s", time.Since(start).Seconds(),
+				strings.TrimPrefix(strings.TrimSuffix(v, ")"), "DEVICE_STATE(Custom:"), val))
+			if val == "UNAVAILABLE" {
+				run.downs++
+				if g.panicNow() {
+					run.downWhilePanic++
+				}
+			}
+		}
+		g.Configure(conf)
+		sub := eng.Subscribe(1 << 10)
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { eng.Run(ctx) })
+		wg.Go(func() { g.Run(ctx) })
+		wg.Go(func() {
+			for ev := range sub.C {
+				if ev.Kind == engine.StatusChanged {
+					g.AoRChanged(ev.AoR)
+				}
+				mu.Lock()
+				active, down := g.panicNow(), g.Panic().Down
+				run.maxDown = max(run.maxDown, down)
+				switch {
+				case active && run.panicAt < 0:
+					run.panicAt = time.Since(start)
+				case !active && run.panicAt >= 0 && run.calmAt < 0:
+					run.calmAt = time.Since(start)
+				}
+				mu.Unlock()
+			}
+		})
+		time.Sleep(2 * p.Frequency)
+		mu.Lock()
+		start = time.Now()
+		mu.Unlock()
+		prober.set(true)
+		time.Sleep(blip)
+		prober.set(false)
+		time.Sleep(4 * p.Frequency)
+		synctest.Wait()
+		for i := range n {
+			if got := f.get(f.vars, fmt.Sprintf("DEVICE_STATE(Custom:trunk%d)", i)); got != "NOT_INUSE" {
+				t.Errorf("trunk%d is %q after the blip", i, got)
+			}
+		}
+		cancel()
+		sub.Close()
+		wg.Wait()
+	})
+	return run
+}
+
+// panicNow is the panic's state, for the measurement.
+func (g *Group) panicNow() bool { return g.Panic().Active }
+
+// TestPanicInA10TrunkBlip measures the panic's entry and exit when every
+// probe of 10 trunks fails for a blip, with the README's example policy
+// (F=30 s, N=3, R=2 s): what each trunk's device was pushed, relative to
+// the blip's start. Run with -v for the timelines. It holds the rule: a
+// panic starts only with more than 5 of the 10 down, never is a device
+// pushed down while it lasts, and every device is up after the blip.
+func TestPanicInA10TrunkBlip(t *testing.T) {
+	p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Successes: 1}
+	for _, blip := range []time.Duration{15 * time.Second, 60 * time.Second} {
+		r := runBlip(t, p, blip)
+		t.Logf("blip %v: panic from %v to %v after its start; at most %d of 10 down; %d down pushes (%d during the panic):\n  %s",
+			blip, r.panicAt, r.calmAt, r.maxDown, r.downs, r.downWhilePanic, strings.Join(r.pushes, "\n  "))
+		if r.downWhilePanic != 0 {
+			t.Errorf("blip %v: %d devices pushed down during the panic", blip, r.downWhilePanic)
+		}
+		if (r.panicAt >= 0) != (r.maxDown > 5) {
+			t.Errorf("blip %v: panic at %v with at most %d down", blip, r.panicAt, r.maxDown)
+		}
+	}
+}

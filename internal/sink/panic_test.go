@@ -1,0 +1,500 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// TestPanicRule holds the rule to its definition: more than threshold
+// percent down, at least min destinations; exactly at the threshold is
+// no panic; 100 never panics.
+func TestPanicRule(t *testing.T) {
+	for _, c := range []struct {
+		threshold, min, down, size int
+		want                       bool
+	}{
+		{50, 10, 5, 10, false}, // exactly 50%: not more
+		{50, 10, 6, 10, true},
+		{50, 10, 10, 10, true},
+		{50, 10, 9, 9, false}, // too few destinations to tell
+		{50, 10, 0, 0, false},
+		{50, 1, 1, 1, true},
+		{50, 10, 51, 100, true},
+		{50, 10, 50, 100, false},
+		{100, 10, 10, 10, false}, // never
+		{100, 1, 1, 1, false},
+		{1, 10, 1, 100, false}, // 1% is not more than 1%
+		{1, 10, 2, 100, true},
+		{70, 10, 7, 10, false},
+		{70, 10, 8, 10, true},
+	} {
+		r := panicRule{threshold: c.threshold, min: c.min}
+		if got := r.panics(c.down, c.size); got != c.want {
+			t.Errorf("threshold %d%% min %d: %d of %d down: panics %v, want %v", c.threshold, c.min, c.down, c.size, got, c.want)
+		}
+	}
+	if r := newPanicRule(pjsip.Panic{}); r != (panicRule{50, 10}) {
+		t.Errorf("zero rule %+v, want the defaults", r)
+	}
+}
+
+// census builds a census of the AoRs aors (name -> contacts, qualify on)
+// and has it observe their snapshots in src.
+func testCensus(aors map[string][]string, src *fakeEngine) *census {
+	c := &pjsip.Config{}
+	on := &qualify.Policy{Frequency: time.Minute}
+	for name, uris := range aors {
+		c.AoRs = append(c.AoRs, pjsip.AoR{AoR: probe.AoR{Name: name, Contacts: uris, Policy: on}})
+	}
+	var k census
+	k.reset(c)
+	for name := range aors {
+		a, _ := src.AoR(name)
+		k.observe(&a)
+	}
+	return &k
+}
+
+func snapshots(aors map[string][]string) *fakeEngine {
+	src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{}}
+	for a, uris := range aors {
+		for _, u := range uris {
+			src.aors[a] = append(src.aors[a], engine.ContactSnapshot{AoR: a, URI: u, Status: qualify.Reachable})
+		}
+	}
+	return src
+}
+
+// TestCensusCountsDestinations: ten AoRs on one PBX count once; a
+// destination is down only when all its contacts are, and a latency-only
+// contact never is; IP literals are written one way.
+func TestCensusCountsDestinations(t *testing.T) {
+	aors := map[string][]string{"pair": {"sip:a@[2001:DB8::1]", "sip:b@192.0.2.9:5070"}, "v6": {"sip:c@[2001:db8:0::1]:5060"}}
+	for i := range 10 {
+		aors[fmt.Sprintf("ext%d", i)] = []string{fmt.Sprintf("sip:%d@PBX.example.net", 100+i)}
+	}
+	src := snapshots(aors)
+	k := testCensus(aors, src)
+	if k.size() != 3 || k.out != 0 {
+		t.Fatalf("%d destinations, %d down; want 3 (pbx.example.net:5060, [2001:db8::1]:5060, 192.0.2.9:5070), 0", k.size(), k.out)
+	}
+	observe := func(name string, st ...qualify.Status) {
+		src.set(name, st...)
+		a, _ := src.AoR(name)
+		k.observe(&a)
+	}
+	for i := range 9 {
+		observe(fmt.Sprintf("ext%d", i), qualify.Unreachable)
+	}
+	if k.out != 0 {
+		t.Fatalf("%d down with one contact of the PBX still up", k.out)
+	}
+	observe("ext9", qualify.Unreachable)
+	observe("pair", qualify.Unreachable, qualify.Reachable)
+	if k.out != 1 {
+		t.Fatalf("%d down, want the PBX alone ([2001:db8::1] still has v6's contact)", k.out)
+	}
+	observe("v6", qualify.Unreachable)
+	if k.out != 2 {
+		t.Fatalf("%d down, want the PBX and [2001:db8::1]", k.out)
+	}
+	observe("ext3", qualify.Reachable)
+	observe("pair", qualify.Reachable, qualify.Reachable)
+	observe("pair", qualify.Reachable, qualify.Reachable) // no change: counted once
+	if k.out != 0 || len(k.down) != 10 {
+		t.Fatalf("%d down, %d contacts down; want 0 and 10 (9 of the PBX, v6)", k.out, len(k.down))
+	}
+	src.mu.Lock()
+	src.aors["ext3"][0].LatencyOnly = true
+	src.mu.Unlock()
+	observe("ext3", qualify.Unreachable)
+	if k.out != 0 {
+		t.Fatalf("a latency-only contact counted down")
+	}
+}
+
+// trunks is a configuration of n AoRs trunk0.., each with one contact to
+// its own carrier, and the sinks.
+func trunks(n int, rule pjsip.Panic, sinks ...*pjsip.Sink) (*pjsip.Config, *fakeEngine) {
+	c := &pjsip.Config{Panic: rule, Sinks: sinks}
+	on := &qualify.Policy{Frequency: time.Minute}
+	src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{}}
+	for i := range n {
+		name, uri := fmt.Sprintf("trunk%d", i), fmt.Sprintf("sip:carrier@192.0.2.%d", 10+i)
+		c.AoRs = append(c.AoRs, pjsip.AoR{AoR: probe.AoR{Name: name, Contacts: []string{uri}, Policy: on}})
+		src.aors[name] = []engine.ContactSnapshot{{AoR: name, URI: uri}}
+	}
+	return c, src
+}
+
+// notes records the Group's log lines.
+type notes struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (n *notes) notice(_ slog.Level, msg string, _ ...slog.Attr) {
+	n.mu.Lock()
+	n.lines = append(n.lines, msg)
+	n.mu.Unlock()
+}
+
+// matching returns the lines that start with prefix.
+func (n *notes) matching(prefix string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for _, l := range n.lines {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// devices returns the fake Asterisk's state of devices Custom:trunk0..n-1,
+// "U" for UNAVAILABLE, "." for NOT_INUSE, "?" for none.
+func devices(f *fakeManager, n int) string {
+	var b strings.Builder
+	for i := range n {
+		switch f.get(f.vars, fmt.Sprintf("DEVICE_STATE(Custom:trunk%d)", i)) {
+		case "UNAVAILABLE":
+			b.WriteByte('U')
+		case "NOT_INUSE":
+			b.WriteByte('.')
+		default:
+			b.WriteByte('?')
+		}
+	}
+	return b.String()
+}
+
+// runGroup runs g until the test ends.
+func runGroup(t *testing.T, g *Group) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { g.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestPanicPushesUpAndBack: 10 trunks to 10 carriers and an AMI sink
+// (the strict fake). Half of them down is an outage: pushed. One more is
+// a panic: every device is pushed up, once logged, while the wanted
+// levels stay; back to exactly half ends it, and the real levels are
+// pushed again.
+func TestPanicPushesUpAndBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, src := trunks(10, pjsip.Panic{Threshold: 50, MinDestinations: 10}, amiSink())
+		f := newFakeManager("s3cret")
+		var log notes
+		g := NewGroup(Config{Source: src, Dial: f.dial, Notice: log.notice})
+		g.Configure(c)
+		runGroup(t, g)
+		set := func(i int, st qualify.Status) {
+			name := fmt.Sprintf("trunk%d", i)
+			src.set(name, st)
+			g.AoRChanged(name)
+		}
+		for i := range 10 {
+			set(i, qualify.Reachable)
+		}
+		for i := range 5 {
+			set(i, qualify.Unreachable)
+		}
+		synctest.Wait()
+		if got := devices(f, 10); got != "UUUUU....." || g.Panic().Active {
+			t.Fatalf("devices %s, panic %+v: half down is a real outage, pushed", got, g.Panic())
+		}
+		set(5, qualify.Unreachable)
+		synctest.Wait()
+		p := g.Panic()
+		if got := devices(f, 10); got != ".........." || !p.Active || p.Down != 6 || p.Destinations != 10 {
+			t.Fatalf("devices %s, panic %+v: 6 of 10 down must push every device up", got, p)
+		}
+		st, objs, _ := g.Objects("pbx")
+		if st.Held != 6 || st.Pending != 0 || !objs[0].Held || objs[0].Want != Up {
+			t.Fatalf("status %+v, first object %+v: want 6 held, up", st, objs[0])
+		}
+		set(6, qualify.Unreachable) // deeper: still one panic
+		set(6, qualify.Reachable)
+		synctest.Wait()
+		if got := log.matching("panic"); len(got) != 1 ||
+			got[0] != "panic: 6 of 10 destinations are down (more than 50%), more likely a fault of qualifyd's own: every sink pushes up what it holds down until they are back (panic_threshold)" {
+			t.Fatalf("log %q: want one entry line", got)
+		}
+		set(5, qualify.Reachable)
+		synctest.Wait()
+		if got := devices(f, 10); got != "UUUUU....." || g.Panic().Active {
+			t.Fatalf("devices %s, panic %+v: exactly half down ends the panic", got, g.Panic())
+		}
+		if got := log.matching("panic over"); len(got) != 1 || got[0] != "panic over: 5 of 10 destinations are down (at most 50%): the sinks push the verdicts again" {
+			t.Fatalf("log %q: want one exit line", got)
+		}
+	})
+}
+
+// TestPanicNeverBelowItsPopulation: with fewer destinations than
+// panic_min_destinations, or panic_threshold=100, a total outage is
+// pushed down: a single trunk's backup route depends on it.
+func TestPanicNeverBelowItsPopulation(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		n     int
+		rule  pjsip.Panic
+		wantD string
+	}{
+		{"single trunk", 1, pjsip.Panic{}, "U"},
+		{"nine of min ten", 9, pjsip.Panic{}, "UUUUUUUUU"},
+		{"threshold 100", 10, pjsip.Panic{Threshold: 100, MinDestinations: 1}, "UUUUUUUUUU"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				conf, src := trunks(c.n, c.rule, amiSink())
+				f := newFakeManager("s3cret")
+				g := NewGroup(Config{Source: src, Dial: f.dial})
+				g.Configure(conf)
+				runGroup(t, g)
+				for i := range c.n {
+					name := fmt.Sprintf("trunk%d", i)
+					src.set(name, qualify.Unreachable)
+					g.AoRChanged(name)
+				}
+				synctest.Wait()
+				if got := devices(f, c.n); got != c.wantD || g.Panic().Active {
+					t.Fatalf("devices %s, panic %+v", got, g.Panic())
+				}
+			})
+		})
+	}
+}
+
+// TestPanicCarriesToANewSink: a sink configured during a panic holds at
+// once, and a reload recounts the destinations.
+func TestPanicCarriesToANewSink(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, src := trunks(10, pjsip.Panic{}, amiSink())
+		for i := range 10 {
+			src.set(fmt.Sprintf("trunk%d", i), qualify.Unreachable)
+		}
+		f := newFakeManager("s3cret")
+		g := NewGroup(Config{Source: src, Dial: f.dial})
+		g.Configure(c)
+		runGroup(t, g)
+		synctest.Wait()
+		if got := devices(f, 10); got != ".........." || !g.Panic().Active {
+			t.Fatalf("devices %s, panic %+v: all down at start is a panic", got, g.Panic())
+		}
+		s := amiSink()
+		s.DevicePrefix = "Trunk:"
+		c2, _ := trunks(10, pjsip.Panic{}, s)
+		g.Configure(c2)
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Trunk:trunk3)"); got != "NOT_INUSE" {
+			t.Fatalf("the new sink pushed %q during the panic", got)
+		}
+		c3, _ := trunks(10, pjsip.Panic{Threshold: 100}, s)
+		g.Configure(c3)
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Trunk:trunk3)"); got != "UNAVAILABLE" || g.Panic().Active {
+			t.Fatalf("panic_threshold=100 by reload: device %q, panic %+v", got, g.Panic())
+		}
+	})
+}
+
+// TestRemovedSinkReleases: a sink removed from the file, or whose router
+// changes, pushes up what it holds down (not what the router confirmed
+// up), says how many, and stops.
+func TestRemovedSinkReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, src := trunks(3, pjsip.Panic{}, amiSink())
+		src.set("trunk0", qualify.Unreachable)
+		src.set("trunk1", qualify.Unreachable)
+		src.set("trunk2", qualify.Reachable)
+		old, other := newFakeManager("s3cret"), newFakeManager("s3cret")
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == "other:5038" {
+				return other.dial(ctx, network, addr)
+			}
+			return old.dial(ctx, network, addr)
+		}
+		var log notes
+		g := NewGroup(Config{Source: src, Dial: dial, Notice: log.notice})
+		g.Configure(c)
+		runGroup(t, g)
+		synctest.Wait()
+		if got := devices(old, 3); got != "UU." {
+			t.Fatalf("devices %s", got)
+		}
+		moved := amiSink()
+		moved.Address = "other:5038"
+		c2, _ := trunks(3, pjsip.Panic{}, moved)
+		g.Configure(c2)
+		synctest.Wait()
+		if got, now := devices(old, 3), devices(other, 3); got != "..." || now != "UU." {
+			t.Fatalf("old router %s, new router %s: the old one must be released", got, now)
+		}
+		if got := log.matching("sink pbx: stopped"); !slices.Equal(got, []string{"sink pbx: stopped: released 2 objects the router may hold down (pushed up)"}) {
+			t.Fatalf("log %q", got)
+		}
+		c3, _ := trunks(3, pjsip.Panic{})
+		g.Configure(c3)
+		synctest.Wait()
+		if got := devices(other, 3); got != "..." {
+			t.Fatalf("removed sink left %s", got)
+		}
+		if len(g.Status()) != 0 || len(log.matching("sink pbx: stopped")) != 2 {
+			t.Fatalf("status %+v, log %q", g.Status(), log.lines)
+		}
+	})
+}
+
+// TestReleaseIsBoundedByTheTimeout: a removed sink whose router does not
+// answer gives up after its timeout, and says so.
+func TestReleaseIsBoundedByTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, src := trunks(2, pjsip.Panic{}, amiSink())
+		src.set("trunk0", qualify.Unreachable)
+		src.set("trunk1", qualify.Unreachable)
+		f := newFakeManager("s3cret")
+		up := true
+		var mu sync.Mutex
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !up {
+				return nil, fmt.Errorf("dial tcp %s: connection refused", addr)
+			}
+			return f.dial(ctx, network, addr)
+		}
+		var log notes
+		g := NewGroup(Config{Source: src, Dial: dial, Notice: log.notice})
+		g.Configure(c)
+		runGroup(t, g)
+		synctest.Wait()
+		mu.Lock()
+		up = false
+		mu.Unlock()
+		c2, _ := trunks(2, pjsip.Panic{})
+		g.Configure(c2)
+		time.Sleep(5*time.Second - time.Millisecond)
+		synctest.Wait()
+		if got := log.matching("sink pbx: stopped"); len(got) != 0 {
+			t.Fatalf("log %q before the timeout", got)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		got := log.matching("sink pbx: stopped")
+		if len(got) != 1 || got[0] != "sink pbx: stopped: released 0 objects the router may hold down (pushed up); 2 not confirmed within 5s: ami pbx:5038: dial tcp pbx:5038: connection refused" {
+			t.Fatalf("log %q", got)
+		}
+	})
+}
+
+// TestReleaseSetsEveryObjectUp is `qualifyd release` against a fake
+// Kamailio 5.6 and a webhook receiver: every dispatcher destination of
+// the sink is set active, whatever it held, and the receiver hears every
+// object removed; only the sinks named are touched.
+func TestReleaseSetsEveryObjectUp(t *testing.T) {
+	f, srv := newFakeDispatcher(t)
+	var mu sync.Mutex
+	var hooked []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c Change
+		json.NewDecoder(r.Body).Decode(&c)
+		mu.Lock()
+		hooked = append(hooked, c.Kind+" "+c.AoR+" "+c.To)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	on := &qualify.Policy{Frequency: time.Minute}
+	conf := &pjsip.Config{
+		AoRs: []pjsip.AoR{{AoR: probe.AoR{Name: "a", Contacts: []string{"sip:127.0.0.1:5080"}, Policy: on}},
+			{AoR: probe.AoR{Name: "b", Contacts: []string{"sip:192.0.2.10"}, Policy: on}}},
+		Sinks: []*pjsip.Sink{{Name: "edge", Driver: "kamailio", URL: srv.URL + "/RPC", Timeout: 5 * time.Second},
+			{Name: "hook", Driver: "webhook", URL: hook.URL, Timeout: 5 * time.Second}},
+	}
+	out, err := Release(t.Context(), conf, []string{"edge"}, Config{})
+	if err != nil || len(out) != 1 || out[0] != (Released{Name: "edge", Driver: "kamailio", Objects: 2, Released: 2}) {
+		t.Fatalf("release %+v, %v", out, err)
+	}
+	if f.flags("sip:192.0.2.10:5060") != "AX" || f.flags("sip:127.0.0.1:5080") != "AX" {
+		t.Fatalf("flags %s %s, want both active", f.flags("sip:192.0.2.10:5060"), f.flags("sip:127.0.0.1:5080"))
+	}
+	if len(hooked) != 0 {
+		t.Fatalf("the webhook, not named, got %q", hooked)
+	}
+	if out, err = Release(t.Context(), conf, nil, Config{}); err != nil || len(out) != 2 || out[1].Released != 4 {
+		t.Fatalf("release all %+v, %v", out, err)
+	}
+	slices.Sort(hooked)
+	if want := []string{"aor a removed", "aor b removed", "contact a removed", "contact b removed"}; !slices.Equal(hooked, want) {
+		t.Fatalf("webhook got %q, want %q", hooked, want)
+	}
+	if _, err := Release(t.Context(), conf, []string{"edge", "nope"}, Config{}); err == nil || err.Error() != `no sink named "nope"` {
+		t.Fatalf("unknown sink: %v", err)
+	}
+}
+
+// TestPanicSetsKamailioActive: in a panic a kamailio sink (against the
+// fake Kamailio 5.6) sets its inactive destinations active, and sets them
+// inactive again when it ends.
+func TestPanicSetsKamailioActive(t *testing.T) {
+	f, srv := newFakeDispatcher(t)
+	def := &pjsip.Sink{Name: "edge", Driver: "kamailio", URL: srv.URL + "/RPC", Timeout: 5 * time.Second}
+	c, src := trunks(10, pjsip.Panic{}, def)
+	c.AoRs[0].Contacts = []string{"sip:127.0.0.1:5080"} // the fake's two destinations
+	c.AoRs[1].Contacts = []string{"sip:192.0.2.10"}
+	src.aors["trunk0"][0].URI, src.aors["trunk1"][0].URI = "sip:127.0.0.1:5080", "sip:192.0.2.10"
+	g := NewGroup(Config{Source: src})
+	g.Configure(c)
+	set := func(i int, st qualify.Status) {
+		name := fmt.Sprintf("trunk%d", i)
+		src.set(name, st)
+		g.AoRChanged(name)
+	}
+	for i := range 10 {
+		set(i, qualify.Reachable)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { g.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	got := []string{<-f.set, <-f.set} // the connect pushes every level
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a sip:127.0.0.1:5080", "a sip:192.0.2.10:5060"}) {
+		t.Fatalf("set_state %v at connect", got)
+	}
+	set(0, qualify.Unreachable)
+	if got := <-f.set; got != "i sip:127.0.0.1:5080" {
+		t.Fatalf("set_state %s: one trunk down is pushed", got)
+	}
+	for i := 1; i <= 5; i++ {
+		set(i, qualify.Unreachable)
+	}
+	if got := <-f.set; got != "a sip:127.0.0.1:5080" || !g.Panic().Active {
+		t.Fatalf("set_state %s, panic %+v: 6 of 10 down is a panic", got, g.Panic())
+	}
+	if f.flags("sip:192.0.2.10:5060") != "AX" {
+		t.Fatalf("192.0.2.10 is %s during the panic", f.flags("sip:192.0.2.10:5060"))
+	}
+	set(1, qualify.Reachable)
+	if got := <-f.set; got != "i sip:127.0.0.1:5080" || g.Panic().Active {
+		t.Fatalf("set_state %v after the panic", got)
+	}
+}
