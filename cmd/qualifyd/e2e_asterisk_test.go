@@ -16,7 +16,8 @@ import (
 	"github.com/qualifyd/qualifyd/internal/responder"
 )
 
-// Routing follows qualifyd in a real Asterisk (peertest.NewAsterisk): the
+// Routing follows qualifyd in a real Asterisk (peertest.NewAsterisk), run
+// with the README's manager.conf and extensions.conf: the
 // trunk pbx07 is a PJSIP endpoint whose peer is a responder of the test,
 // which answers qualifyd's OPTIONS until the test makes it drop them.
 // qualifyd qualifies it every second, one lost probe taking it down, and
@@ -65,6 +66,7 @@ func newPBX(t *testing.T, sinks ...string) *pbx {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.ast.Write("manager.conf", readmeManager(t, p.ast.AMIPort))
 	p.ast.Write("extensions.conf", string(readme)+"\n[qualifyd-e2e]\n"+
 		"exten => _r.,1,GoSub(qualifyd-trunk,s,1(pbx07))\n same => n,Set(DB(e2e/${EXTEN:1})=${GOSUB_RETVAL})\n same => n,Hangup()\n")
 	p.ast.Start()
@@ -79,6 +81,22 @@ func newPBX(t *testing.T, sinks ...string) *pbx {
 	p.conf = filepath.Join(dir, "qualifyd.conf")
 	writeFile(t, p.conf, c.String())
 	return p
+}
+
+// readmeManager is the README's manager.conf on port, with the test's
+// secret: the Manager user qualifyd and its guard log in as.
+func readmeManager(t *testing.T, port int) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "sinks", "manager.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(b), "port = 5038", fmt.Sprintf("port = %d", port), 1)
+	s = strings.Replace(s, "secret = the same as /etc/qualifyd/ami.secret", "secret = "+peertest.AMISecret, 1)
+	if s == string(b) || strings.Contains(s, "5038") || strings.Contains(s, "the same as") {
+		t.Fatalf("the README's manager.conf changed shape:\n%s", b)
+	}
+	return s
 }
 
 // qualifyd starts `qualifyd run` on the PBX's configuration.
