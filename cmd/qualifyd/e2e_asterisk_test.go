@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -269,4 +271,61 @@ func TestAsteriskRestartReasserts(t *testing.T) {
 		t.Fatalf("routine %s after the restart, with qualifyd alive", got)
 	}
 	t.Logf("maintenance re-asserted %v after Asterisk was back", time.Since(restarted).Round(10*time.Millisecond))
+}
+
+// TestAsteriskStalledQualifydFailsOpen: qualifyd stopped (SIGSTOP, as a
+// hung process or one whose host is cut off from the Manager: no beat
+// reaches astdb) with pbx07 down -> the routine returns 0 and the guard
+// takes pbx07 out of maintenance; qualifyd resumed (SIGCONT) -> its next
+// beat makes the routine return 1 again, and the sink reads the
+// maintenance set back and puts pbx07 in maintenance again.
+func TestAsteriskStalledQualifydFailsOpen(t *testing.T) {
+	p := newPBX(t, "[dev]\ntype=sink\ndriver=ami\n", "[maint]\ntype=sink\ndriver=ami\nmethod=maintenance\n")
+	g := p.startGuard(t)
+	g.expect("guard: sink maint: guarding 127.0.0.1:")
+	d := p.qualifyd(t)
+	d.expect("Endpoint pbx07 is now Reachable")
+	p.drop.Store(true)
+	d.expect("Endpoint pbx07 is now Unreachable")
+	waitFor(t, "pbx07 down in Asterisk", func() bool { return p.devstate(t) == "UNAVAILABLE" && p.inMaintenance(t)["pbx07"] })
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	waitFor(t, "fail-open of both sinks", func() bool { return !p.inMaintenance(t)["pbx07"] && p.routine(t) == "0" })
+	if took := time.Since(stopped); took > astFailOpenBound {
+		t.Fatalf("failed open %v after the stall, want within %v", took, astFailOpenBound)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "qualifyd's verdict back in Asterisk", func() bool { return p.inMaintenance(t)["pbx07"] && p.routine(t) == "1" })
+	g.expect("guard: sink maint: the heartbeat is fresh again")
+}
+
+// TestAsteriskGuardDeadThenBack: without a running guard, a killed
+// qualifyd leaves pbx07 in maintenance past its heartbeat's deadline
+// (Asterisk has no expiry of its own); a guard that starts then releases
+// it in its first round.
+func TestAsteriskGuardDeadThenBack(t *testing.T) {
+	p := newPBX(t, "[asterisk]\ntype=sink\ndriver=ami\nmethod=maintenance\n")
+	d := p.qualifyd(t)
+	d.expect("Endpoint pbx07 is now Reachable")
+	p.drop.Store(true)
+	d.expect("Endpoint pbx07 is now Unreachable")
+	waitFor(t, "pbx07 in maintenance", func() bool { return p.inMaintenance(t)["pbx07"] })
+	kill(t, d)
+	waitFor(t, "a stale heartbeat", func() bool {
+		out, err := p.ast.CLI("database get qualifyd failopen_at")
+		until, perr := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Value: ")), 10, 64)
+		return err == nil && perr == nil && time.Now().Unix() > until
+	})
+	if !p.inMaintenance(t)["pbx07"] {
+		t.Fatal("pbx07 left maintenance without a guard: the test shows nothing")
+	}
+	started := time.Now()
+	g := p.startGuard(t)
+	g.expect("maintenance off for 1 endpoint: pbx07")
+	waitFor(t, "pbx07 out of maintenance", func() bool { return !p.inMaintenance(t)["pbx07"] })
+	t.Logf("a guard started on a stale heartbeat released pbx07 in %v", time.Since(started).Round(10*time.Millisecond))
 }
