@@ -68,7 +68,9 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	load := func() (*pjsip.Config, error) { return pjsip.Load(o.config, pjsip.Options{ConfigDir: o.configDir}) }
 	cfg, err := load()
 	if err != nil {
-		fmt.Fprintf(stderr, "qualifyd guard: %s\n", pjsip.Brief(err))
+		for _, e := range pjsip.Errors(err) {
+			fmt.Fprintf(stderr, "qualifyd guard: %v\n", e)
+		}
 		return 1
 	}
 	defs, err := guarded(cfg, o.sinks)
