@@ -108,6 +108,17 @@ func (p *pbx) qualifyd(t *testing.T) *daemonProc {
 	return d
 }
 
+// trunkDown starts qualifyd, waits for pbx07 Reachable, then makes its
+// peer drop every OPTIONS and waits for qualifyd's Unreachable.
+func (p *pbx) trunkDown(t *testing.T) *daemonProc {
+	t.Helper()
+	d := p.qualifyd(t)
+	d.expect("Endpoint pbx07 is now Reachable")
+	p.drop.Store(true)
+	d.expect("Endpoint pbx07 is now Unreachable")
+	return d
+}
+
 // routine runs the README's GoSub(qualifyd-trunk,s,1(pbx07)) in Asterisk
 // (a Local channel into the test's context, which writes GOSUB_RETVAL to
 // astdb) and returns what it returned.
@@ -226,10 +237,7 @@ func TestAsteriskMaintenanceFailsOpen(t *testing.T) {
 	p := newPBX(t, "[asterisk]\ntype=sink\ndriver=ami\nmethod=maintenance\n")
 	g := p.startGuard(t)
 	g.expect("guard: sink asterisk: guarding 127.0.0.1:")
-	d := p.qualifyd(t)
-	d.expect("Endpoint pbx07 is now Reachable")
-	p.drop.Store(true)
-	d.expect("Endpoint pbx07 is now Unreachable")
+	d := p.trunkDown(t)
 	waitFor(t, "pbx07 in maintenance", func() bool { return p.inMaintenance(t)["pbx07"] })
 	killed := kill(t, d)
 	waitFor(t, "pbx07 out of maintenance", func() bool { return !p.inMaintenance(t)["pbx07"] })
@@ -254,10 +262,7 @@ func TestAsteriskMaintenanceFailsOpen(t *testing.T) {
 // Asterisk lost is asserted again when the sink reconnects.
 func TestAsteriskRestartReasserts(t *testing.T) {
 	p := newPBX(t, "[dev]\ntype=sink\ndriver=ami\n", "[maint]\ntype=sink\ndriver=ami\nmethod=maintenance\n")
-	d := p.qualifyd(t)
-	d.expect("Endpoint pbx07 is now Reachable")
-	p.drop.Store(true)
-	d.expect("Endpoint pbx07 is now Unreachable")
+	d := p.trunkDown(t)
 	waitFor(t, "pbx07 down in Asterisk", func() bool { return p.devstate(t) == "UNAVAILABLE" && p.inMaintenance(t)["pbx07"] })
 	p.ast.Stop()
 	p.ast.Start()
@@ -283,10 +288,7 @@ func TestAsteriskStalledQualifydFailsOpen(t *testing.T) {
 	p := newPBX(t, "[dev]\ntype=sink\ndriver=ami\n", "[maint]\ntype=sink\ndriver=ami\nmethod=maintenance\n")
 	g := p.startGuard(t)
 	g.expect("guard: sink maint: guarding 127.0.0.1:")
-	d := p.qualifyd(t)
-	d.expect("Endpoint pbx07 is now Reachable")
-	p.drop.Store(true)
-	d.expect("Endpoint pbx07 is now Unreachable")
+	d := p.trunkDown(t)
 	waitFor(t, "pbx07 down in Asterisk", func() bool { return p.devstate(t) == "UNAVAILABLE" && p.inMaintenance(t)["pbx07"] })
 	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -309,10 +311,7 @@ func TestAsteriskStalledQualifydFailsOpen(t *testing.T) {
 // it in its first round.
 func TestAsteriskGuardDeadThenBack(t *testing.T) {
 	p := newPBX(t, "[asterisk]\ntype=sink\ndriver=ami\nmethod=maintenance\n")
-	d := p.qualifyd(t)
-	d.expect("Endpoint pbx07 is now Reachable")
-	p.drop.Store(true)
-	d.expect("Endpoint pbx07 is now Unreachable")
+	d := p.trunkDown(t)
 	waitFor(t, "pbx07 in maintenance", func() bool { return p.inMaintenance(t)["pbx07"] })
 	kill(t, d)
 	waitFor(t, "a stale heartbeat", func() bool {
