@@ -271,8 +271,10 @@ func (a *AMI) list(name string, fields ...string) ([]map[string]string, error) {
 	}
 }
 
-// maxEvents bounds the events of one list reply.
-const maxEvents = 1 << 20
+// maxEvents bounds the events of one list reply: more than any
+// Asterisk's endpoints, and a bound on the memory a broken Manager can
+// make a list take.
+const maxEvents = 1 << 18
 
 // deadline bounds the next request.
 func (a *AMI) deadline() { a.conn.SetDeadline(time.Now().Add(a.Timeout)) }

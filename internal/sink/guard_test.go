@@ -166,6 +166,7 @@ func TestGuardReconnects(t *testing.T) {
 func TestMaintenanceFailsOpenWhenQualifydDies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeManager("s3cret")
+		f.split, f.noisy = true, true // lists read a byte at a time, among others' replies and events
 		a := newAMI(f, "s3cret", true)
 		a.Maintenance, a.FailOpenAfter = true, 3*time.Second
 		r := newReconciler("pbx", maintenance{a}, Intervals{Heartbeat: time.Second, Resync: time.Second}, nil, half)
