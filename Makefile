@@ -10,6 +10,13 @@ LDFLAGS  := -X main.buildVersion=$(VERSION)
 # commit's time, so one commit builds the same package.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 export SOURCE_DATE_EPOCH
+# ASTERISK_SRC holds Asterisk's source and build.sh (a checkout's sibling
+# shared/peers/asterisk); ASTERISK is where `make deps` builds it, outside
+# the clone, once: build.sh does nothing when it holds the build. The
+# real-Asterisk tests find it through QUALIFYD_ASTERISK, and fail without it.
+ASTERISK_SRC ?= $(abspath $(CURDIR)/../shared/peers/asterisk)
+ASTERISK     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/qualifyd/asterisk
+export QUALIFYD_ASTERISK ?= $(ASTERISK)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
@@ -21,7 +28,8 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/qualifyd ./cmd/qualifyd
 
 # deps installs what the tests need: Go modules and the real SIP peers
-# (SIPp from Debian's sip-tester, Kamailio) used by the interop tests,
+# (SIPp from Debian's sip-tester, Kamailio, and Asterisk built from source
+# into ASTERISK, about 2 minutes the first time) used by the interop tests,
 # iproute2 and nftables for the lossy-network lab, chromium for the
 # status page's browser tests, and promtool (Debian's prometheus) for the
 # metrics' lint and the alerting rules' tests.
@@ -39,6 +47,7 @@ deps:
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+	$(ASTERISK_SRC)/build.sh $(ASTERISK)
 
 vet:
 	$(GO) vet $(PKGS)

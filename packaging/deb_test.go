@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 const (
 	binPath   = "/usr/bin/qualifyd"
 	unitPath  = "/lib/systemd/system/qualifyd.service"
+	guardPath = "/lib/systemd/system/qualifyd-guard.service"
 	confPath  = "/etc/qualifyd/qualifyd.conf"
 	manPath   = "/usr/share/man/man8/qualifyd.8.gz"
 	tokenPath = "/etc/qualifyd/token"
@@ -66,7 +68,7 @@ func TestDebInstall(t *testing.T) {
 	if got, want := hook.received(), []string{"aor example-trunk removed", "contact example-trunk removed"}; !slices.Equal(got, want) {
 		t.Errorf("remove pushed %q to the sink, want %q (qualifyd release)", got, want)
 	}
-	checkGone(t, binPath, unitPath, manPath, docPath, copyPath, rulesPath)
+	checkGone(t, binPath, unitPath, guardPath, manPath, docPath, copyPath, rulesPath)
 	checkPresent(t, confPath, tokenPath)
 
 	mustRun(t, "dpkg", "-P", "qualifyd")
@@ -124,7 +126,7 @@ func refuseInstalled(t *testing.T) {
 	if st := status(t); st != "" {
 		t.Fatalf("refusing: package qualifyd is on this system (dpkg status %q); dpkg -P qualifyd first", st)
 	}
-	for _, p := range []string{binPath, unitPath, confPath, manPath, tokenPath, "/var/lib/qualifyd"} {
+	for _, p := range []string{binPath, unitPath, guardPath, confPath, manPath, tokenPath, "/var/lib/qualifyd"} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Fatalf("refusing: %s exists and is not from the qualifyd package", p)
 		}
@@ -145,6 +147,7 @@ func checkInstalled(t *testing.T, version string) {
 		t.Errorf("check-config %s: %q, want its one example AoR", confPath, out)
 	}
 	checkUnit(t)
+	checkGuardUnit(t)
 	checkMan(t)
 	if !bytes.HasPrefix(gunzip(t, docPath), []byte("qualifyd ("+version+") ")) {
 		t.Errorf("%s: not a Debian changelog of %s", docPath, version)
@@ -225,6 +228,36 @@ func checkUnit(t *testing.T) {
 	for _, want := range []string{"Type=notify", "WatchdogSec=", "DynamicUser=yes", "StateDirectory=qualifyd", "ProtectSystem=strict", "CapabilityBoundingSet=\n"} {
 		if !strings.Contains(string(unit), "\n"+want) {
 			t.Errorf("%s lacks %q", unitPath, want)
+		}
+	}
+}
+
+// checkGuardUnit checks qualifyd-guard.service: it starts the packaged
+// binary's guard, which refuses the sample configuration (no
+// method=maintenance sink: nothing to guard) with exit code 1, it never
+// gives up restarting, and systemd-analyze, where there is one, verifies
+// it.
+func checkGuardUnit(t *testing.T) {
+	t.Helper()
+	unit := string(readFile(t, guardPath))
+	line := unitValue(unit, "ExecStart=")
+	if !strings.HasPrefix(line, binPath+" guard ") {
+		t.Fatalf("%s: ExecStart=%q, want %s guard", guardPath, line, binPath)
+	}
+	args := strings.Fields(line)
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "nothing to guard") {
+		t.Errorf("%s on the sample configuration: %v, %q; want exit 1, nothing to guard", line, err, out)
+	}
+	for _, want := range []string{"Restart=always", "StartLimitIntervalSec=0", "DynamicUser=yes", "ProtectSystem=strict"} {
+		if !strings.Contains(unit, "\n"+want+"\n") {
+			t.Errorf("%s lacks %q", guardPath, want)
+		}
+	}
+	if _, err := exec.LookPath("systemd-analyze"); err == nil {
+		if out, err := exec.Command("systemd-analyze", "verify", guardPath).CombinedOutput(); err != nil || len(out) > 0 {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", guardPath, err, out)
 		}
 	}
 }

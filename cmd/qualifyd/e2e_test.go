@@ -58,6 +58,13 @@ func startDaemonEnv(t *testing.T, env []string, args ...string) *daemonProc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"run"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
+	return startProc(t, cmd)
+}
+
+// startProc starts cmd, a qualifyd command, and reads its stdout line by
+// line; it is killed at the end of the test.
+func startProc(t *testing.T, cmd *exec.Cmd) *daemonProc {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ func commands() map[string]command {
 		"run":          {summary: "run the daemon: qualify the configured AoRs, serve the API", run: runDaemon},
 		"show":         {summary: "show contacts|aors|endpoints of a running daemon, as Asterisk's pjsip show", run: runShow},
 		"qualify":      {summary: "probe an AoR's contacts now through a running daemon", run: runQualify},
+		"guard":        {summary: "beside Asterisk: take method=maintenance endpoints out of maintenance when qualifyd's heartbeat is stale", run: runGuard},
 		"release":      {summary: "push every object of the sinks up and exit, for taking qualifyd out of service", run: runRelease},
 	}
 }

@@ -54,8 +54,20 @@ func readmeSection(t *testing.T, from, to string) string {
 // flags lists exactly the flags of `qualifyd run -h`, each with the
 // default -h prints.
 func TestREADMERunFlags(t *testing.T) {
-	flags := helpFlags(t, "run")
-	table := readmeSection(t, "Flags of `qualifyd run`:", "Flags of the others")
+	checkFlagsTable(t, "run", readmeSection(t, "Flags of `qualifyd run`:", "Flags of `qualifyd guard`:"))
+}
+
+// TestREADMEGuardFlags is TestREADMERunFlags for `qualifyd guard`.
+func TestREADMEGuardFlags(t *testing.T) {
+	checkFlagsTable(t, "guard", readmeSection(t, "Flags of `qualifyd guard`:", "Flags of the others"))
+}
+
+// checkFlagsTable checks that the README's table of cmd's flags lists
+// exactly the flags of `qualifyd cmd -h`, each with the default -h
+// prints.
+func checkFlagsTable(t *testing.T, cmd, table string) {
+	t.Helper()
+	flags := helpFlags(t, cmd)
 	rows := regexp.MustCompile("(?m)^\\| `--([a-z0-9-]+)[^`]*` \\| ([^|]*) \\|").FindAllStringSubmatch(table, -1)
 	documented := map[string]bool{}
 	for _, r := range rows {
@@ -64,14 +76,14 @@ func TestREADMERunFlags(t *testing.T) {
 		want, ok := flags[name]
 		switch {
 		case !ok:
-			t.Errorf("the README documents --%s, which qualifyd run does not have", name)
+			t.Errorf("the README documents --%s, which qualifyd %s does not have", name, cmd)
 		case want != "" && def != want:
 			t.Errorf("--%s: the README's default is %q, -h says %q", name, def, want)
 		}
 	}
 	for name := range flags {
 		if !documented[name] {
-			t.Errorf("--%s of qualifyd run is not in the README's table", name)
+			t.Errorf("--%s of qualifyd %s is not in the README's table", name, cmd)
 		}
 	}
 }

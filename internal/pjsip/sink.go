@@ -197,6 +197,10 @@ func readSink(d *def, secret func(string) (string, error)) (*Sink, error) {
 // intervals: the router would fail open after two lost heartbeats.
 func (r *sinkReader) checkFailOpen(d *def) error {
 	s := r.s
+	if s.Method == "maintenance" && s.HeartbeatInterval <= 0 {
+		return optErr(d.name, r.set["heartbeat_interval"], causef(ErrValue,
+			"method=maintenance needs a heartbeat: Asterisk keeps an endpoint in maintenance until told otherwise, and `qualifyd guard` releases it only when the heartbeat goes stale"))
+	}
 	if s.HeartbeatInterval <= 0 || s.FailOpenAfter >= 3*s.HeartbeatInterval {
 		return nil
 	}

@@ -56,6 +56,8 @@ func TestSinkErrors(t *testing.T) {
 			`pjsip.conf:4: section "a": option "timeout": invalid value: "0": a request needs a timeout of more than 0 seconds`},
 		{"zero failopen", "[a]\ntype=sink\ndriver=ami\nfailopen_after=0", ErrValue,
 			`pjsip.conf:4: section "a": option "failopen_after": invalid value: "0": the fail-open window must be more than 0 seconds`},
+		{"maintenance without heartbeat", "[a]\ntype=sink\ndriver=ami\naddress=h:5038\nusername=q\nsecret=x\nmethod=maintenance\nheartbeat_interval=0", ErrValue,
+			`pjsip.conf:8: section "a": option "heartbeat_interval": invalid value: method=maintenance needs a heartbeat: Asterisk keeps an endpoint in maintenance until told otherwise, and ` + "`qualifyd guard`" + ` releases it only when the heartbeat goes stale`},
 		{"failopen under 3 heartbeats", "[a]\ntype=sink\ndriver=ami\naddress=h:5038\nusername=q\nsecret=x\nheartbeat_interval=15", ErrValue,
 			`pjsip.conf:7: section "a": option "heartbeat_interval": invalid value: failopen_after (30) must be at least 3 x heartbeat_interval (15), or the router fails open after two lost heartbeats`},
 		{"webhook failopen under 3 heartbeats", "[a]\ntype=sink\ndriver=webhook\nurl=http://h/\nfailopen_after=20", ErrValue,

@@ -16,9 +16,11 @@ import (
 
 // AMI drives Asterisk through the Manager interface: one custom device
 // state per object (Setvar DEVICE_STATE(Custom:NAME)), or with
-// Maintenance the endpoint's PJSIPSetMaintenance, and a DBPut heartbeat
-// (qualifyd/heartbeat, unix seconds) that a dial plan checks to fail
-// open when qualifyd is gone.
+// Maintenance the endpoint's PJSIPSetMaintenance, and a DBPut heartbeat:
+// qualifyd/failopen_at, the unix second after which the verdicts are
+// stale (the beat's time plus FailOpenAfter), which the README's dial
+// plan and `qualifyd guard` compare with the clock to fail open when
+// qualifyd is gone, and qualifyd/heartbeat, the beat's time.
 type AMI struct {
 	// Address is host:port; TLS wraps the connection.
 	Address string
@@ -30,8 +32,11 @@ type AMI struct {
 	// Prefix names the devices ("Custom:").
 	Prefix string
 	// Maintenance pushes PJSIPSetMaintenance (on for Down) instead of a
-	// device state.
+	// device state, and reads PJSIPShowMaintenance back (resync).
 	Maintenance bool
+	// FailOpenAfter is the window the heartbeat grants: failopen_at is
+	// the beat's time plus FailOpenAfter.
+	FailOpenAfter time.Duration
 	// Timeout bounds each request, the login included.
 	Timeout time.Duration
 	// Dial, if set, replaces the network dial (tests).
@@ -133,9 +138,62 @@ func (a *AMI) push(_ context.Context, o Object) error {
 	return err
 }
 
+// The astdb keys of the heartbeat: Family qualifyd, these keys.
+const (
+	// KeyFailOpenAt holds the unix second after which the router treats
+	// the verdicts as stale.
+	KeyFailOpenAt = "failopen_at"
+	// KeyHeartbeat holds the unix second of the last beat.
+	KeyHeartbeat = "heartbeat"
+)
+
+// heartbeat writes failopen_at, then the beat's time. The deadline is in
+// whole seconds, rounded down: a router that fails open when its clock's
+// second is past it (${EPOCH} > failopen_at) does so after FailOpenAfter,
+// and at most a second later.
 func (a *AMI) heartbeat(context.Context) error {
-	_, err := a.action("DBPut", "Family", "qualifyd", "Key", "heartbeat", "Val", strconv.FormatInt(time.Now().Unix(), 10))
+	now := time.Now()
+	until := now.Add(a.FailOpenAfter).Unix()
+	if _, err := a.action("DBPut", "Family", "qualifyd", "Key", KeyFailOpenAt, "Val", strconv.FormatInt(until, 10)); err != nil {
+		return err
+	}
+	_, err := a.action("DBPut", "Family", "qualifyd", "Key", KeyHeartbeat, "Val", strconv.FormatInt(now.Unix(), 10))
 	return err
+}
+
+// inMaintenance returns the endpoints Asterisk holds in maintenance
+// (PJSIPShowMaintenance).
+func (a *AMI) inMaintenance() (map[string]bool, error) {
+	events, err := a.list("PJSIPShowMaintenance")
+	if err != nil {
+		return nil, err
+	}
+	in := map[string]bool{}
+	for _, e := range events {
+		if e["Event"] == "PJSIPMaintenanceStatus" && e["Status"] == "enabled" {
+			in[e["Endpoint"]] = true
+		}
+	}
+	return in, nil
+}
+
+// maintenance is the method=maintenance driver: an AMI that reads the
+// maintenance set back every resync, so that an endpoint taken out of
+// maintenance behind qualifyd's back (by `qualifyd guard`, an operator,
+// an Asterisk restart) is put back.
+type maintenance struct{ *AMI }
+
+func (m maintenance) resync(context.Context) (func(Key) (Level, bool), error) {
+	in, err := m.inMaintenance()
+	if err != nil {
+		return nil, err
+	}
+	return func(k Key) (Level, bool) {
+		if in[k.Name] {
+			return Down, true
+		}
+		return Up, true
+	}, nil
 }
 
 func (a *AMI) close() {
@@ -151,8 +209,18 @@ func (a *AMI) close() {
 // fields. "Response: Error" is a *Rejected with the reply's Message;
 // a broken or stalled connection is any other error.
 func (a *AMI) action(name string, fields ...string) (map[string]string, error) {
+	return a.send(name, a.nextID(), fields)
+}
+
+// nextID returns a fresh ActionID.
+func (a *AMI) nextID() string {
 	a.id++
-	id := "qualifyd-" + strconv.FormatUint(a.id, 10)
+	return "qualifyd-" + strconv.FormatUint(a.id, 10)
+}
+
+// send sends one action with ActionID id and returns its reply's fields,
+// as action does.
+func (a *AMI) send(name, id string, fields []string) (map[string]string, error) {
 	var b strings.Builder
 	b.WriteString("Action: " + name + "\r\nActionID: " + id + "\r\n")
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -175,6 +243,38 @@ func (a *AMI) action(name string, fields ...string) (map[string]string, error) {
 	}
 	return nil, fmt.Errorf("ami %s: %s: unexpected response %q", a.Address, name, clip(r["Response"]))
 }
+
+// list sends an action whose reply is a list of events (EventList:
+// start) and returns those events, up to the one with EventList:
+// Complete.
+func (a *AMI) list(name string, fields ...string) ([]map[string]string, error) {
+	id := a.nextID()
+	if _, err := a.send(name, id, fields); err != nil {
+		return nil, err
+	}
+	var events []map[string]string
+	for {
+		m, err := a.message()
+		if err != nil {
+			return nil, fmt.Errorf("ami %s: %s: %w", a.Address, name, err)
+		}
+		switch {
+		case m["ActionID"] != id:
+			a.skipped++
+		case m["EventList"] == "Complete":
+			return events, nil
+		case len(events) >= maxEvents:
+			return nil, fmt.Errorf("ami %s: %s: more than %d events", a.Address, name, maxEvents)
+		default:
+			events = append(events, m)
+		}
+	}
+}
+
+// maxEvents bounds the events of one list reply: more than any
+// Asterisk's endpoints, and a bound on the memory a broken Manager can
+// make a list take.
+const maxEvents = 1 << 18
 
 // deadline bounds the next request.
 func (a *AMI) deadline() { a.conn.SetDeadline(time.Now().Add(a.Timeout)) }

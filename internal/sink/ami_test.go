@@ -173,12 +173,22 @@ func (f *fakeManager) answer(m map[string]string, authed *bool) (string, bool) {
 	case act == "DBPut":
 		f.db[m["Family"]+"/"+m["Key"]] = m["Val"]
 		return reply("Success", "Message: Updated database successfully\r\n"), false
+	case act == "DBGet":
+		v, ok := f.db[m["Family"]+"/"+m["Key"]]
+		if !ok {
+			return reply("Error", "Message: Database entry not found\r\n"), false
+		}
+		return reply("Success", "EventList: start\r\nMessage: Result will follow\r\n") +
+			"Event: DBGetResponse\r\nFamily: " + m["Family"] + "\r\nKey: " + m["Key"] + "\r\nVal: " + v + "\r\nActionID: " + id + "\r\n\r\n" +
+			"Event: DBGetComplete\r\nActionID: " + id + "\r\nEventList: Complete\r\nListItems: 1\r\n\r\n", false
 	case act == "PJSIPSetMaintenance":
 		if m["Endpoint"] == "ghost" {
 			return reply("Error", "Message: Endpoint 'ghost' not found\r\n"), false
 		}
 		f.maint[m["Endpoint"]] = m["State"]
 		return reply("Success", "Message: Maintenance mode enabled\r\n"), false
+	case act == "PJSIPShowMaintenance":
+		return f.showMaintenance(id), false
 	}
 	return reply("Error", "Message: Invalid/unknown command: "+act+"\r\n"), false
 }
@@ -186,7 +196,27 @@ func (f *fakeManager) answer(m map[string]string, authed *bool) (string, bool) {
 // authority is the permission class of each action the fake knows, as
 // Asterisk registers them ("" for none).
 var authority = map[string]string{"Challenge": "", "Login": "", "ListCommands": "", "Setvar": "call",
-	"Getvar": "call", "DBPut": "system", "PJSIPSetMaintenance": "system"}
+	"Getvar": "call", "DBPut": "system", "DBGet": "system", "PJSIPSetMaintenance": "system", "PJSIPShowMaintenance": "system"}
+
+// showMaintenance is PJSIPShowMaintenance's reply, as
+// res_pjsip_maintenance.c writes it: the list's start, one event per
+// endpoint in maintenance, the complete event. Called with mu held.
+func (f *fakeManager) showMaintenance(id string) string {
+	names := make([]string, 0, len(f.maint))
+	for name, state := range f.maint {
+		if state == "on" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	b.WriteString("Response: Success\r\nActionID: " + id + "\r\nEventList: start\r\nMessage: Maintenance status events follow\r\n\r\n")
+	for _, n := range names {
+		b.WriteString("Event: PJSIPMaintenanceStatus\r\nActionID: " + id + "\r\nEndpoint: " + n + "\r\nStatus: enabled\r\n\r\n")
+	}
+	fmt.Fprintf(&b, "Event: PJSIPMaintenanceStatusComplete\r\nActionID: %s\r\nEventList: Complete\r\nListItems: %d\r\n\r\n", id, len(names))
+	return b.String()
+}
 
 // allows reports whether the user may run act: its authority is none, or
 // one of the user's write classes. Called with mu held.
@@ -216,7 +246,7 @@ func (f *fakeManager) get(m map[string]string, k string) string {
 
 func newAMI(f *fakeManager, secret string, md5 bool) *AMI {
 	return &AMI{Address: "pbx:5038", Username: "qualifyd", Secret: secret, MD5: md5, Prefix: "Custom:",
-		Timeout: 5 * time.Second, Dial: f.dial}
+		FailOpenAfter: 30 * time.Second, Timeout: 5 * time.Second, Dial: f.dial}
 }
 
 func TestAMIPushesDeviceStatesAndHeartbeat(t *testing.T) {
@@ -238,6 +268,9 @@ func TestAMIPushesDeviceStatesAndHeartbeat(t *testing.T) {
 		}
 		if got, want := f.get(f.db, "qualifyd/heartbeat"), strconv.FormatInt(time.Now().Unix(), 10); got != want {
 			t.Fatalf("heartbeat %q, want %q", got, want)
+		}
+		if got, want := f.get(f.db, "qualifyd/failopen_at"), strconv.FormatInt(time.Now().Unix()+30, 10); got != want {
+			t.Fatalf("failopen_at %q, want %q (the beat + failopen_after)", got, want)
 		}
 		time.Sleep(10 * time.Second)
 		synctest.Wait()

@@ -44,6 +44,8 @@ func Check(ctx context.Context, conf *pjsip.Config, dial func(ctx context.Contex
 		switch drv := newDriver(def, dial).(type) {
 		case *AMI:
 			r.Found, r.Err = checkAMI(ctx, drv, def)
+		case maintenance:
+			r.Found, r.Err = checkAMI(ctx, drv.AMI, def)
 		case *Kamailio:
 			r.Found, r.Unlisted, r.Err = checkKamailio(ctx, drv, p)
 		default:
@@ -56,8 +58,9 @@ func Check(ctx context.Context, conf *pjsip.Config, dial func(ctx context.Contex
 
 // checkAMI logs in and checks with ListCommands, which lists the actions
 // the user's write= permissions allow, that it may run every action the
-// sink sends: Setvar (call) or PJSIPSetMaintenance (system) for the
-// objects, and DBPut (system) for the heartbeat.
+// sink sends: Setvar (call), or PJSIPSetMaintenance and
+// PJSIPShowMaintenance (system) for the objects, and DBPut (system) for
+// the heartbeat.
 func checkAMI(ctx context.Context, a *AMI, def *pjsip.Sink) (string, error) {
 	if err := a.connect(ctx); err != nil {
 		return "", err
@@ -73,7 +76,7 @@ func checkAMI(ctx context.Context, a *AMI, def *pjsip.Sink) (string, error) {
 	}
 	need := []string{"Setvar"}
 	if a.Maintenance {
-		need = []string{"PJSIPSetMaintenance"}
+		need = []string{"PJSIPSetMaintenance", "PJSIPShowMaintenance"}
 	}
 	if def.HeartbeatInterval > 0 {
 		need = append(need, "DBPut")
@@ -86,9 +89,17 @@ func checkAMI(ctx context.Context, a *AMI, def *pjsip.Sink) (string, error) {
 	}
 	if len(denied) > 0 {
 		return "", fmt.Errorf("ami %s: user %q may not run %s: give it write=call,system in manager.conf",
-			a.Address, a.Username, strings.Join(denied, " and "))
+			a.Address, a.Username, andList(denied))
 	}
-	return "logged in as " + a.Username + "; may run " + strings.Join(need, " and "), nil
+	return "logged in as " + a.Username + "; may run " + andList(need), nil
+}
+
+// andList is "a", "a and b", "a, b and c".
+func andList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // checkKamailio reads dispatcher.list and counts the plan's hosts it

@@ -36,7 +36,7 @@ func TestCheckAMI(t *testing.T) {
 		{"read only", sink, []string{}, "",
 			`ami pbx:5038: user "qualifyd" may not run Setvar and DBPut: give it write=call,system in manager.conf`},
 		{"maintenance without system", sink + "method=maintenance\n", []string{"call"}, "",
-			`ami pbx:5038: user "qualifyd" may not run PJSIPSetMaintenance and DBPut: give it write=call,system in manager.conf`},
+			`ami pbx:5038: user "qualifyd" may not run PJSIPSetMaintenance, PJSIPShowMaintenance and DBPut: give it write=call,system in manager.conf`},
 		{"wrong secret", strings.Replace(sink, "s3cret", "wrong", 1), nil, "", "ami pbx:5038: login: Login: Authentication failed"},
 	}
 	for _, tt := range tests {

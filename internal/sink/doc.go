@@ -36,4 +36,11 @@
 //
 // Check (check.go) contacts each router once and changes nothing, for
 // `qualifyd check-config --connect`.
+//
+// Whatever a sink pushes carries a way back that works without qualifyd:
+// the AMI heartbeat writes qualifyd/failopen_at, after which the
+// README's dial plan stops believing the device states, and Guard
+// (guard.go, `qualifyd guard`, run beside Asterisk) takes a
+// method=maintenance sink's endpoints out of maintenance, which Asterisk
+// would otherwise keep forever.
 package sink

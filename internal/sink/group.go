@@ -226,6 +226,11 @@ func (g *Group) reconciler(def *pjsip.Sink) *Reconciler {
 	switch def.Driver {
 	case "ami":
 		iv.Heartbeat = def.HeartbeatInterval
+		if def.Method == "maintenance" {
+			// Read the maintenance set back at every beat: `qualifyd
+			// guard` may have released it while qualifyd was silent.
+			iv.Resync = def.HeartbeatInterval
+		}
 	case "kamailio":
 		iv.Resync = def.ResyncInterval
 	default:
@@ -241,13 +246,23 @@ func (g *Group) reconciler(def *pjsip.Sink) *Reconciler {
 func newDriver(def *pjsip.Sink, dial func(ctx context.Context, network, addr string) (net.Conn, error)) driver {
 	switch def.Driver {
 	case "ami":
-		return &AMI{Address: def.Address, TLS: def.TLS, Username: def.Username, Secret: def.Secret.Reveal(),
-			MD5: def.Auth != "plain", Prefix: def.DevicePrefix, Maintenance: def.Method == "maintenance",
-			Timeout: def.Timeout, Dial: dial}
+		a := NewAMI(def, dial)
+		if a.Maintenance {
+			return maintenance{a}
+		}
+		return a
 	case "kamailio":
 		return &Kamailio{URL: def.URL, Timeout: def.Timeout}
 	}
 	return &Webhook{URL: def.URL, Secret: def.Secret.Reveal(), Timeout: def.Timeout, FailOpenAfter: def.FailOpenAfter}
+}
+
+// NewAMI returns the Manager client of ami sink def; dial, if set,
+// replaces the network dial.
+func NewAMI(def *pjsip.Sink, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *AMI {
+	return &AMI{Address: def.Address, TLS: def.TLS, Username: def.Username, Secret: def.Secret.Reveal(),
+		MD5: def.Auth != "plain", Prefix: def.DevicePrefix, Maintenance: def.Method == "maintenance",
+		FailOpenAfter: def.FailOpenAfter, Timeout: def.Timeout, Dial: dial}
 }
 
 // recompute sets every object of s from the source and retires the
