@@ -54,8 +54,9 @@ type Sink struct {
 	// Method is "devstate" (Setvar DEVICE_STATE, the default) or
 	// "maintenance" (PJSIPSetMaintenance; ami).
 	Method string
-	// HeartbeatInterval is how often the heartbeat DBPut is sent (ami,
-	// heartbeat_interval, default 10 s; 0 never).
+	// HeartbeatInterval is how often the heartbeat is renewed: the astdb
+	// DBPut (ami) or the htable item (kamailio); heartbeat_interval,
+	// default 10 s; 0 never.
 	HeartbeatInterval time.Duration
 	// FailOpenAfter is how long the router may go without a heartbeat
 	// before it treats qualifyd's verdicts as stale and routes every
@@ -140,8 +141,10 @@ var sinkOptions = map[string]map[string]sinkOption{
 		"failopen_after":     sinkFailOpen,
 	},
 	"kamailio": {
-		"url":             setURL,
-		"resync_interval": sinkSeconds(func(s *Sink) *time.Duration { return &s.ResyncInterval }),
+		"url":                setURL,
+		"resync_interval":    sinkSeconds(func(s *Sink) *time.Duration { return &s.ResyncInterval }),
+		"heartbeat_interval": sinkSeconds(func(s *Sink) *time.Duration { return &s.HeartbeatInterval }),
+		"failopen_after":     sinkFailOpen,
 	},
 	"webhook": {
 		"url":         setURL,
@@ -277,6 +280,8 @@ func (r *sinkReader) defaults() {
 	case "kamailio":
 		def("reassert_interval", &s.ReassertInterval, DefaultReassertInterval)
 		def("resync_interval", &s.ResyncInterval, DefaultResyncInterval)
+		def("heartbeat_interval", &s.HeartbeatInterval, DefaultHeartbeatInterval)
+		def("failopen_after", &s.FailOpenAfter, DefaultFailOpenAfter)
 	}
 }
 

@@ -58,6 +58,8 @@ func TestSinkErrors(t *testing.T) {
 			`pjsip.conf:4: section "a": option "failopen_after": invalid value: "0": the fail-open window must be more than 0 seconds`},
 		{"failopen under 3 heartbeats", "[a]\ntype=sink\ndriver=ami\naddress=h:5038\nusername=q\nsecret=x\nheartbeat_interval=15", ErrValue,
 			`pjsip.conf:7: section "a": option "heartbeat_interval": invalid value: failopen_after (30) must be at least 3 x heartbeat_interval (15), or the router fails open after two lost heartbeats`},
+		{"kamailio failopen under 3 heartbeats", "[a]\ntype=sink\ndriver=kamailio\nurl=http://127.0.0.1:5071/RPC\nfailopen_after=20", ErrValue,
+			`pjsip.conf:5: section "a": option "failopen_after": invalid value: failopen_after (20) must be at least 3 x heartbeat_interval (10), or the router fails open after two lost heartbeats`},
 		{"webhook reassert", "[a]\ntype=sink\ndriver=webhook\nreassert_interval=60", ErrUnknownOption,
 			`pjsip.conf:4: section "a": option "reassert_interval": unknown option: a webhook sink does not reassert: it delivers each change once`},
 		{"empty aors", "[a]\ntype=sink\ndriver=webhook\naors= , ", ErrValue,
@@ -110,7 +112,7 @@ secret=k
 			FailOpenAfter: 30 * time.Second},
 		{Name: "edge", Driver: "kamailio", File: "pjsip.conf", Line: 11, AoRs: []string{"pbx07"},
 			ReassertInterval: 300 * time.Second, Timeout: 2500 * time.Millisecond, URL: "http://127.0.0.1:5071/RPC",
-			ResyncInterval: 30 * time.Second},
+			ResyncInterval: 30 * time.Second, HeartbeatInterval: 10 * time.Second, FailOpenAfter: 30 * time.Second},
 		{Name: "alerts", Driver: "webhook", File: "pjsip.conf", Line: 17, Timeout: 5 * time.Second,
 			URL: "https://hooks.example.net/qualifyd", Secret: "k"},
 	}

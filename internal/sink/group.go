@@ -115,7 +115,7 @@ func (g *Group) reconciler(def *pjsip.Sink) *Reconciler {
 	case "ami":
 		iv.Heartbeat = def.HeartbeatInterval
 	case "kamailio":
-		iv.Resync = def.ResyncInterval
+		iv.Resync, iv.Heartbeat = def.ResyncInterval, def.HeartbeatInterval
 	default:
 		iv.Reassert = 0
 	}
@@ -133,7 +133,7 @@ func newDriver(def *pjsip.Sink, dial func(ctx context.Context, network, addr str
 			MD5: def.Auth != "plain", Prefix: def.DevicePrefix, Maintenance: def.Method == "maintenance",
 			Timeout: def.Timeout, Dial: dial}
 	case "kamailio":
-		return &Kamailio{URL: def.URL, Timeout: def.Timeout}
+		return &Kamailio{URL: def.URL, Timeout: def.Timeout, Heartbeat: def.HeartbeatInterval, FailOpenAfter: def.FailOpenAfter}
 	}
 	return &Webhook{URL: def.URL, Secret: def.Secret.Reveal(), Timeout: def.Timeout}
 }
