@@ -80,6 +80,11 @@ func (f *fakeDispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "htable.get", "htable.setxi":
 		f.htable(req.Method, params, answer)
+	case "htable.listTables":
+		answer["result"] = []map[string]any{{"name": "other", "expire": 0}}
+		if !f.noTable {
+			answer["result"] = []map[string]any{{"name": "other", "expire": 0}, {"name": "qualifyd", "expire": 30}}
+		}
 	default:
 		answer["error"] = map[string]any{"code": 500, "message": "Method Not Found"}
 	}
@@ -224,15 +229,23 @@ func TestKamailioErrors(t *testing.T) {
 	}
 }
 
+// beatingKamailio is a driver of a fake dispatcher with a heartbeat every
+// 10 s that expires after failOpen, on a clock the test sets (from unix
+// second 1,800,000,000).
+func beatingKamailio(t *testing.T, failOpen time.Duration) (*fakeDispatcher, *Kamailio, *time.Time) {
+	f, srv := newFakeDispatcher(t)
+	now := time.Unix(1_800_000_000, 0)
+	k := &Kamailio{URL: srv.URL + "/RPC", Timeout: 5 * time.Second, Heartbeat: 10 * time.Second,
+		FailOpenAfter: failOpen, Now: func() time.Time { return now }}
+	return f, k, &now
+}
+
 // TestKamailioHeartbeat: the heartbeat sets qualifyd=>heartbeat to the
 // time with an expiry of failopen_after in whole seconds; an item gone
 // after the session set it (Kamailio failed open, or restarted) ends the
 // session, while a missing item at a session's first heartbeat does not.
 func TestKamailioHeartbeat(t *testing.T) {
-	f, srv := newFakeDispatcher(t)
-	now := time.Unix(1_800_000_000, 0)
-	k := &Kamailio{URL: srv.URL + "/RPC", Timeout: 5 * time.Second, Heartbeat: 10 * time.Second,
-		FailOpenAfter: 29500 * time.Millisecond, Now: func() time.Time { return now }}
+	f, k, _ := beatingKamailio(t, 29500*time.Millisecond)
 	for i := range 2 { // the first creates the item, the second renews it
 		if err := k.heartbeat(t.Context()); err != nil {
 			t.Fatalf("heartbeat %d: %v", i+1, err)
@@ -268,10 +281,7 @@ func TestKamailioHeartbeat(t *testing.T) {
 // than failopen_after never lets the router fail open; a push within the
 // interval, or before the session's first heartbeat, does not.
 func TestKamailioPushRenewsDueHeartbeat(t *testing.T) {
-	f, srv := newFakeDispatcher(t)
-	now := time.Unix(1_800_000_000, 0)
-	k := &Kamailio{URL: srv.URL + "/RPC", Timeout: 5 * time.Second, Heartbeat: 10 * time.Second,
-		FailOpenAfter: 30 * time.Second, Now: func() time.Time { return now }}
+	f, k, now := beatingKamailio(t, 30*time.Second)
 	mustResync(t, k)
 	a := Object{Key: host("127.0.0.1:5080"), Level: Down}
 	calls := func() []string {
@@ -300,7 +310,7 @@ func TestKamailioPushRenewsDueHeartbeat(t *testing.T) {
 		{10 * time.Second, []string{"htable.get", "htable.setxi", "dispatcher.set_state"}},
 		{10 * time.Second, []string{"dispatcher.set_state"}}, // renewed by the push before
 	} {
-		now = time.Unix(1_800_000_000, 0).Add(c.after)
+		*now = time.Unix(1_800_000_000, 0).Add(c.after)
 		if err := k.push(t.Context(), a); err != nil {
 			t.Fatal(err)
 		}
@@ -342,5 +352,20 @@ func TestKamailioTruncatedReply(t *testing.T) {
 				t.Fatalf("got %v\nwant ...%s", err, c.want)
 			}
 		})
+	}
+}
+
+// TestKamailioCheckHeartbeatTable: check-config --connect finds the
+// heartbeat's htable in htable.listTables, and names the README's lines
+// when it is missing.
+func TestKamailioCheckHeartbeatTable(t *testing.T) {
+	f, k, _ := beatingKamailio(t, 30*time.Second)
+	if err := checkHeartbeatTable(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	f.noTable = true
+	err := checkHeartbeatTable(t.Context(), k)
+	if err == nil || !strings.HasSuffix(err.Error(), `: no htable "qualifyd" with autoexpire: kamailio.cfg needs the README's fail-open lines, or Kamailio never fails open when qualifyd stops`) {
+		t.Fatalf("no table: %v", err)
 	}
 }
