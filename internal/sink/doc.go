@@ -13,6 +13,12 @@
 // (re)connect and every reassert interval the whole state is pushed
 // again, so a lost request or a restarted router heals itself.
 //
+// Drivers that can renew a heartbeat the router checks (ami: an astdb
+// key; kamailio: an htable item with an expiry), at connect before any
+// read-back or push, then every heartbeat interval: a router whose
+// heartbeat goes stale routes every object again (fail-open), so a dead
+// or stalled qualifyd never leaves routing worse than none.
+//
 // The daemon never forwards raw events: on every event about an AoR it
 // asks the Group to recompute, from the engine's snapshot, the level of
 // every object that depends on that AoR (plan.go). A contact with no
