@@ -47,6 +47,7 @@ func sinksJSON(sinks []*pjsip.Sink) []sinkJSON {
 			j.HeartbeatInterval, j.FailOpenAfter = ptr(s.HeartbeatInterval.Seconds()), ptr(s.FailOpenAfter.Seconds())
 		case "kamailio":
 			j.ReassertInterval, j.ResyncInterval = ptr(s.ReassertInterval.Seconds()), ptr(s.ResyncInterval.Seconds())
+			j.HeartbeatInterval, j.FailOpenAfter = ptr(s.HeartbeatInterval.Seconds()), ptr(s.FailOpenAfter.Seconds())
 		}
 		out = append(out, j)
 	}

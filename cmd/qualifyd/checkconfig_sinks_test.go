@@ -41,7 +41,7 @@ func TestCheckConfigSinks(t *testing.T) {
 	}
 	want := []string{
 		"  sink asterisk  driver=ami address=127.0.0.1:5038 tls=no username=qualifyd auth=md5 method=devstate device_prefix=Custom: secret=file:ami.secret aors=all-qualified reassert=300s heartbeat=10s failopen=30s timeout=5s",
-		"  sink edge  driver=kamailio url=http://127.0.0.1:5071/RPC aors=pbx07 reassert=300s resync=30s timeout=5s",
+		"  sink edge  driver=kamailio url=http://127.0.0.1:5071/RPC aors=pbx07 reassert=300s resync=30s heartbeat=10s failopen=30s timeout=5s",
 		"  sink alerts  driver=webhook url=https://hooks.example.net/qualifyd secret=inline aors=all-qualified heartbeat=10s failopen=30s timeout=5s",
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")

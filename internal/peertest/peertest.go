@@ -113,9 +113,10 @@ type Kamailio struct {
 
 // StartKamailio runs Kamailio on loopback with the configuration cfg
 // (the interop tests' kamailio.cfg, which takes LISTEN, HTTP_PORT, DSLIST
-// and CTLSOCK) and the dispatcher list file dslist, and returns once its
-// JSON-RPC answers core.version: it starts in well under a second; the
-// 20 s bound only stops a broken start.
+// and CTLSOCK, and sets its shared memory) and the dispatcher list file
+// dslist, with the private memory (-M 64) the README gives for 100,000
+// destinations, and returns once its JSON-RPC answers core.version: it
+// starts in well under a second; the 20 s bound only stops a broken start.
 func StartKamailio(t testing.TB, cfg, dslist string) *Kamailio {
 	t.Helper()
 	dir := t.TempDir()
@@ -123,7 +124,7 @@ func StartKamailio(t testing.TB, cfg, dslist string) *Kamailio {
 	k := &Kamailio{SIP: fmt.Sprintf("127.0.0.1:%d", FreePort(t, "udp")),
 		RPC: fmt.Sprintf("http://127.0.0.1:%d/RPC", httpPort), Ctl: "unix:" + filepath.Join(dir, "kamailio.ctl")}
 	k.Log = Start(t, "kamailio", "-f", cfg, "-DD", "-E", "-w", dir, "-Y", dir, "-P", filepath.Join(dir, "kamailio.pid"),
-		"-m", "32", "-M", "8", "-A", "LISTEN=udp:"+k.SIP, "-A", "HTTP_PORT="+strconv.Itoa(httpPort),
+		"-M", "64", "-A", "LISTEN=udp:"+k.SIP, "-A", "HTTP_PORT="+strconv.Itoa(httpPort),
 		"-A", fmt.Sprintf("DSLIST=%q", dslist), "-A", fmt.Sprintf("CTLSOCK=%q", k.Ctl))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

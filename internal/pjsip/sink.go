@@ -54,9 +54,10 @@ type Sink struct {
 	// Method is "devstate" (Setvar DEVICE_STATE, the default) or
 	// "maintenance" (PJSIPSetMaintenance; ami).
 	Method string
-	// HeartbeatInterval is how often the heartbeat is sent: the DBPut of
-	// an ami sink, the heartbeat POST of a webhook (heartbeat_interval,
-	// default 10 s; 0 never).
+	// HeartbeatInterval is how often the heartbeat is sent: the astdb
+	// DBPut of an ami sink, the htable item of a kamailio sink, the
+	// heartbeat POST of a webhook (heartbeat_interval, default 10 s; 0
+	// never).
 	HeartbeatInterval time.Duration
 	// FailOpenAfter is how long the router may go without a heartbeat
 	// before it treats qualifyd's verdicts as stale and routes every
@@ -142,8 +143,10 @@ var sinkOptions = map[string]map[string]sinkOption{
 		"failopen_after":     sinkFailOpen,
 	},
 	"kamailio": {
-		"url":             setURL,
-		"resync_interval": sinkSeconds(func(s *Sink) *time.Duration { return &s.ResyncInterval }),
+		"url":                setURL,
+		"resync_interval":    sinkSeconds(func(s *Sink) *time.Duration { return &s.ResyncInterval }),
+		"heartbeat_interval": sinkSeconds(func(s *Sink) *time.Duration { return &s.HeartbeatInterval }),
+		"failopen_after":     sinkFailOpen,
 	},
 	"webhook": {
 		"url":                setURL,
@@ -290,6 +293,8 @@ func (r *sinkReader) defaults() {
 	case "kamailio":
 		def("reassert_interval", &s.ReassertInterval, DefaultReassertInterval)
 		def("resync_interval", &s.ResyncInterval, DefaultResyncInterval)
+		def("heartbeat_interval", &s.HeartbeatInterval, DefaultHeartbeatInterval)
+		def("failopen_after", &s.FailOpenAfter, DefaultFailOpenAfter)
 	}
 }
 

@@ -103,8 +103,14 @@ func andList(s []string) string {
 }
 
 // checkKamailio reads dispatcher.list and counts the plan's hosts it
-// lists.
+// lists; with a heartbeat, it checks that the heartbeat's htable is
+// there, with autoexpire (htable.listTables).
 func checkKamailio(ctx context.Context, k *Kamailio, p *plan) (string, []string, error) {
+	if k.Heartbeat > 0 {
+		if err := checkHeartbeatTable(ctx, k); err != nil {
+			return "", nil, err
+		}
+	}
 	level, err := k.resync(ctx)
 	if err != nil {
 		return "", nil, err
@@ -118,4 +124,29 @@ func checkKamailio(ctx context.Context, k *Kamailio, p *plan) (string, []string,
 	slices.Sort(unlisted)
 	n := len(p.deps)
 	return fmt.Sprintf("dispatcher.list has %d of the %d hosts", n-len(unlisted), n), unlisted, nil
+}
+
+// htableInfo is one table of htable.listTables: its name and its
+// autoexpire (seconds; 0 none).
+type htableInfo struct {
+	Name   string `json:"name"`
+	Expire int    `json:"expire"`
+}
+
+// checkHeartbeatTable checks that Kamailio has the heartbeat's htable
+// and that it expires items: htable's timer skips a table without
+// autoexpire, so its item would never expire and Kamailio never fail
+// open.
+func checkHeartbeatTable(ctx context.Context, k *Kamailio) error {
+	var tables []htableInfo
+	err := k.call(ctx, "htable.listTables", nil, &tables)
+	var rej *Rejected
+	if err != nil && !errors.As(err, &rej) {
+		return err
+	}
+	i := slices.IndexFunc(tables, func(t htableInfo) bool { return t.Name == heartbeatTable })
+	if err != nil || i < 0 || tables[i].Expire <= 0 {
+		return fmt.Errorf("kamailio %s: no htable %q with autoexpire: kamailio.cfg needs the README's fail-open lines, or Kamailio never fails open when qualifyd stops", k.URL, heartbeatTable)
+	}
+	return nil
 }

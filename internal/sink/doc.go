@@ -18,6 +18,12 @@
 // A webhook cannot fail open by itself, so every body carries expires
 // and a heartbeat moves it (webhook.go).
 //
+// Drivers that can renew a heartbeat the router checks (ami: an astdb
+// key; kamailio: an htable item with an expiry), at connect before any
+// read-back or push, then every heartbeat interval: a router whose
+// heartbeat goes stale routes every object again (fail-open), so a dead
+// or stalled qualifyd never leaves routing worse than none.
+//
 // The daemon never forwards raw events: on every event about an AoR it
 // asks the Group to recompute, from the engine's snapshot, the level of
 // every object that depends on that AoR (plan.go). A contact with no

@@ -232,7 +232,7 @@ func (g *Group) reconciler(def *pjsip.Sink) *Reconciler {
 			iv.Resync = def.HeartbeatInterval
 		}
 	case "kamailio":
-		iv.Resync = def.ResyncInterval
+		iv.Resync, iv.Heartbeat = def.ResyncInterval, def.HeartbeatInterval
 	default:
 		iv.Reassert, iv.Heartbeat = 0, def.HeartbeatInterval
 	}
@@ -252,7 +252,7 @@ func newDriver(def *pjsip.Sink, dial func(ctx context.Context, network, addr str
 		}
 		return a
 	case "kamailio":
-		return &Kamailio{URL: def.URL, Timeout: def.Timeout}
+		return &Kamailio{URL: def.URL, Timeout: def.Timeout, Heartbeat: def.HeartbeatInterval, FailOpenAfter: def.FailOpenAfter}
 	}
 	return &Webhook{URL: def.URL, Secret: def.Secret.Reveal(), Timeout: def.Timeout, FailOpenAfter: def.FailOpenAfter}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -19,6 +20,12 @@ import (
 // match no contact, and disabled ones ("D", the operator's), are never
 // touched. dispatcher.list is read at connect and at every resync, so a
 // dispatcher.reload or a restart of Kamailio is repaired.
+//
+// The heartbeat is the htable item qualifyd=>heartbeat, set with an
+// expiry of FailOpenAfter: when qualifyd stops renewing it, the routing
+// script's event_route[htable:expired:qualifyd] reloads the dispatcher,
+// which makes every destination active again (the README's fail-open
+// lines).
 type Kamailio struct {
 	// URL is the JSON-RPC endpoint, such as http://127.0.0.1:5071/RPC.
 	URL string
@@ -26,10 +33,25 @@ type Kamailio struct {
 	Timeout time.Duration
 	// Client, if set, replaces a plain http.Client.
 	Client *http.Client
+	// Heartbeat is how often the heartbeat is renewed; 0 never. A push
+	// renews it too when it is due, so that a long burst of pushes never
+	// lets it expire.
+	Heartbeat time.Duration
+	// FailOpenAfter is the heartbeat's expiry, rounded up to seconds.
+	FailOpenAfter time.Duration
+	// Now, if set, replaces time.Now (tests).
+	Now func() time.Time
 
 	dests map[string][]dest // by hostPort, from the last dispatcher.list
 	id    uint64
+	beat  time.Time // the session's last renewal; zero before its first
 }
+
+// The htable item of the heartbeat: table and key.
+const (
+	heartbeatTable = "qualifyd"
+	heartbeatKey   = "heartbeat"
+)
 
 // dest is one dispatcher destination.
 type dest struct {
@@ -38,7 +60,10 @@ type dest struct {
 	state byte // 'A'ctive, 'I'nactive, 'D'isabled, 'T'rying
 }
 
-func (k *Kamailio) connect(context.Context) error { return nil }
+func (k *Kamailio) connect(context.Context) error {
+	k.beat = time.Time{}
+	return nil
+}
 
 func (k *Kamailio) close() {}
 
@@ -133,9 +158,54 @@ func unreject(err error) error {
 	return err
 }
 
+// heartbeat renews the heartbeat item, which expires FailOpenAfter from
+// now. The item missing after this session set it means that Kamailio
+// failed open (or restarted) and reset every destination: the session
+// ends, and the next one reads dispatcher.list again.
+func (k *Kamailio) heartbeat(ctx context.Context) error {
+	var rej *Rejected
+	gone := k.call(ctx, "htable.get", []any{heartbeatTable, heartbeatKey}, nil)
+	if gone != nil && !errors.As(gone, &rej) {
+		return gone
+	}
+	expiry := int64(math.Ceil(k.FailOpenAfter.Seconds()))
+	now := k.now()
+	if err := k.call(ctx, "htable.setxi", []any{heartbeatTable, heartbeatKey, now.Unix(), expiry}, nil); err != nil {
+		if errors.As(err, &rej) {
+			return fmt.Errorf("kamailio %s: %w: kamailio.cfg lacks the htable %q of the README's fail-open lines", k.URL, rej.Err, heartbeatTable)
+		}
+		return err
+	}
+	missed := gone != nil && !k.beat.IsZero()
+	k.beat = now
+	if missed {
+		return fmt.Errorf("kamailio %s: the heartbeat had expired: Kamailio failed open (or restarted) and reset every destination; reading dispatcher.list again", k.URL)
+	}
+	return nil
+}
+
+func (k *Kamailio) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
+}
+
+// beatIfDue renews the heartbeat when the session's last renewal is a
+// heartbeat interval old.
+func (k *Kamailio) beatIfDue(ctx context.Context) error {
+	if k.Heartbeat <= 0 || k.beat.IsZero() || k.now().Sub(k.beat) < k.Heartbeat {
+		return nil
+	}
+	return k.heartbeat(ctx)
+}
+
 // push sets every destination of the host; the first refusal is
 // returned after trying them all.
 func (k *Kamailio) push(ctx context.Context, o Object) error {
+	if err := k.beatIfDue(ctx); err != nil {
+		return err
+	}
 	state := "a"
 	if o.Level == Down {
 		state = "i"
@@ -230,6 +300,9 @@ func (k *Kamailio) call(ctx context.Context, method string, params []any, out an
 	}
 	var r rpcResponse
 	if err := json.Unmarshal(raw, &r); err != nil || r.Version != "2.0" || (r.Error == nil && r.Result == nil) {
+		if cut(raw, err) {
+			return fmt.Errorf("kamailio %s: %s: %w", k.URL, method, truncated(len(raw), -1))
+		}
 		if status != http.StatusOK {
 			return fmt.Errorf("kamailio %s: %s: HTTP %d: %q", k.URL, method, status, clip(string(raw)))
 		}
@@ -265,10 +338,35 @@ func (k *Kamailio) post(ctx context.Context, body []byte) ([]byte, int, error) {
 		client = http.DefaultClient
 	}
 	resp, err := client.Do(req)
+	if errors.Is(err, io.EOF) {
+		return nil, 0, fmt.Errorf("%w: Kamailio closed the connection without a reply (a large reply needs more private memory: kamailio -M)", err)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = truncated(len(raw), resp.ContentLength)
+	}
 	return raw, resp.StatusCode, err
+}
+
+// truncated is the error of a reply cut after n of its length bytes
+// (length -1: unknown). Kamailio closes a TCP connection whose write
+// queue would exceed tcp_conn_wq_max (32 KiB by default) and logs "write
+// queue full": a reply larger than what the kernel takes at once is cut.
+func truncated(n int, length int64) error {
+	of := ""
+	if length >= 0 {
+		of = fmt.Sprintf(" of %d", length)
+	}
+	return fmt.Errorf("reply truncated after %d%s bytes: raise tcp_conn_wq_max (and tcp_wq_max) in kamailio.cfg", n, of)
+}
+
+// cut reports whether err, raw's decoding error, says that raw ends
+// inside a JSON value: a reply without Content-Length that was cut.
+func cut(raw []byte, err error) bool {
+	var syn *json.SyntaxError
+	return len(raw) > 0 && errors.As(err, &syn) && syn.Offset >= int64(len(raw))
 }

@@ -22,6 +22,11 @@ type fakeDispatcher struct {
 	calls []string
 	set   chan string // each set_state's "state set uri"
 	raw   string      // if set, the answer to everything
+	// items is the htable "qualifyd": each key's value and expiry
+	// (setxi's parameters); noTable refuses it, as a Kamailio whose
+	// kamailio.cfg lacks the table.
+	items   map[string][2]float64
+	noTable bool
 }
 
 func newFakeDispatcher(t *testing.T) (*fakeDispatcher, *httptest.Server) {
@@ -73,6 +78,13 @@ func (f *fakeDispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			answer["error"] = map[string]any{"code": 500, "message": "State Update Failed"}
 		}
+	case "htable.get", "htable.setxi":
+		f.htable(req.Method, params, answer)
+	case "htable.listTables":
+		answer["result"] = []map[string]any{{"name": "other", "expire": 0}}
+		if !f.noTable {
+			answer["result"] = []map[string]any{{"name": "other", "expire": 0}, {"name": "qualifyd", "expire": 30}}
+		}
 	default:
 		answer["error"] = map[string]any{"code": 500, "message": "Method Not Found"}
 	}
@@ -99,6 +111,29 @@ func (f *fakeDispatcher) setState(p []any) bool {
 		}
 	}
 	return false
+}
+
+// htable answers htable.get and htable.setxi on the table "qualifyd" as
+// Kamailio 5.6 does. Called with mu held.
+func (f *fakeDispatcher) htable(method string, p []any, answer map[string]any) {
+	key, _ := p[1].(string)
+	_, ok := f.items[key]
+	switch {
+	case p[0] != "qualifyd" || f.noTable:
+		answer["error"] = map[string]any{"code": 500, "message": "Failed to set the item"}
+	case method == "htable.get" && !ok:
+		answer["error"] = map[string]any{"code": 500, "message": "Key name doesn't exist in htable."}
+	case method == "htable.get":
+		answer["result"] = map[string]any{"item": map[string]any{"name": key, "value": f.items[key][0]}}
+	default:
+		if f.items == nil {
+			f.items = map[string][2]float64{}
+		}
+		v, _ := p[2].(float64)
+		exp, _ := p[3].(float64)
+		f.items[key] = [2]float64{v, exp}
+		answer["result"] = "Ok. Key set to new value."
+	}
 }
 
 func (f *fakeDispatcher) flags(uri string) string {
@@ -191,5 +226,146 @@ func TestKamailioErrors(t *testing.T) {
 	srv.Close()
 	if _, err := k.resync(t.Context()); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("closed: %v", err)
+	}
+}
+
+// beatingKamailio is a driver of a fake dispatcher with a heartbeat every
+// 10 s that expires after failOpen, on a clock the test sets (from unix
+// second 1,800,000,000).
+func beatingKamailio(t *testing.T, failOpen time.Duration) (*fakeDispatcher, *Kamailio, *time.Time) {
+	f, srv := newFakeDispatcher(t)
+	now := time.Unix(1_800_000_000, 0)
+	k := &Kamailio{URL: srv.URL + "/RPC", Timeout: 5 * time.Second, Heartbeat: 10 * time.Second,
+		FailOpenAfter: failOpen, Now: func() time.Time { return now }}
+	return f, k, &now
+}
+
+// TestKamailioHeartbeat: the heartbeat sets qualifyd=>heartbeat to the
+// time with an expiry of failopen_after in whole seconds; an item gone
+// after the session set it (Kamailio failed open, or restarted) ends the
+// session, while a missing item at a session's first heartbeat does not.
+func TestKamailioHeartbeat(t *testing.T) {
+	f, k, _ := beatingKamailio(t, 29500*time.Millisecond)
+	for i := range 2 { // the first creates the item, the second renews it
+		if err := k.heartbeat(t.Context()); err != nil {
+			t.Fatalf("heartbeat %d: %v", i+1, err)
+		}
+		if got := f.items["heartbeat"]; got != [2]float64{1_800_000_000, 30} {
+			t.Fatalf("heartbeat %d: item %v, want value 1800000000 expiry 30", i+1, got)
+		}
+	}
+	delete(f.items, "heartbeat") // expired in Kamailio
+	err := k.heartbeat(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "the heartbeat had expired: Kamailio failed open (or restarted) and reset every destination; reading dispatcher.list again") {
+		t.Fatalf("heartbeat after the item expired: %v", err)
+	}
+	if _, ok := f.items["heartbeat"]; !ok {
+		t.Fatal("the heartbeat that found the item gone did not set it again")
+	}
+	delete(f.items, "heartbeat")
+	if err := k.connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.heartbeat(t.Context()); err != nil {
+		t.Fatalf("a new session's first heartbeat with no item: %v", err)
+	}
+	f.noTable = true
+	err = k.heartbeat(t.Context())
+	if err == nil || !strings.Contains(err.Error(), `htable.setxi: Failed to set the item: kamailio.cfg lacks the htable "qualifyd" of the README's fail-open lines`) {
+		t.Fatalf("no htable: %v", err)
+	}
+}
+
+// TestKamailioPushRenewsDueHeartbeat: a push renews the heartbeat first
+// when it is a heartbeat interval old, so that a burst of pushes longer
+// than failopen_after never lets the router fail open; a push within the
+// interval, or before the session's first heartbeat, does not.
+func TestKamailioPushRenewsDueHeartbeat(t *testing.T) {
+	f, k, now := beatingKamailio(t, 30*time.Second)
+	mustResync(t, k)
+	a := Object{Key: host("127.0.0.1:5080"), Level: Down}
+	calls := func() []string {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		c := f.calls
+		f.calls = nil
+		return c
+	}
+	calls()
+	if err := k.push(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(); !slices.Equal(got, []string{"dispatcher.set_state"}) {
+		t.Fatalf("push before the first heartbeat: %v", got)
+	}
+	if err := k.heartbeat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	calls()
+	for _, c := range []struct {
+		after time.Duration
+		want  []string
+	}{
+		{9999 * time.Millisecond, []string{"dispatcher.set_state"}},
+		{10 * time.Second, []string{"htable.get", "htable.setxi", "dispatcher.set_state"}},
+		{10 * time.Second, []string{"dispatcher.set_state"}}, // renewed by the push before
+	} {
+		*now = time.Unix(1_800_000_000, 0).Add(c.after)
+		if err := k.push(t.Context(), a); err != nil {
+			t.Fatal(err)
+		}
+		if got := calls(); !slices.Equal(got, c.want) {
+			t.Fatalf("push %v after the heartbeat: calls %v, want %v", c.after, got, c.want)
+		}
+	}
+}
+
+// TestKamailioTruncatedReply: a reply cut short names the cause, both
+// when its Content-Length says so and when, without one, the JSON ends
+// inside a value; a connection closed before any reply says so too.
+func TestKamailioTruncatedReply(t *testing.T) {
+	body := `{"jsonrpc":"2.0","result":{"RECORDS":[`
+	for _, c := range []struct {
+		name  string
+		serve func(w http.ResponseWriter)
+		want  string
+	}{
+		{"content-length", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "12160643")
+			w.Write([]byte(body))
+		}, "dispatcher.list: reply truncated after 38 of 12160643 bytes: raise tcp_conn_wq_max (and tcp_wq_max) in kamailio.cfg"},
+		{"no content-length", func(w http.ResponseWriter) {
+			w.Write([]byte(body))
+			w.(http.Flusher).Flush()
+		}, "dispatcher.list: reply truncated after 38 bytes: raise tcp_conn_wq_max (and tcp_wq_max) in kamailio.cfg"},
+		{"no reply", func(w http.ResponseWriter) {
+			c, _, _ := w.(http.Hijacker).Hijack()
+			c.Close()
+		}, "EOF: Kamailio closed the connection without a reply (a large reply needs more private memory: kamailio -M)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serve(w) }))
+			defer srv.Close()
+			k := &Kamailio{URL: srv.URL + "/RPC", Timeout: 5 * time.Second}
+			_, err := k.resync(t.Context())
+			if err == nil || !strings.HasSuffix(err.Error(), c.want) {
+				t.Fatalf("got %v\nwant ...%s", err, c.want)
+			}
+		})
+	}
+}
+
+// TestKamailioCheckHeartbeatTable: check-config --connect finds the
+// heartbeat's htable in htable.listTables, and names the README's lines
+// when it is missing.
+func TestKamailioCheckHeartbeatTable(t *testing.T) {
+	f, k, _ := beatingKamailio(t, 30*time.Second)
+	if err := checkHeartbeatTable(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	f.noTable = true
+	err := checkHeartbeatTable(t.Context(), k)
+	if err == nil || !strings.HasSuffix(err.Error(), `: no htable "qualifyd" with autoexpire: kamailio.cfg needs the README's fail-open lines, or Kamailio never fails open when qualifyd stops`) {
+		t.Fatalf("no table: %v", err)
 	}
 }

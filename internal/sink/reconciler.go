@@ -448,8 +448,19 @@ func (r *Reconciler) session(ctx context.Context, step *int) error {
 	}
 }
 
-// ticks runs a resync and a heartbeat, as the driver can.
+// ticks runs a heartbeat and a resync, as the driver can. The heartbeat
+// goes first: once renewed, the router cannot fail open (and reset its
+// state) behind the read-back that follows, and a restarted qualifyd
+// renews it before its first push.
 func (r *Reconciler) ticks(ctx context.Context, tm *timers, resync, beat bool, step *int) error {
+	// The heartbeat first: a router that failed open while qualifyd was
+	// away resets its states when the heartbeat lapsed, and must have it
+	// renewed before the read-back and the pushes that follow it.
+	if hb, ok := r.drv.(heartbeater); ok && beat && r.iv.Heartbeat > 0 {
+		if err := r.beat(ctx, hb, step); err != nil {
+			return err
+		}
+	}
 	if rs, ok := r.drv.(resyncer); ok && resync {
 		level, err := rs.resync(ctx)
 		if err != nil {
@@ -457,9 +468,6 @@ func (r *Reconciler) ticks(ctx context.Context, tm *timers, resync, beat bool, s
 		}
 		r.succeeded(step)
 		r.readBack(level)
-	}
-	if hb, ok := r.drv.(heartbeater); ok && beat && r.iv.Heartbeat > 0 {
-		return r.beat(ctx, hb, step)
 	}
 	return nil
 }
