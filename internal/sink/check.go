@@ -47,7 +47,7 @@ func Check(ctx context.Context, conf *pjsip.Config, dial func(ctx context.Contex
 		case maintenance:
 			r.Found, r.Err = checkAMI(ctx, drv.AMI, def)
 		case *Kamailio:
-			r.Found, r.Unlisted, r.Err = checkKamailio(ctx, drv, p)
+			r.Found, r.Unlisted, r.Err = checkKamailio(ctx, drv, p, def.HeartbeatInterval > 0)
 		default:
 			r.Skipped = "a webhook is only tested by delivering a change"
 		}
@@ -105,8 +105,8 @@ func andList(s []string) string {
 // checkKamailio reads dispatcher.list and counts the plan's hosts it
 // lists; with a heartbeat, it checks that the heartbeat's htable is
 // there, with autoexpire (htable.listTables).
-func checkKamailio(ctx context.Context, k *Kamailio, p *plan) (string, []string, error) {
-	if k.Heartbeat > 0 {
+func checkKamailio(ctx context.Context, k *Kamailio, p *plan, beats bool) (string, []string, error) {
+	if beats {
 		if err := checkHeartbeatTable(ctx, k); err != nil {
 			return "", nil, err
 		}

@@ -252,7 +252,7 @@ func newDriver(def *pjsip.Sink, dial func(ctx context.Context, network, addr str
 		}
 		return a
 	case "kamailio":
-		return &Kamailio{URL: def.URL, Timeout: def.Timeout, Heartbeat: def.HeartbeatInterval, FailOpenAfter: def.FailOpenAfter}
+		return &Kamailio{URL: def.URL, Timeout: def.Timeout, FailOpenAfter: def.FailOpenAfter}
 	}
 	return &Webhook{URL: def.URL, Secret: def.Secret.Reveal(), Timeout: def.Timeout, FailOpenAfter: def.FailOpenAfter}
 }

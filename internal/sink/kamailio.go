@@ -33,10 +33,6 @@ type Kamailio struct {
 	Timeout time.Duration
 	// Client, if set, replaces a plain http.Client.
 	Client *http.Client
-	// Heartbeat is how often the heartbeat is renewed; 0 never. A push
-	// renews it too when it is due, so that a long burst of pushes never
-	// lets it expire.
-	Heartbeat time.Duration
 	// FailOpenAfter is the heartbeat's expiry, rounded up to seconds.
 	FailOpenAfter time.Duration
 	// Now, if set, replaces time.Now (tests).
@@ -191,21 +187,9 @@ func (k *Kamailio) now() time.Time {
 	return time.Now()
 }
 
-// beatIfDue renews the heartbeat when the session's last renewal is a
-// heartbeat interval old.
-func (k *Kamailio) beatIfDue(ctx context.Context) error {
-	if k.Heartbeat <= 0 || k.beat.IsZero() || k.now().Sub(k.beat) < k.Heartbeat {
-		return nil
-	}
-	return k.heartbeat(ctx)
-}
-
 // push sets every destination of the host; the first refusal is
 // returned after trying them all.
 func (k *Kamailio) push(ctx context.Context, o Object) error {
-	if err := k.beatIfDue(ctx); err != nil {
-		return err
-	}
 	state := "a"
 	if o.Level == Down {
 		state = "i"

@@ -235,7 +235,7 @@ func TestKamailioErrors(t *testing.T) {
 func beatingKamailio(t *testing.T, failOpen time.Duration) (*fakeDispatcher, *Kamailio, *time.Time) {
 	f, srv := newFakeDispatcher(t)
 	now := time.Unix(1_800_000_000, 0)
-	k := &Kamailio{URL: srv.URL + "/RPC", Timeout: 5 * time.Second, Heartbeat: 10 * time.Second,
+	k := &Kamailio{URL: srv.URL + "/RPC", Timeout: 5 * time.Second,
 		FailOpenAfter: failOpen, Now: func() time.Time { return now }}
 	return f, k, &now
 }
@@ -273,50 +273,6 @@ func TestKamailioHeartbeat(t *testing.T) {
 	err = k.heartbeat(t.Context())
 	if err == nil || !strings.Contains(err.Error(), `htable.setxi: Failed to set the item: kamailio.cfg lacks the htable "qualifyd" of the README's fail-open lines`) {
 		t.Fatalf("no htable: %v", err)
-	}
-}
-
-// TestKamailioPushRenewsDueHeartbeat: a push renews the heartbeat first
-// when it is a heartbeat interval old, so that a burst of pushes longer
-// than failopen_after never lets the router fail open; a push within the
-// interval, or before the session's first heartbeat, does not.
-func TestKamailioPushRenewsDueHeartbeat(t *testing.T) {
-	f, k, now := beatingKamailio(t, 30*time.Second)
-	mustResync(t, k)
-	a := Object{Key: host("127.0.0.1:5080"), Level: Down}
-	calls := func() []string {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		c := f.calls
-		f.calls = nil
-		return c
-	}
-	calls()
-	if err := k.push(t.Context(), a); err != nil {
-		t.Fatal(err)
-	}
-	if got := calls(); !slices.Equal(got, []string{"dispatcher.set_state"}) {
-		t.Fatalf("push before the first heartbeat: %v", got)
-	}
-	if err := k.heartbeat(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	calls()
-	for _, c := range []struct {
-		after time.Duration
-		want  []string
-	}{
-		{9999 * time.Millisecond, []string{"dispatcher.set_state"}},
-		{10 * time.Second, []string{"htable.get", "htable.setxi", "dispatcher.set_state"}},
-		{10 * time.Second, []string{"dispatcher.set_state"}}, // renewed by the push before
-	} {
-		*now = time.Unix(1_800_000_000, 0).Add(c.after)
-		if err := k.push(t.Context(), a); err != nil {
-			t.Fatal(err)
-		}
-		if got := calls(); !slices.Equal(got, c.want) {
-			t.Fatalf("push %v after the heartbeat: calls %v, want %v", c.after, got, c.want)
-		}
 	}
 }
 

@@ -102,6 +102,6 @@ func (r *Reconciler) drain(ctx context.Context) {
 			return err
 		}
 		r.requeue(false)
-		return r.pushAll(ctx, step)
+		return r.pushAll(ctx, nil, step)
 	})
 }

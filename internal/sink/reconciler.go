@@ -424,7 +424,7 @@ func (r *Reconciler) session(ctx context.Context, step *int) error {
 		return err
 	}
 	for {
-		if err := r.pushAll(ctx, step); err != nil {
+		if err := r.pushAll(ctx, tm, step); err != nil {
 			return err
 		}
 		select {
@@ -545,8 +545,11 @@ func (r *Reconciler) readBack(level func(Key) (Level, bool)) {
 	}
 }
 
-// pushAll pushes the queue, a batch at a time, until it is empty.
-func (r *Reconciler) pushAll(ctx context.Context, step *int) error {
+// pushAll pushes the queue, a batch at a time, until it is empty. A
+// heartbeat that falls due meanwhile is sent between two pushes, so that
+// a burst longer than the fail-open window (100,000 objects after a
+// reconnect) never lets the router fail open; tm nil sends none.
+func (r *Reconciler) pushAll(ctx context.Context, tm *timers, step *int) error {
 	var batch []Object
 	for {
 		batch = r.take(batch[:0])
@@ -554,7 +557,10 @@ func (r *Reconciler) pushAll(ctx context.Context, step *int) error {
 			return nil
 		}
 		for i, o := range batch {
-			err := r.drv.push(ctx, o)
+			err := r.beatIfDue(ctx, tm, step)
+			if err == nil {
+				err = r.drv.push(ctx, o)
+			}
 			var rej *Rejected
 			if err != nil && !errors.As(err, &rej) {
 				r.putBack(batch[i:])
@@ -562,6 +568,21 @@ func (r *Reconciler) pushAll(ctx context.Context, step *int) error {
 			}
 			r.pushed(o, rej, step)
 		}
+	}
+}
+
+// beatIfDue sends the heartbeat if its timer has fired, and restarts the
+// timer.
+func (r *Reconciler) beatIfDue(ctx context.Context, tm *timers, step *int) error {
+	if tm == nil {
+		return nil
+	}
+	select {
+	case <-tm.heartbeat:
+		tm.resetHeartbeat(r.iv.Heartbeat)
+		return r.ticks(ctx, tm, false, true, step)
+	default:
+		return nil
 	}
 }
 

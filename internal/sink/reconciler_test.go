@@ -450,3 +450,56 @@ func TestReleasePushesWhatTheRouterMayHoldDown(t *testing.T) {
 		}
 	})
 }
+
+// beatingDriver is a fakeDriver whose pushes take a second each and
+// which records its heartbeats' times.
+type beatingDriver struct {
+	fakeDriver
+	beats []time.Time
+}
+
+func (b *beatingDriver) push(ctx context.Context, o Object) error {
+	time.Sleep(time.Second)
+	return b.fakeDriver.push(ctx, o)
+}
+
+func (b *beatingDriver) heartbeat(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.beats = append(b.beats, time.Now())
+	return nil
+}
+
+// TestBurstKeepsTheHeartbeat: a burst of pushes that takes longer than
+// the fail-open window (100 pushes of 1 s, heartbeat every 10 s) still
+// sends every heartbeat on time, between two pushes, so that the router
+// never fails open in the middle of it.
+func TestBurstKeepsTheHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &beatingDriver{}
+		r := newReconciler("x", f, Intervals{Heartbeat: 10 * time.Second}, nil, half)
+		for i := range 100 {
+			r.Set(key(fmt.Sprint(i)), Down, 0)
+		}
+		begin := time.Now()
+		stop := start(t, r)
+		defer stop()
+		time.Sleep(100*time.Second + time.Millisecond)
+		synctest.Wait()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.pushes) != 100 {
+			t.Fatalf("%d pushes in 100 s, want 100", len(f.pushes))
+		}
+		last := begin
+		for i, at := range f.beats {
+			if gap := at.Sub(last); gap > 11*time.Second {
+				t.Fatalf("heartbeat %d came %v after the one before (want at most 10 s and a push): %v", i, gap, f.beats)
+			}
+			last = at
+		}
+		if len(f.beats) < 10 {
+			t.Fatalf("%d heartbeats over a 100 s burst, want at least 10: %v", len(f.beats), f.beats)
+		}
+	})
+}
