@@ -209,11 +209,11 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-// redact returns err with the DSN and its password, as written and as
-// URL-escaped, replaced: pgx's errors name the host, user and database,
-// and no error of qualifyd may show the password.
+// redact returns err on one line with the DSN and its password, as
+// written and as URL-escaped, replaced: pgx's errors name the host, user
+// and database, and no error of qualifyd may show the password.
 func (d *realtime) redact(err error) error {
-	msg := err.Error()
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ; ")), " ")
 	for _, s := range []string{d.src.DSN.Reveal(), d.cfg.Password, url.PathEscape(d.cfg.Password), url.QueryEscape(d.cfg.Password)} {
 		if s != "" {
 			msg = strings.ReplaceAll(msg, s, "(secret)")
