@@ -213,7 +213,7 @@ func unhex(c byte) byte {
 // written and as URL-escaped, replaced: pgx's errors name the host, user
 // and database, and no error of qualifyd may show the password.
 func (d *realtime) redact(err error) error {
-	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ; ")), " ")
+	msg := strings.Join(strings.Fields(err.Error()), " ")
 	for _, s := range []string{d.src.DSN.Reveal(), d.cfg.Password, url.PathEscape(d.cfg.Password), url.QueryEscape(d.cfg.Password)} {
 		if s != "" {
 			msg = strings.ReplaceAll(msg, s, "(secret)")
