@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -32,15 +31,8 @@ import (
 // the database stopped the last good list stays and qualifyd_source_up
 // is 0; no log line or API answer shows the database password.
 func TestRealtimeSource(t *testing.T) {
-	pg := peertest.StartPostgres(t)
-	schema, err := os.ReadFile(filepath.Join("..", "..", "internal", "source", "testdata", "realtime.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const dbPassword = "db-s3cret-pw"
-	pg.Exec("postgres", "CREATE DATABASE asterisk")
-	pg.Exec("asterisk", string(schema))
-	pg.Exec("asterisk", "CREATE ROLE qualifyd LOGIN PASSWORD '"+dbPassword+"'; GRANT SELECT ON ps_aors, ps_endpoints, ps_auths TO qualifyd")
+	pg := peertest.StartRealtime(t, realtimeSchema, dbPassword)
 	plain, authed, moved := startSIPPeer(t, false), startSIPPeer(t, true), startSIPPeer(t, false)
 	pg.Exec("asterisk", fmt.Sprintf(`
 		INSERT INTO ps_aors (id, contact, qualify_frequency, max_contacts) VALUES
@@ -130,6 +122,10 @@ func reachable(t *testing.T, base, aor, uri string) {
 		return false
 	})
 }
+
+// realtimeSchema is Asterisk's realtime tables, as the source driver's
+// tests create them.
+var realtimeSchema = filepath.Join("..", "..", "internal", "source", "testdata", "realtime.sql")
 
 // sourceState is the one source of GET /api/v1/sources.
 func sourceState(t *testing.T, base string) api.Source {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -46,15 +45,7 @@ func TestRealtimeRow(t *testing.T) {
 // tables the driver reads.
 func realtimeDB(t *testing.T) (*peertest.Postgres, string) {
 	t.Helper()
-	pg := peertest.StartPostgres(t)
-	schema, err := os.ReadFile("testdata/realtime.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg.Exec("postgres", "CREATE DATABASE asterisk")
-	pg.Exec("asterisk", string(schema))
-	pg.Exec("asterisk", `CREATE ROLE qualifyd LOGIN PASSWORD 'rt-pass;w0rd';
-		GRANT SELECT ON ps_aors, ps_endpoints, ps_auths TO qualifyd`)
+	pg := peertest.StartRealtime(t, "testdata/realtime.sql", "rt-pass;w0rd")
 	return pg, pg.DSN("qualifyd", "'rt-pass;w0rd'", "asterisk")
 }
 
