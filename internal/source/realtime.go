@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -64,7 +65,7 @@ func (d *realtime) Read(ctx context.Context) ([]pjsip.Object, error) {
 		return nil, d.redact(err)
 	}
 	if err := pjsip.CheckObjects(objs); err != nil {
-		return nil, fmt.Errorf("%s", pjsip.Brief(err))
+		return nil, errors.New(pjsip.Brief(err))
 	}
 	return objs, nil
 }
