@@ -31,8 +31,10 @@ build:
 # (SIPp from Debian's sip-tester, Kamailio, and Asterisk built from source
 # into ASTERISK, about 2 minutes the first time) used by the interop tests,
 # iproute2 and nftables for the lossy-network lab, chromium for the
-# status page's browser tests, and promtool (Debian's prometheus) for the
-# metrics' lint and the alerting rules' tests.
+# status page's browser tests, promtool (Debian's prometheus) for the
+# metrics' lint and the alerting rules' tests, and PostgreSQL (initdb and
+# postgres, on PATH or in /usr/lib/postgresql/*/bin) for the realtime
+# source's tests.
 deps:
 	$(GO) mod download
 	$(GO) -C packaging mod download
@@ -43,6 +45,7 @@ deps:
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -33,8 +33,12 @@ func readSources(ctx context.Context, reads *[]sourceRead) pjsip.Importer {
 	}
 }
 
+// secretOptions are the imported options printed as a placeholder: an
+// auth's password (from a realtime database's ps_auths).
+var secretOptions = map[string]bool{"password": true}
+
 // writeSources prints one line per source and one per object it
-// imports: its type, name and options.
+// imports: its type, name and options, a password as "(secret)".
 func writeSources(stdout io.Writer, reads []sourceRead) {
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
@@ -43,7 +47,11 @@ func writeSources(stdout io.Writer, reads []sourceRead) {
 		for _, o := range r.objs {
 			fmt.Fprintf(w, "  %s %s", o.Type, o.Name)
 			for _, kv := range o.Options {
-				fmt.Fprintf(w, " %s=%s", kv.Key, kv.Value)
+				v := kv.Value
+				if secretOptions[kv.Key] {
+					v = pjsip.Secret(v).String()
+				}
+				fmt.Fprintf(w, " %s=%s", kv.Key, v)
 			}
 			w.WriteByte('\n')
 		}

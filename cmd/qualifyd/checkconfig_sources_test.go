@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/qualifyd/qualifyd/internal/peertest"
 )
 
 // TestCheckConfigSources: --connect reads each source once and prints
@@ -36,5 +38,38 @@ func TestCheckConfigSources(t *testing.T) {
 	if code := run(context.Background(), []string{"check-config", "--connect", conf}, &out, &errs); code != 1 ||
 		!strings.Contains(errs.String(), `section "ds": source error: `+filepath.Join(dir, "dispatcher.list")+":1: set 1 has no destination URI") {
 		t.Fatalf("broken list: exit %d\n%s", code, errs.String())
+	}
+}
+
+// TestCheckConfigRealtime: --connect reads a realtime database once and
+// prints its AoRs, endpoints and auths, the auth's password as
+// "(secret)"; neither the output nor an error shows the DSN's password.
+func TestCheckConfigRealtime(t *testing.T) {
+	pg := peertest.StartRealtime(t, realtimeSchema, "cc-db-pw")
+	pg.Exec("asterisk", `
+		INSERT INTO ps_aors (id, contact, qualify_frequency) VALUES ('pbx-trunk', 'sip:192.0.2.30:5060', 45);
+		INSERT INTO ps_endpoints (id, aors, outbound_auth) VALUES ('pbx-trunk', 'pbx-trunk', 'pbx-auth');
+		INSERT INTO ps_auths (id, auth_type, username, password) VALUES ('pbx-auth', 'userpass', 'bob', 'auth-pw')`)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "realtime.dsn"), pg.DSN("qualifyd", "cc-db-pw", "asterisk")+"\n")
+	conf := filepath.Join(dir, "q.conf")
+	writeFile(t, conf, "[db]\ntype=source\ndriver=realtime\ndsn_file=realtime.dsn\n")
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"check-config", "--connect", conf}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errs.String())
+	}
+	want := "source db (realtime): OK: imports 3 objects\n" +
+		"  aor pbx-trunk contact=sip:192.0.2.30:5060 qualify_frequency=45\n" +
+		"  endpoint pbx-trunk aors=pbx-trunk outbound_auth=pbx-auth\n" +
+		"  auth pbx-auth username=bob password=(secret)\n"
+	if !strings.Contains(out.String(), want) || strings.Contains(out.String()+errs.String(), "auth-pw") {
+		t.Fatalf("output lacks\n%s\nor shows a password:\n%s%s", want, out.String(), errs.String())
+	}
+	writeFile(t, filepath.Join(dir, "realtime.dsn"), pg.DSN("qualifyd", "wr0ng-db-pw", "asterisk")+"\n")
+	out.Reset()
+	if code := run(context.Background(), []string{"check-config", "--connect", conf}, &out, &errs); code != 1 ||
+		!strings.Contains(errs.String(), `section "db": source error: failed to connect to`) ||
+		strings.Contains(out.String()+errs.String(), "wr0ng-db-pw") {
+		t.Fatalf("wrong password: exit %d\n%s%s", code, out.String(), errs.String())
 	}
 }

@@ -1,6 +1,8 @@
-// Package peertest starts the real SIP peers of the interoperability tests
-// (SIPp, Kamailio) as child processes of a test, on loopback; Kamailio
-// through StartKamailio, which waits until it answers. A missing
+// Package peertest starts the real peers of the interoperability tests
+// (SIPp, Kamailio, PostgreSQL) as child processes of a test, on loopback;
+// Kamailio through StartKamailio and PostgreSQL through StartPostgres
+// (postgres.go: its own cluster on a Unix socket), which wait until they
+// answer. A missing
 // peer fails the test rather than skipping it, so that an interop test
 // never passes unrun; `make deps` installs them. It is imported by tests
 // only.

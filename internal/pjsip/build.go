@@ -399,7 +399,7 @@ func (b *builder) addSink(s *def) error {
 
 // addSource reads a type=source section (source.go).
 func (b *builder) addSource(s *def) error {
-	src, err := readSource(s, b.dir)
+	src, err := readSource(s, b.dir, b.secret)
 	if err == nil {
 		b.sources = append(b.sources, src)
 	}

@@ -21,7 +21,7 @@ func (p *parser) endSection(s *section) error {
 		return nil
 	}
 	d := defOf(&p.texts, p.files, s, nil)
-	src, err := readSource(&d, p.dir)
+	src, err := readSource(&d, p.dir, secretReader(p))
 	if err != nil {
 		return err
 	}
@@ -117,4 +117,21 @@ func (p *parser) pseudoFile(name string) int32 {
 	i := int32(len(p.files) - 1)
 	p.pseudo[name] = i
 	return i
+}
+
+// CheckObjects reads objs as a configuration holding only them, and
+// returns its errors: the values a driver passed through from its
+// router, checked as the same options in a file are, each error at its
+// object's File and Line. What objs refer to but do not hold (an
+// endpoint's transport, an AoR of the file) is not looked up, and no
+// template applies.
+func CheckObjects(objs []Object) error {
+	p := &parser{}
+	for i := range objs {
+		if err := p.addObject(&objs[i], nil); err != nil {
+			return err
+		}
+	}
+	_, err := build(p.sections, p.files, &p.texts, nil, "")
+	return err
 }

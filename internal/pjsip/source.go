@@ -10,14 +10,16 @@ import (
 
 // Source is one type=source section of qualifyd's own file: a list a
 // router already keeps (Kamailio's dispatcher, over JSON-RPC or in its
-// file) whose destinations become AoRs as if they had been written in
+// file, or Asterisk's realtime database) whose entries become AoRs (and,
+// from a database, endpoints and auths) as if they had been written in
 // the file. Asterisk never reads these sections. Unset options have the
 // defaults below, applied in one step after the section is read.
 type Source struct {
 	// Name is the section's name.
 	Name string
-	// Driver is "kamailio" (dispatcher.list over JSON-RPC) or
-	// "dispatcher_file" (Kamailio's dispatcher list file).
+	// Driver is "kamailio" (dispatcher.list over JSON-RPC),
+	// "dispatcher_file" (Kamailio's dispatcher list file) or "realtime"
+	// (Asterisk's ps_aors, ps_endpoints and ps_auths in PostgreSQL).
 	Driver string
 	// File and Line locate the section's header.
 	File string
@@ -28,6 +30,13 @@ type Source struct {
 	// Path is the dispatcher list file (dispatcher_file), resolved
 	// against the configuration directory when relative.
 	Path string
+	// DSNFile is the file the database's connection string was read
+	// from (realtime, dsn_file=), as written (a relative one is read
+	// from the configuration directory); DSN is its first line. Never print the
+	// DSN: it holds the database password, and its String is a
+	// placeholder.
+	DSNFile string
+	DSN     Secret
 	// Sets are the dispatcher sets imported (sets=); nil means every set.
 	Sets []int
 	// Template is the section whose options every imported AoR starts
@@ -36,7 +45,9 @@ type Source struct {
 	// RefreshInterval is how often the list is read again
 	// (refresh_interval, default 30 s, more than 0).
 	RefreshInterval time.Duration
-	// Timeout bounds each read of the router (timeout, default 5 s).
+	// Timeout bounds each read of the router (timeout, default 5 s;
+	// kamailio and realtime): for realtime, the connection and its
+	// queries together.
 	Timeout time.Duration
 }
 
@@ -51,7 +62,7 @@ func (s *Source) Equal(o *Source) bool {
 	a, b := *s, *o
 	a.File, a.Line, b.File, b.Line = "", 0, "", 0
 	return a.Name == b.Name && a.Driver == b.Driver && a.URL == b.URL && a.Path == b.Path &&
-		slices.Equal(a.Sets, b.Sets) && a.Template == b.Template &&
+		a.DSNFile == b.DSNFile && a.DSN == b.DSN && slices.Equal(a.Sets, b.Sets) && a.Template == b.Template &&
 		a.RefreshInterval == b.RefreshInterval && a.Timeout == b.Timeout
 }
 
@@ -94,48 +105,71 @@ type KeyValue struct{ Key, Value string }
 // each type=source section, where the section ends.
 type Importer func(*Source) ([]Object, error)
 
-// sourceOption applies one option's value.
-type sourceOption func(s *Source, v string) error
+// sourceOption applies one option's value; secret reads a dsn_file.
+type sourceOption func(s *Source, v string, secret func(string) (string, error)) error
+
+// plain is a sourceOption that reads no file.
+func plain(f func(s *Source, v string) error) sourceOption {
+	return func(s *Source, v string, _ func(string) (string, error)) error { return f(s, v) }
+}
+
+// setSourceTimeout reads timeout=.
+func setSourceTimeout(s *Source, v string) (err error) {
+	s.Timeout, err = positiveSeconds(v, "a read")
+	return err
+}
 
 // sourceOptions are the options each driver accepts besides the common
 // ones.
 var sourceOptions = map[string]map[string]sourceOption{
 	"kamailio": {
-		"url":     func(s *Source, v string) error { s.URL = v; return checkURL(v) },
-		"timeout": func(s *Source, v string) (err error) { s.Timeout, err = positiveSeconds(v, "a read"); return err },
+		"sets":    plain(setSets),
+		"url":     plain(func(s *Source, v string) error { s.URL = v; return checkURL(v) }),
+		"timeout": plain(setSourceTimeout),
 	},
 	"dispatcher_file": {
-		"path": func(s *Source, v string) error { s.Path = v; return nil },
+		"sets": plain(setSets),
+		"path": plain(func(s *Source, v string) error { s.Path = v; return nil }),
+	},
+	"realtime": {
+		"dsn_file": setDSNFile,
+		"dsn": plain(func(*Source, string) error {
+			return causef(ErrValue, "a DSN holds the database password: write it in a file named by dsn_file=")
+		}),
+		"timeout": plain(setSourceTimeout),
 	},
 }
+
+// drivers names the drivers, for errors.
+const drivers = "kamailio, dispatcher_file or realtime"
 
 // commonSourceOptions are every driver's options.
 var commonSourceOptions = map[string]sourceOption{
-	"sets":     setSets,
-	"template": func(s *Source, v string) error { s.Template = v; return nil },
-	"refresh_interval": func(s *Source, v string) (err error) {
+	"template": plain(func(s *Source, v string) error { s.Template = v; return nil }),
+	"refresh_interval": plain(func(s *Source, v string) (err error) {
 		s.RefreshInterval, err = positiveSeconds(v, "a refresh")
 		return err
-	},
+	}),
 }
 
 // sourceRequired are the options each driver needs.
-var sourceRequired = map[string]string{"kamailio": "url", "dispatcher_file": "path"}
+var sourceRequired = map[string]string{"kamailio": "url", "dispatcher_file": "path", "realtime": "dsn_file"}
 
-// readSource reads a type=source section; dir resolves a relative path=.
-func readSource(d *def, dir string) (*Source, error) {
+// readSource reads a type=source section; dir resolves a relative path=,
+// secret reads a dsn_file (relative to the configuration directory).
+func readSource(d *def, dir string, secret func(string) (string, error)) (*Source, error) {
 	s := &Source{Name: strings.Clone(d.name), File: d.file, Line: d.line}
 	v, ok := lastOf(d.vars, "driver")
 	if !ok {
-		return nil, &Error{File: d.file, Line: d.line, Section: d.name, Err: causef(ErrValue, "a source needs driver= (kamailio or dispatcher_file)")}
+		return nil, &Error{File: d.file, Line: d.line, Section: d.name, Err: causef(ErrValue, "a source needs driver= (%s)", drivers)}
 	}
 	if _, known := sourceOptions[v.value]; !known {
-		return nil, optErr(d.name, v, causef(ErrValue, "%q: driver must be kamailio or dispatcher_file", v.value))
+		return nil, optErr(d.name, v, causef(ErrValue, "%q: driver must be %s", v.value, drivers))
 	}
 	s.Driver = strings.Clone(v.value)
 	set := map[string]bool{}
 	for _, v := range d.vars {
-		if err := sourceOptionOf(s, d.name, v); err != nil {
+		if err := sourceOptionOf(s, d.name, v, secret); err != nil {
 			return nil, err
 		}
 		set[v.name] = true
@@ -147,14 +181,14 @@ func readSource(d *def, dir string) (*Source, error) {
 		s.Path = path.Join(dir, s.Path)
 	}
 	s.RefreshInterval = cmpDuration(s.RefreshInterval, DefaultRefreshInterval)
-	if s.Driver == "kamailio" {
+	if s.Driver != "dispatcher_file" {
 		s.Timeout = cmpDuration(s.Timeout, DefaultSourceTimeout)
 	}
 	return s, nil
 }
 
 // sourceOptionOf applies one option of a source section.
-func sourceOptionOf(s *Source, sec string, v variable) error {
+func sourceOptionOf(s *Source, sec string, v variable, secret func(string) (string, error)) error {
 	if v.name == "type" || v.name == "driver" {
 		return nil
 	}
@@ -165,7 +199,7 @@ func sourceOptionOf(s *Source, sec string, v variable) error {
 	if !ok {
 		return optErr(sec, v, causef(ErrUnknownOption, "a %s source has no option %q", s.Driver, v.name))
 	}
-	if err := apply(s, strings.Clone(v.value)); err != nil {
+	if err := apply(s, strings.Clone(v.value), secret); err != nil {
 		return optErr(sec, v, err)
 	}
 	return nil
@@ -185,6 +219,22 @@ func positiveSeconds(v, what string) (time.Duration, error) {
 		err = causef(ErrValue, "%q: %s needs more than 0 seconds", v, what)
 	}
 	return d, err
+}
+
+// setDSNFile reads the connection string: the file's first line,
+// without its line end; the file name stays as written, resolved as
+// secret_file= is. The error names the file, never its content.
+func setDSNFile(s *Source, v string, secret func(string) (string, error)) error {
+	text, err := secret(v)
+	if err != nil {
+		return causef(ErrValue, "cannot read %s: %v", v, unwrapPath(err))
+	}
+	line, _, _ := strings.Cut(text, "\n")
+	if line = strings.TrimSpace(line); line == "" {
+		return causef(ErrValue, "%s: the first line is empty (want the connection string)", v)
+	}
+	s.DSN, s.DSNFile = Secret(line), v
+	return nil
 }
 
 // setSets reads sets=: dispatcher set numbers, comma-separated.

@@ -30,9 +30,9 @@ func TestSourceErrors(t *testing.T) {
 		want      string
 	}{
 		{"no driver", "[s]\ntype=source", ErrValue,
-			`pjsip.conf:1: section "s": invalid value: a source needs driver= (kamailio or dispatcher_file)`},
-		{"realtime", "[s]\ntype=source\ndriver=realtime\ndsn_file=/etc/qualifyd/realtime.dsn", ErrValue,
-			`pjsip.conf:3: section "s": option "driver": invalid value: "realtime": driver must be kamailio or dispatcher_file`},
+			`pjsip.conf:1: section "s": invalid value: a source needs driver= (kamailio, dispatcher_file or realtime)`},
+		{"unknown driver", "[s]\ntype=source\ndriver=odbc", ErrValue,
+			`pjsip.conf:3: section "s": option "driver": invalid value: "odbc": driver must be kamailio, dispatcher_file or realtime`},
 		{"no url", "[s]\ntype=source\ndriver=kamailio", ErrValue,
 			`pjsip.conf:1: section "s": invalid value: driver=kamailio needs url=`},
 		{"no path", "[s]\ntype=source\ndriver=dispatcher_file", ErrValue,
@@ -143,5 +143,60 @@ func TestSourceRefusesObjects(t *testing.T) {
 	_, err := Parse("q.conf", []byte("[s]\ntype=source\ndriver=kamailio\nurl=http://h/RPC"), Options{Import: fail})
 	if want := `q.conf:1: section "s": source error: connection refused`; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
+	}
+}
+
+// TestRealtimeSource: dsn_file's first line is the DSN, read relative to
+// the configuration directory, and printed nowhere; dsn= and the
+// dispatcher's options are refused.
+func TestRealtimeSource(t *testing.T) {
+	fsys := fstest.MapFS{
+		"etc/qualifyd/realtime.dsn": {Data: []byte("postgres://qualifyd:s3cret@db/asterisk\nignored\n")},
+		"etc/qualifyd/empty.dsn":    {Data: []byte("\n")},
+	}
+	conf, err := Parse("/etc/qualifyd/q.conf", []byte("[db]\ntype=source\ndriver=realtime\ndsn_file=realtime.dsn\nrefresh_interval=60\n"),
+		Options{FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := conf.Sources[0]
+	if s.DSN.Reveal() != "postgres://qualifyd:s3cret@db/asterisk" || s.DSNFile != "realtime.dsn" ||
+		s.Timeout != DefaultSourceTimeout || s.RefreshInterval != 60*time.Second {
+		t.Fatalf("source %+v", s)
+	}
+	if shown := fmt.Sprintf("%v %+v %#v", s, s, s); strings.Contains(shown, "s3cret") {
+		t.Fatalf("the DSN is printed: %s", shown)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"dsn_file=missing.dsn", `q.conf:4: section "db": option "dsn_file": invalid value: cannot read missing.dsn: file does not exist`},
+		{"dsn_file=empty.dsn", `q.conf:4: section "db": option "dsn_file": invalid value: empty.dsn: the first line is empty (want the connection string)`},
+		{"dsn=postgres://u:pw@h/db", `q.conf:4: section "db": option "dsn": invalid value: a DSN holds the database password: write it in a file named by dsn_file=`},
+		{"dsn_file=realtime.dsn\nsets=1", `q.conf:5: section "db": option "sets": unknown option: a realtime source has no option "sets"`},
+		{"dsn_file=realtime.dsn\ntimeout=0", `q.conf:5: section "db": option "timeout": invalid value: "0": a read needs more than 0 seconds`},
+		{"timeout=2", `q.conf:1: section "db": invalid value: driver=realtime needs dsn_file=`},
+	} {
+		_, err := Parse("/etc/qualifyd/q.conf", []byte("[db]\ntype=source\ndriver=realtime\n"+tc.src), Options{FS: fsys})
+		if err == nil || strings.TrimPrefix(err.Error(), "/etc/qualifyd/") != tc.want || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s:\n got %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+}
+
+// TestCheckObjects: imported values are checked as the file's, at the
+// object's place; references outside the objects are not looked up.
+func TestCheckObjects(t *testing.T) {
+	good := []Object{
+		{Type: "aor", Name: "gw1", File: "ps_aors", Line: 1, Options: []KeyValue{{"contact", "sip:192.0.2.1"}, {"qualify_frequency", "60"}}},
+		{Type: "endpoint", Name: "gw1", File: "ps_endpoints", Line: 1, Options: []KeyValue{{"aors", "gw1,file-aor"}, {"transport", "t-udp"}, {"outbound_auth", "none"}}},
+		{Type: "auth", Name: "a1", File: "ps_auths", Line: 1, Options: []KeyValue{{"username", "u"}}},
+	}
+	if err := CheckObjects(good); err != nil {
+		t.Fatal(err)
+	}
+	bad := append(good, Object{Type: "aor", Name: "gw2", File: "ps_aors", Line: 2, Options: []KeyValue{{"qualify_frequency", "abc"}}})
+	err := CheckObjects(bad)
+	want := `ps_aors:2: section "gw2": option "qualify_frequency": invalid value: "abc"`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want %s...", err, want)
 	}
 }

@@ -1,9 +1,12 @@
 // Package source reads the lists a router already keeps and turns their
 // entries into the objects of qualifyd's configuration: one driver per
 // list, Kamailio's dispatcher over JSON-RPC (driver=kamailio, through
-// sink.Kamailio's reading of dispatcher.list) and Kamailio's dispatcher
-// list file (driver=dispatcher_file, dispatcher.go). A Driver reads its
-// list once and returns pjsip.Objects, which the configuration reader
+// sink.Kamailio's reading of dispatcher.list), Kamailio's dispatcher
+// list file (driver=dispatcher_file, dispatcher.go) and Asterisk's
+// realtime tables in PostgreSQL (driver=realtime, realtime.go: a row of
+// ps_aors, ps_endpoints or ps_auths becomes the AoR, endpoint or auth
+// named by its id, its columns the options of their names). A Driver
+// reads its list once and returns pjsip.Objects, which the configuration reader
 // adds where the type=source section ends (pjsip.Options.Import): a
 // destination becomes one AoR with one contact, its URI, named by its
 // duid attribute or ds<SET>-<host>-<port>; disabled destinations are
@@ -17,5 +20,5 @@
 // reports each source's status for the metrics and the API. It never
 // logs: it returns what happened and the daemon logs it.
 //
-// Imports: pjsip, sink, sipuri.
+// Imports: pjsip, sink, sipuri; github.com/jackc/pgx/v5 for PostgreSQL.
 package source

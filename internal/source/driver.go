@@ -27,8 +27,10 @@ func New(s *pjsip.Source) (Driver, error) {
 		return &kamailio{src: s, k: &sink.Kamailio{URL: s.URL, Timeout: s.Timeout}}, nil
 	case "dispatcher_file":
 		return &file{src: s}, nil
+	case "realtime":
+		return newRealtime(s)
 	}
-	return nil, fmt.Errorf("source %q: driver must be kamailio or dispatcher_file", s.Name)
+	return nil, fmt.Errorf("source %q: driver must be kamailio, dispatcher_file or realtime", s.Name)
 }
 
 // kamailio reads dispatcher.list over JSON-RPC.

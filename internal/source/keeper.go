@@ -92,7 +92,8 @@ func (k *Keeper) entry(src *pjsip.Source) *entry {
 
 // sameList reports whether a and b read the same router's list.
 func sameList(a, b *pjsip.Source) bool {
-	return a.Driver == b.Driver && a.URL == b.URL && a.Path == b.Path && slices.Equal(a.Sets, b.Sets)
+	return a.Driver == b.Driver && a.URL == b.URL && a.Path == b.Path && a.DSNFile == b.DSNFile &&
+		slices.Equal(a.Sets, b.Sets)
 }
 
 // Round is one configuration load: the lists each source gave it, and
@@ -317,6 +318,7 @@ type savedEntry struct {
 	Driver  string         `json:"driver"`
 	URL     string         `json:"url,omitempty"`
 	Path    string         `json:"path,omitempty"`
+	DSNFile string         `json:"dsn_file,omitempty"`
 	Sets    []int          `json:"sets,omitempty"`
 	Time    time.Time      `json:"time"`
 	Objects []pjsip.Object `json:"objects"`
@@ -326,8 +328,8 @@ type savedEntry struct {
 func (k *Keeper) snapshot() saved {
 	s := saved{Version: 1, Sources: map[string]savedEntry{}}
 	for name, e := range k.entries {
-		s.Sources[name] = savedEntry{Driver: e.src.Driver, URL: e.src.URL, Path: e.src.Path, Sets: e.src.Sets,
-			Time: e.last, Objects: e.good}
+		s.Sources[name] = savedEntry{Driver: e.src.Driver, URL: e.src.URL, Path: e.src.Path, DSNFile: e.src.DSNFile,
+			Sets: e.src.Sets, Time: e.last, Objects: e.good}
 	}
 	return s
 }
@@ -361,7 +363,7 @@ func (k *Keeper) save(s saved) error {
 }
 
 // Restore reads the file's last good lists: a source configured with
-// the same driver, URL or path and sets starts from its list when its
+// the same driver, URL, path or dsn_file and sets starts from its list when its
 // router cannot be read. A missing file is no error.
 func (k *Keeper) Restore() error {
 	if k.File == "" {
@@ -382,7 +384,7 @@ func (k *Keeper) Restore() error {
 	defer k.mu.Unlock()
 	k.entries = map[string]*entry{}
 	for name, se := range s.Sources {
-		src := &pjsip.Source{Name: name, Driver: se.Driver, URL: se.URL, Path: se.Path, Sets: se.Sets}
+		src := &pjsip.Source{Name: name, Driver: se.Driver, URL: se.URL, Path: se.Path, DSNFile: se.DSNFile, Sets: se.Sets}
 		k.entries[name] = &entry{src: src, good: se.Objects, known: true, last: se.Time}
 	}
 	return nil

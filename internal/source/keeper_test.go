@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +153,38 @@ func TestRefresh(t *testing.T) {
 	list, _, err := load(t, k, false, false)
 	if err != nil || len(list) != 3 {
 		t.Fatalf("pending list %d, %v", len(list), err)
+	}
+}
+
+// TestRealtimeKept: a realtime source's last good list is kept by its
+// dsn_file, never with the DSN itself: a restart with the database down
+// uses it; a source reading another dsn_file does not.
+func TestRealtimeKept(t *testing.T) {
+	db := &pjsip.Source{Name: "pbx-db", Driver: "realtime", DSNFile: "realtime.dsn",
+		DSN: "postgres://qualifyd:kept-pw@db/asterisk", RefreshInterval: time.Minute}
+	k := newKeeper(t, &fakeDriver{list: aors(2)})
+	r := k.Round(context.Background(), true, false)
+	if _, err := r.Import(db); err != nil || r.Commit() != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(k.File); err != nil || strings.Contains(string(data), "kept-pw") ||
+		!strings.Contains(string(data), `"dsn_file":"realtime.dsn"`) {
+		t.Fatalf("sources file %s (%v)", data, err)
+	}
+	for _, tc := range []struct {
+		file string
+		want int
+	}{{"realtime.dsn", 2}, {"other.dsn", -1}} {
+		restarted := newKeeper(t, &fakeDriver{err: errors.New("failed to connect")})
+		restarted.File = k.File
+		if err := restarted.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		src := *db
+		src.DSNFile = tc.file
+		list, err := restarted.Round(context.Background(), true, false).Import(&src)
+		if tc.want < 0 && err == nil || tc.want >= 0 && (err != nil || len(list) != tc.want) {
+			t.Errorf("dsn_file %s: %d objects, error %v", tc.file, len(list), err)
+		}
 	}
 }

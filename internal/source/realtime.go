@@ -1,0 +1,234 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+)
+
+// table is one of Asterisk's realtime tables as the realtime driver reads
+// it: the type of object its rows become, and the columns read, each
+// passed as the option of the same name (as Asterisk's sorcery does).
+type table struct {
+	name, typ string
+	columns   []string
+}
+
+// tables are the tables read, with Asterisk's names and the columns
+// qualifyd's reader uses (contrib/ast-db-manage's schema). Other columns
+// are not read, and a column that an older schema lacks is an unset
+// option.
+var tables = []table{
+	{"ps_aors", "aor", []string{"contact", "qualify_frequency", "qualify_timeout", "qualify_2xx_only",
+		"authenticate_qualify", "outbound_proxy"}},
+	{"ps_endpoints", "endpoint", []string{"aors", "transport", "outbound_proxy", "from_user", "from_domain",
+		"outbound_auth"}},
+	{"ps_auths", "auth", []string{"username", "password", "realm"}},
+}
+
+// idColumn names each row's object.
+const idColumn = "id"
+
+// realtime reads Asterisk's realtime tables in PostgreSQL.
+type realtime struct {
+	src *pjsip.Source
+	cfg *pgx.ConnConfig
+}
+
+// newRealtime parses the source's DSN. Its error names the DSN's file,
+// never its content: pgx's own parse errors may quote it.
+func newRealtime(s *pjsip.Source) (Driver, error) {
+	cfg, err := pgx.ParseConfig(s.DSN.Reveal())
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a PostgreSQL connection string (postgres://USER:PASSWORD@HOST:PORT/DATABASE or KEY=VALUE pairs)", s.DSNFile)
+	}
+	// The simple protocol returns every value as text, whatever the
+	// column's type: the text Asterisk's res_config_pgsql reads.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	cfg.RuntimeParams["application_name"] = "qualifyd"
+	return &realtime{src: s, cfg: cfg}, nil
+}
+
+// Read reads the three tables in one read-only snapshot, within the
+// source's timeout, and checks every value as the same option in a file
+// is checked, so that a broken row fails the read (and the last good
+// list stays) instead of the configuration.
+func (d *realtime) Read(ctx context.Context) ([]pjsip.Object, error) {
+	objs, err := d.read(ctx)
+	if err != nil {
+		return nil, d.redact(err)
+	}
+	if err := pjsip.CheckObjects(objs); err != nil {
+		return nil, errors.New(pjsip.Brief(err))
+	}
+	return objs, nil
+}
+
+func (d *realtime) read(ctx context.Context) ([]pjsip.Object, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.src.Timeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, d.cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx)
+	out := []pjsip.Object{}
+	for _, t := range tables {
+		objs, err := readTable(ctx, tx, t)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.name, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// readTable reads the rows of t, ordered by id, as objects.
+func readTable(ctx context.Context, tx pgx.Tx, t table) ([]pjsip.Object, error) {
+	cols, err := columnsOf(ctx, tx, t)
+	if err != nil {
+		return nil, err
+	}
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
+	}
+	rows, err := tx.Query(ctx, "SELECT "+strings.Join(quoted, ", ")+" FROM "+pgx.Identifier{t.name}.Sanitize()+
+		" ORDER BY "+pgx.Identifier{idColumn}.Sanitize())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []pjsip.Object
+	for rows.Next() {
+		out = append(out, rowObject(t, cols, rows.RawValues(), len(out)+1))
+	}
+	return out, rows.Err()
+}
+
+// columnsOf returns id and those of t's columns the table has, in t's
+// order.
+func columnsOf(ctx context.Context, tx pgx.Tx, t table) ([]string, error) {
+	rows, err := tx.Query(ctx, "SELECT * FROM "+pgx.Identifier{t.name}.Sanitize()+" LIMIT 0")
+	if err != nil {
+		return nil, err
+	}
+	has := map[string]bool{}
+	for _, f := range rows.FieldDescriptions() {
+		has[f.Name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if !has[idColumn] {
+		return nil, fmt.Errorf("no column %q", idColumn)
+	}
+	cols := []string{idColumn}
+	for _, c := range t.columns {
+		if has[c] {
+			cols = append(cols, c)
+		}
+	}
+	return cols, nil
+}
+
+// rowObject is the object one row becomes, at line (its place in the
+// table ordered by id): named by its id column, each other column an
+// option, a value split as Asterisk's res_config_pgsql splits it
+// (chunks), a NULL or empty one unset.
+func rowObject(t table, cols []string, vals [][]byte, line int) pjsip.Object {
+	o := pjsip.Object{Type: t.typ, File: t.name, Line: line}
+	for i, c := range cols {
+		if c == idColumn {
+			o.Name = string(vals[i])
+			continue
+		}
+		if vals[i] == nil {
+			continue
+		}
+		for _, v := range chunks(string(vals[i])) {
+			o.Options = append(o.Options, pjsip.KeyValue{Key: c, Value: v})
+		}
+	}
+	return o
+}
+
+// chunks splits a column's value as res_config_pgsql does: at each ';',
+// each part stripped of blanks, then each "^XX" (two hexadecimal digits)
+// decoded to its byte (ast_realtime_decode_chunk: a ';' in a value is
+// written "^3B"), empty parts dropped.
+func chunks(v string) []string {
+	var out []string
+	for part := range strings.SplitSeq(v, ";") {
+		if part = decodeChunk(strings.Trim(part, " \t\n\v\f\r")); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// decodeChunk decodes the "^XX" escapes of one part.
+func decodeChunk(s string) string {
+	if !strings.Contains(s, "^") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '^' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+// redact returns err on one line with the DSN and its password, as
+// written and as URL-escaped, replaced: pgx's errors name the host, user
+// and database, and no error of qualifyd may show the password.
+func (d *realtime) redact(err error) error {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	for _, s := range []string{d.src.DSN.Reveal(), d.cfg.Password, url.PathEscape(d.cfg.Password), url.QueryEscape(d.cfg.Password)} {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "(secret)")
+		}
+	}
+	return &redacted{msg: msg, err: err}
+}
+
+// redacted is an error shown as msg, which still matches err's sentinels
+// (errors.Is(err, context.DeadlineExceeded)).
+type redacted struct {
+	msg string
+	err error
+}
+
+func (e *redacted) Error() string { return e.msg }
+func (e *redacted) Unwrap() error { return e.err }
