@@ -162,6 +162,8 @@ func TestStateFileIgnored(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.prober.Close()
+			defer d.closeLogs()
+			synced(t, d)
 			want := map[string]string{"corrupt": "state file ignored: state file " + path + ": truncated or corrupt state file",
 				"foreign": "state file ignored: state file " + path + ": not a qualifyd state file", "missing": "no state file yet"}[name]
 			if !strings.Contains(log.String(), want) {
