@@ -101,11 +101,13 @@ func (d *Daemon) start() error {
 	return nil
 }
 
-// closeLogs stops the log's and the errors' writers, each given logBound
-// to write what it holds.
+// closeLogs stops the log's and the errors' writers, together given
+// logBound to write what they hold.
 func (d *Daemon) closeLogs() {
+	errs := make(chan struct{})
+	go func() { d.errs.close(logBound); close(errs) }()
 	d.log.Close(logBound)
-	d.errs.close(logBound)
+	<-errs
 }
 
 // build creates everything after the prober, and applies conf.
