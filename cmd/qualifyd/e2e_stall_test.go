@@ -37,11 +37,10 @@ const (
 )
 
 // hookLevels is a webhook receiver that keeps the last state delivered
-// per object and when each contact state arrived.
+// per object.
 type hookLevels struct {
-	mu      sync.Mutex
-	last    map[string]string    // "contact URI", "aor NAME", "endpoint NAME" -> to
-	arrived map[string]time.Time // "URI to" -> first arrival
+	mu   sync.Mutex
+	last map[string]string // "contact URI", "aor NAME", "endpoint NAME" -> to
 }
 
 func (h *hookLevels) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -54,9 +53,6 @@ func (h *hookLevels) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.last[c.Kind+" "+name] = c.To
-	if _, ok := h.arrived[name+" "+c.To]; !ok && c.Kind == "contact" {
-		h.arrived[name+" "+c.To] = time.Now()
-	}
 }
 
 // level returns the last state delivered for key.
@@ -66,40 +62,61 @@ func (h *hookLevels) level(key string) string {
 	return h.last[key]
 }
 
-// forget drops the arrival of uri's state to, so that the next one is
-// timed.
-func (h *hookLevels) forget(uri, to string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.arrived, uri+" "+to)
-}
-
-// arrival returns when uri's state to arrived, if it did.
-func (h *hookLevels) arrival(uri, to string) (time.Time, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	at, ok := h.arrived[uri+" "+to]
-	return at, ok
-}
-
 // TestStalledStdoutStallsNothing runs qualifyd with its stdout a pipe
 // nobody reads (as when journald stalls), a thousand contacts flapping
-// with every probe and a webhook sink following a live trunk; and the
-// same with stdout read, for the figure beside it. While stalled: the
-// log drops lines and counts them; when the live peer dies the webhook
-// hears "down" within its detection + 1 s; the API's GET and POST routes
-// answer, a POST /api/v1/reload and a SIGHUP apply; when the peer comes
-// back the webhook holds the engine's levels again; SIGTERM exits within
-// the shutdown bound.
+// with every probe, and a Kamailio sink and a webhook sink following a
+// live trunk (SIPp behind a relay, as Kamailio's dispatcher destination);
+// and the same with stdout read, for the figure beside it. While stalled:
+// the log drops lines and counts them; when the trunk dies, Kamailio sets
+// it inactive and the webhook hears "down" within its detection + 1 s;
+// the API's GET and POST routes answer, a POST /api/v1/reload and a
+// SIGHUP apply; when the trunk comes back both routers hold the engine's
+// levels again within the same bound; SIGTERM exits within the shutdown
+// bound.
 func TestStalledStdoutStallsNothing(t *testing.T) {
 	for _, mode := range []string{"stalled", "read"} {
 		t.Run(mode, func(t *testing.T) { stallRun(t, mode == "stalled") })
 	}
 }
 
+// stallLab is the stall test's peers: the flapping responder, the live
+// trunk in Kamailio's dispatcher, the webhook receiver, and qualifyd.
+type stallLab struct {
+	flap *responder.Responder
+	live *trunk
+	k    *kamailio
+	hook *hookLevels
+	conf string // qualifyd's configuration file
+	body string // its text
+	base string // qualifyd's HTTP API
+	proc *exec.Cmd
+}
+
 // stallRun is one run of TestStalledStdoutStallsNothing, with stdout
 // never read when stalled.
 func stallRun(t *testing.T, stalled bool) {
+	l := newStallLab(t)
+	l.proc = startStalled(t, stalled, "--config", l.conf, "--http", strings.TrimPrefix(l.base, "http://"), "--sip-bind", "127.0.0.1:0")
+	step(t, "1 the trunk is up in both routers", func() { l.routersAre(t, "up", 30*time.Second) })
+	step(t, "2 the flood", func() { l.flood(t, stalled) })
+	step(t, "3 the trunk dies", func() {
+		died := time.Now()
+		l.live.relay.setDead(true)
+		l.routersAre(t, "down", liveDetection+time.Second)
+		t.Logf("stdout %s: Kamailio and the webhook had the dead trunk down after %v (detection %v)",
+			map[bool]string{true: "stalled", false: "read"}[stalled], time.Since(died).Round(time.Millisecond), liveDetection)
+	})
+	step(t, "4 the API answers and reloads apply", func() { l.reloads(t) })
+	step(t, "5 the trunk is back", func() {
+		l.live.relay.setDead(false)
+		l.routersAre(t, "up", liveDetection+time.Second)
+	})
+	step(t, "6 SIGTERM", func() { l.stop(t) })
+}
+
+// newStallLab starts the peers and writes qualifyd's configuration.
+func newStallLab(t *testing.T) *stallLab {
+	t.Helper()
 	// A coin per request: the probes go round in a fixed order, so a
 	// counter's parity would give each contact the same answer each time.
 	flap, err := responder.Listen("127.0.0.1:0", func(netip.AddrPort) responder.Action {
@@ -108,78 +125,77 @@ func stallRun(t *testing.T, stalled bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer flap.Close()
-	live, err := responder.Listen("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveAddr := live.Addr().String()
-	defer func() { live.Close() }()
-	hook := &hookLevels{last: map[string]string{}, arrived: map[string]time.Time{}}
-	srv := httptest.NewServer(hook)
-	defer srv.Close()
+	t.Cleanup(func() { flap.Close() })
+	live := startTrunk(t, "live")
+	l := &stallLab{flap: flap, live: live, k: startKamailio(t, live), hook: &hookLevels{last: map[string]string{}},
+		conf: filepath.Join(t.TempDir(), "qualifyd.conf"), base: fmt.Sprintf("http://127.0.0.1:%d", freePort(t, "tcp"))}
+	srv := httptest.NewServer(l.hook)
+	t.Cleanup(srv.Close)
+	l.body = stallConfig(live.contact, flap.Addr().String(), l.k.rpc, srv.URL)
+	writeFile(t, l.conf, l.body)
+	return l
+}
 
-	liveURI := "sip:live@" + liveAddr
-	conf := filepath.Join(t.TempDir(), "qualifyd.conf")
-	body := stallConfig(liveURI, flap.Addr().String(), srv.URL)
-	writeFile(t, conf, body)
-	base := fmt.Sprintf("http://127.0.0.1:%d", freePort(t, "tcp"))
-	proc := startStalled(t, stalled, "--config", conf, "--http", strings.TrimPrefix(base, "http://"), "--sip-bind", "127.0.0.1:0")
-
-	eventually(t, 30*time.Second, "the webhook hears the live contact up", func() bool { return hook.level("contact "+liveURI) == "up" })
-	if stalled {
-		eventually(t, 120*time.Second, "the log drops lines", func() bool { return metric(t, base, "qualifyd_log_lines_dropped_total") > 0 })
-	} else {
-		eventually(t, 120*time.Second, "status changes flood", func() bool {
-			return metric(t, base, `qualifyd_status_changes_total{from="Reachable",to="Unreachable"}`) > 4*flapContacts
-		})
-	}
-
-	hook.forget(liveURI, "down")
-	died := time.Now()
-	live.Close()
-	eventually(t, liveDetection+time.Second, "the webhook hears the dead peer down within detection + 1 s", func() bool {
-		_, ok := hook.arrival(liveURI, "down")
-		return ok
+// routersAre waits at most bound until the engine has the live trunk
+// Reachable (level up) or Unreachable (down), Kamailio has it active or
+// inactive, and the webhook's last contact, AoR and endpoint states are
+// level.
+func (l *stallLab) routersAre(t *testing.T, level string, bound time.Duration) {
+	t.Helper()
+	status, flag := map[string]string{"up": "Reachable", "down": "Unreachable"}[level], map[string]string{"up": "A", "down": "I"}[level]
+	eventually(t, bound, "the engine, Kamailio and the webhook have the live trunk "+level, func() bool {
+		_, aor := get(t, "GET", l.base+"/api/v1/aors/live", "")
+		return strings.Contains(aor, `"status":"`+status+`"`) && l.k.state(l.live.dest) == flag &&
+			l.hook.level("contact "+l.live.contact) == level && l.hook.level("aor live") == level && l.hook.level("endpoint live") == level
 	})
-	at, _ := hook.arrival(liveURI, "down")
-	t.Logf("stdout %s: the router heard the dead peer after %v (detection %v)", map[bool]string{true: "stalled", false: "read"}[stalled],
-		at.Sub(died).Round(time.Millisecond), liveDetection)
+}
 
-	if code, got := get(t, "GET", base+"/api/v1/aors/live", ""); code != 200 || !strings.Contains(got, `"status":"Unreachable"`) {
-		t.Fatalf("GET /api/v1/aors/live: %d %s", code, got)
+// flood waits until the flapping contacts have filled the log: lines
+// dropped when stalled, thousands of status changes when read.
+func (l *stallLab) flood(t *testing.T, stalled bool) {
+	t.Helper()
+	if stalled {
+		eventually(t, 120*time.Second, "the log drops lines", func() bool { return metric(t, l.base, "qualifyd_log_lines_dropped_total") > 0 })
+		return
 	}
-	writeFile(t, conf, body+"\n[extra1]\ntype=aor\ncontact=sip:extra1@127.0.0.1:9\nqualify_frequency=60\n")
-	if code, got := get(t, "POST", base+"/api/v1/reload", ""); code != 200 {
+	eventually(t, 120*time.Second, "status changes flood", func() bool {
+		return metric(t, l.base, `qualifyd_status_changes_total{from="Reachable",to="Unreachable"}`) > 4*flapContacts
+	})
+}
+
+// reloads checks a GET route, then reloads twice, through the API and by
+// SIGHUP, each adding an AoR the API then shows.
+func (l *stallLab) reloads(t *testing.T) {
+	t.Helper()
+	if code, got := get(t, "GET", l.base+"/api/v1/contacts?limit=1", ""); code != 200 {
+		t.Fatalf("GET /api/v1/contacts: %d %s", code, got)
+	}
+	writeFile(t, l.conf, l.body+"\n[extra1]\ntype=aor\ncontact=sip:extra1@127.0.0.1:9\nqualify_frequency=60\n")
+	if code, got := get(t, "POST", l.base+"/api/v1/reload", ""); code != 200 {
 		t.Fatalf("POST /api/v1/reload: %d %s", code, got)
 	}
-	if code, _ := get(t, "GET", base+"/api/v1/aors/extra1", ""); code != 200 {
+	if code, _ := get(t, "GET", l.base+"/api/v1/aors/extra1", ""); code != 200 {
 		t.Fatalf("the API's reload did not apply: GET /api/v1/aors/extra1 %d", code)
 	}
-	writeFile(t, conf, body+"\n[extra2]\ntype=aor\ncontact=sip:extra2@127.0.0.1:9\nqualify_frequency=60\n")
-	if err := proc.Process.Signal(syscall.SIGHUP); err != nil {
+	writeFile(t, l.conf, l.body+"\n[extra2]\ntype=aor\ncontact=sip:extra2@127.0.0.1:9\nqualify_frequency=60\n")
+	if err := l.proc.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "SIGHUP's reload applies", func() bool {
-		code, _ := get(t, "GET", base+"/api/v1/aors/extra2", "")
+		code, _ := get(t, "GET", l.base+"/api/v1/aors/extra2", "")
 		return code == 200
 	})
+}
 
-	if live, err = responder.Listen(liveAddr, nil); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, liveDetection+time.Second, "the webhook holds the engine's levels once the peer is back", func() bool {
-		_, aor := get(t, "GET", base+"/api/v1/aors/live", "")
-		return strings.Contains(aor, `"status":"Reachable"`) && hook.level("contact "+liveURI) == "up" &&
-			hook.level("aor live") == "up" && hook.level("endpoint live") == "up"
-	})
-
+// stop sends SIGTERM and waits at most shutdownBound for a clean exit.
+func (l *stallLab) stop(t *testing.T) {
+	t.Helper()
 	stopped := time.Now()
-	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := l.proc.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- proc.Wait() }()
+	go func() { exited <- l.proc.Wait() }()
 	select {
 	case err := <-exited:
 		if err != nil {
@@ -192,12 +208,13 @@ func stallRun(t *testing.T, stalled bool) {
 }
 
 // stallConfig is the stall test's configuration: the live trunk with its
-// endpoint, followed by a webhook sink at hook, and flapContacts AoRs of
-// one contact each on flap, each with an endpoint, flapping with every
-// probe.
-func stallConfig(liveURI, flap, hook string) string {
+// endpoint, followed by a Kamailio sink at rpc and a webhook sink at
+// hook, and flapContacts AoRs of one contact each on flap, each with an
+// endpoint, flapping with every probe.
+func stallConfig(liveURI, flap, rpc, hook string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[live]\ntype=aor\ncontact=%s\n%s\n[live]\ntype=endpoint\naors=live\n\n", liveURI, liveOptions)
+	fmt.Fprintf(&b, "[edge]\ntype=sink\ndriver=kamailio\nurl=%s\naors=live\ntimeout=2\n\n", rpc)
 	fmt.Fprintf(&b, "[hook]\ntype=sink\ndriver=webhook\nurl=%s\naors=live\ntimeout=2\n\n", hook)
 	for i := range flapContacts {
 		fmt.Fprintf(&b, "[f%04d]\ntype=aor\ncontact=sip:f%04d@%s\nqualify_frequency=1\nqualify_timeout=0.2\nqualify_failures=1\n\n"+

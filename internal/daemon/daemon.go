@@ -62,8 +62,8 @@ const eventBuffer = 1 << 14
 const logBound = 2 * time.Second
 
 // New loads the configuration and builds the daemon, each part after what
-// it uses: the prober, the metrics' hooks, the engine, the log's
-// subscription, the scrape-time metrics, the endpoint table, then the
+// it uses: the prober, the metrics' hooks, the engine, the log's and the
+// sinks' subscriptions, the scrape-time metrics, the endpoint table, then the
 // HTTP front, bound at once. A broken configuration or a busy port stops
 // it before anything is sent.
 func New(cfg Config) (*Daemon, error) {
