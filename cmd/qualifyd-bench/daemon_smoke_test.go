@@ -51,6 +51,9 @@ func TestDaemonSmoke(t *testing.T) {
 	if got, ok := m["qualifyd_events_dropped_total"]; !ok || got != 0 {
 		t.Errorf("qualifyd_events_dropped_total %v (exported: %v), want 0", got, ok)
 	}
+	if got, ok := m["qualifyd_log_lines_dropped_total"]; !ok || got != 0 {
+		t.Errorf("qualifyd_log_lines_dropped_total %v (exported: %v), want 0: the test reads every line", got, ok)
+	}
 	if rss := procStatusOf(d.pid(), "VmRSS:"); rss >= 1024*n+historyBound {
 		t.Errorf("RSS %d B, %d B per contact, want under 1 KiB per contact and %d MiB of histories", rss, rss/n, historyBound>>20)
 	}

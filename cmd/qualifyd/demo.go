@@ -77,6 +77,7 @@ func demo(ctx context.Context, dur time.Duration, addr string, w io.Writer) erro
 	if err != nil {
 		return err
 	}
+	d.Log().Sync(time.Second) // the log writes w from its own goroutine
 	printDemoHeader(w, resp, aors, d.URL())
 	if dur > 0 {
 		var cancel context.CancelFunc

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
@@ -13,8 +12,8 @@ import (
 // serviceManager returns the daemon's Notify and Watchdog for the service
 // manager that started it, as systemd tells a Type=notify service
 // (NOTIFY_SOCKET, WATCHDOG_USEC): nil and 0 when there is none. A message
-// that cannot be sent is reported once on stderr.
-func serviceManager(stderr io.Writer) (func(string), time.Duration) {
+// that cannot be sent is an error, which the daemon logs once.
+func serviceManager(stderr io.Writer) (func(string) error, time.Duration) {
 	if os.Getenv("NOTIFY_SOCKET") == "" {
 		return nil, 0
 	}
@@ -22,10 +21,8 @@ func serviceManager(stderr io.Writer) (func(string), time.Duration) {
 	if err != nil {
 		fmt.Fprintln(stderr, "qualifyd run: watchdog:", err)
 	}
-	var once sync.Once
-	return func(state string) {
-		if _, err := sd.SdNotify(false, state); err != nil {
-			once.Do(func() { fmt.Fprintln(stderr, "qualifyd run: telling the service manager:", err) })
-		}
+	return func(state string) error {
+		_, err := sd.SdNotify(false, state)
+		return err
 	}, watchdog
 }

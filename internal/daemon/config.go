@@ -77,7 +77,10 @@ type Config struct {
 	// LogStamp, if set, formats a text line's timestamp; nil means local
 	// wall-clock time with milliseconds.
 	LogStamp func(dst []byte, t time.Time) []byte
-	// Errors receives HTTP handler panics; nil discards them.
+	// Errors receives HTTP handler panics and the HTTP server's errors;
+	// nil discards them. Like Log, it is written by a goroutine of its
+	// own: what a stalled reader does not take is dropped (and counted
+	// with the log's lines), never waited for.
 	Errors io.Writer
 
 	// EndpointChanged, if set, is called with every change of an
@@ -88,8 +91,8 @@ type Config struct {
 	// Notify, if set, receives the daemon's state for the service
 	// manager, one sd_notify(3) message at a time ("READY=1",
 	// "STOPPING=1", "WATCHDOG=1", "STATUS=..."); it must not block for
-	// long.
-	Notify func(state string)
+	// long. Its first error is logged.
+	Notify func(state string) error
 	// Watchdog, when positive with Notify, is the service manager's
 	// watchdog timeout: the daemon sends WATCHDOG=1 every half of it
 	// while its engine answers.
@@ -98,9 +101,12 @@ type Config struct {
 	// SinkDial, if set, replaces the AMI sinks' network dial (tests).
 	SinkDial func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	// events is the log's subscription buffer; zero means eventBuffer.
-	// Tests make it small to lose events.
+	// events is the buffer of the log's and the sinks' subscriptions;
+	// zero means eventBuffer. Tests make it small to lose events.
 	events int
+	// logBuffer is the log's buffer in bytes; zero means
+	// defaultLogBuffer.
+	logBuffer int
 }
 
 // load reads the configuration; imp returns the sources' objects.

@@ -33,6 +33,7 @@ import (
 type Daemon struct {
 	cfg       Config
 	log       *Log
+	errs      *logWriter // Config.Errors, which must not block either
 	prober    *sipprobe.Prober
 	eng       *engine.Engine
 	endpoints *endpoint.Table
@@ -40,50 +41,82 @@ type Daemon struct {
 	reg       *prometheus.Registry
 	metrics   *metrics.Metrics
 	events    *engine.Subscription // the log's
+	sinkFeed  *engine.Subscription // the sinks'
 	http      *httpFront           // nil without HTTPAddr
 	reloadMu  sync.Mutex           // one reload at a time
 	// running counts the AoRs and contacts of the configuration applied
 	// last, for the shrink rule; written by apply, under reloadMu after
 	// New.
-	running configSize
-	state   stateKeeper   // Config.StateFile
-	idle    chan struct{} // the follower has taken every event
-	sources *source.Keeper
+	running  configSize
+	state    stateKeeper   // Config.StateFile
+	idle     chan struct{} // the log's follower has taken every event
+	notified sync.Once     // a failure to notify is logged once
+	sources  *source.Keeper
 }
 
-// eventBuffer is how many engine events the log may fall behind by before
-// it loses some (counted in qualifyd_events_dropped_total).
+// eventBuffer is how many engine events the log (or the sinks) may fall
+// behind by before it loses some (the log's are counted in
+// qualifyd_events_dropped_total; the sinks re-read every object).
 const eventBuffer = 1 << 14
 
+// logBound is how long the log's writer is given at shutdown (and after
+// a failed start) to write its last lines before it is abandoned.
+const logBound = 2 * time.Second
+
 // New loads the configuration and builds the daemon, each part after what
-// it uses: the prober, the metrics' hooks, the engine, the log's
-// subscription, the scrape-time metrics, the endpoint table, then the
+// it uses: the prober, the metrics' hooks, the engine, the log's and the
+// sinks' subscriptions, the scrape-time metrics, the endpoint table, then the
 // HTTP front, bound at once. A broken configuration or a busy port stops
 // it before anything is sent.
 func New(cfg Config) (*Daemon, error) {
-	log, err := NewLog(orDiscard(cfg.Log), cfg.LogFormat, cfg.LogStamp)
+	log, err := newLog(orDiscard(cfg.Log), cfg.LogFormat, cfg.LogStamp, cmp.Or(cfg.logBuffer, defaultLogBuffer))
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, idle: make(chan struct{}, 1), sources: newSources(cfg)}
-	d.restoreSources()
-	round := d.sources.Round(context.Background(), true, cfg.ReloadAllowShrink)
-	conf, err := cfg.load(round.Import)
-	if err != nil {
+	d := &Daemon{cfg: cfg, log: log, errs: newLogWriter(orDiscard(cfg.Errors), errorsBuffer), idle: make(chan struct{}, 1),
+		sources: newSources(cfg)}
+	if err := d.start(); err != nil {
+		d.closeLogs()
 		return nil, err
+	}
+	return d, nil
+}
+
+// errorsBuffer is how many bytes of HTTP errors Config.Errors may fall
+// behind by before they are dropped.
+const errorsBuffer = 64 << 10
+
+// start reads the sources and the configuration and builds the rest of
+// the daemon; the sources' lists are kept as the last good ones once the
+// configuration they made is applied.
+func (d *Daemon) start() error {
+	d.restoreSources()
+	round := d.sources.Round(context.Background(), true, d.cfg.ReloadAllowShrink)
+	conf, err := d.cfg.load(round.Import)
+	if err != nil {
+		return err
 	}
 	d.warn(conf)
 	d.sourceNotices(round)
 	d.readState()
-	if d.prober, err = sipprobe.New(sipprobe.Config{ListenAddr: cfg.SIPBind}); err != nil {
-		return nil, err
+	if d.prober, err = sipprobe.New(sipprobe.Config{ListenAddr: d.cfg.SIPBind}); err != nil {
+		return err
 	}
 	if err := d.build(conf); err != nil {
 		d.prober.Close()
-		return nil, err
+		return err
 	}
 	d.commitSources(round)
-	return d, nil
+	return nil
+}
+
+// closeLogs stops the log's and the errors' writers, together given
+// logBound to write what they hold.
+func (d *Daemon) closeLogs() {
+	errs := make(chan struct{})
+	go func() { d.errs.close(logBound); close(errs) }()
+	d.log.Close(logBound)
+	<-errs
 }
 
 // build creates everything after the prober, and applies conf.
@@ -101,7 +134,8 @@ func (d *Daemon) build(conf *pjsip.Config) error {
 	}
 	d.state.Engine = d.eng
 	d.events = d.eng.Subscribe(cmp.Or(d.cfg.events, eventBuffer))
-	if err := watchEngine(d.metrics, d.reg, d.eng, d.prober, d.events); err != nil {
+	d.sinkFeed = d.eng.Subscribe(cmp.Or(d.cfg.events, eventBuffer))
+	if err := watchEngine(d.metrics, d.reg, d.eng, d.prober, d.events, d.logDropped); err != nil {
 		return err
 	}
 	d.endpoints = endpoint.New(d.eng)
@@ -265,10 +299,12 @@ func (r configSize) attrs() []slog.Attr {
 // Run runs everything until ctx is cancelled or the HTTP server fails;
 // SIGHUP reloads. With a state file, it restores the saved states before
 // the engine's first probe and the HTTP front's first answer, writes the
-// file while it runs and once more when the engine has stopped. It closes the sockets when it returns;
-// call it once.
+// file while it runs and once more when the engine has stopped. It closes
+// the sockets and the log when it returns, the log's last lines given at
+// most logBound; call it once.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.prober.Close()
+	defer d.closeLogs()
 	// SIGHUP is caught before "started" is logged: a reload asked for
 	// once the log says so must not find SIGHUP's default, exit.
 	hup := make(chan os.Signal, 1)
@@ -277,6 +313,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Notice(slog.LevelInfo, "started", d.startAttrs()...)
 	var wg sync.WaitGroup
 	wg.Go(func() { d.follow(d.events) })
+	wg.Go(func() { d.feedSinks(d.sinkFeed) })
 	d.restoreState()
 	runCtx, cancel := context.WithCancel(ctx)
 	httpErr := make(chan error, 1)
@@ -296,6 +333,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		err = <-httpErr
 	}
 	d.events.Close()
+	d.sinkFeed.Close()
 	wg.Wait()
 	d.saveState()
 	d.log.Notice(slog.LevelInfo, "stopped")
@@ -330,16 +368,13 @@ func (d *Daemon) watch(ctx context.Context, hup <-chan os.Signal, httpErr <-chan
 	}
 }
 
-// follow logs every event and follows the endpoints, until sub is closed.
+// follow logs every event and follows the endpoints, until sub is
+// closed. The sinks follow the engine on a subscription of their own
+// (feedSinks), so that nothing here can delay a router.
 func (d *Daemon) follow(sub *engine.Subscription) {
 	var dropped uint64
 	for ev := range sub.C {
-		d.log.hold()
 		d.handle(ev)
-		for n := 0; n < maxBurst && len(sub.C) > 0; n++ {
-			d.handle(<-sub.C) // only this goroutine receives: not closed yet
-		}
-		d.log.release()
 		if len(sub.C) == 0 {
 			select {
 			case d.idle <- struct{}{}:
@@ -353,11 +388,25 @@ func (d *Daemon) follow(sub *engine.Subscription) {
 	}
 }
 
-// maxBurst bounds the events logged in one write.
-const maxBurst = 1024
+// feedSinks has the sinks recompute what depends on each contact whose
+// status changed, until sub is closed. It waits on nothing but the
+// sinks' lock (never on a router, the log or the endpoint table); when
+// sub lost events, the sinks re-read every object.
+func (d *Daemon) feedSinks(sub *engine.Subscription) {
+	var dropped uint64
+	for ev := range sub.C {
+		if ev.Kind == engine.StatusChanged {
+			d.sinks.AoRChanged(ev.AoR)
+		}
+		if n := sub.Dropped(); n != dropped {
+			d.log.Notice(slog.LevelWarn, fmt.Sprintf("%d events were missed by the sinks: every object re-read", n-dropped))
+			d.sinks.Resync()
+			dropped = n
+		}
+	}
+}
 
-// handle counts, logs and follows one engine event, and has the sinks
-// recompute what depends on a contact whose status changed. An endpoint
+// handle counts, logs and follows one engine event. An endpoint
 // line caused by a probe's verdict comes just before the contact's line, as
 // Asterisk updates the endpoint before it logs the contact
 // (sip_options_contact_status_notify_task); one caused by a reload comes
@@ -368,7 +417,6 @@ func (d *Daemon) handle(ev engine.Event) {
 	case engine.AvailabilityChanged:
 		d.endpointsChanged(d.endpoints.AoRChanged(ev))
 	case engine.StatusChanged:
-		d.sinks.AoRChanged(ev.AoR)
 		lines := d.endpoints.ContactChanged(ev)
 		if verdict(ev) {
 			d.endpointLines(lines, ev)
@@ -408,16 +456,18 @@ func (d *Daemon) endpointsChanged(changes []endpoint.Change) {
 }
 
 // lost reports n events the log could not keep up with (the engine never
-// waits for its subscribers), and re-reads every endpoint and sink
-// object, whose state a lost event may have changed. The API, the event stream and the contact
-// gauges read the engine and lose nothing.
+// waits for its subscribers), and re-reads every endpoint, whose state a
+// lost event may have changed. The API, the event stream, the sinks and
+// the contact gauges read the engine and lose nothing.
 func (d *Daemon) lost(n uint64, at time.Time) {
 	d.log.Notice(slog.LevelWarn, fmt.Sprintf("%d events were not logged: the log fell behind (qualifyd_events_dropped_total)", n))
 	changes, lines := d.endpoints.Resync(at)
-	d.sinks.Resync()
 	d.endpointsChanged(changes)
 	d.endpointLines(lines, engine.Event{Time: at})
 }
+
+// logDropped is how many lines the log and Config.Errors dropped.
+func (d *Daemon) logDropped() uint64 { return d.log.Dropped() + d.errs.dropped.Load() }
 
 // The daemon's prober is the engine's.
 var _ engine.Prober = (*sipprobe.Prober)(nil)

@@ -47,8 +47,16 @@ func newTestDaemon(t *testing.T, conf *pjsip.Config, format string, out *bytes.B
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.prober.Close() })
+	t.Cleanup(func() { d.prober.Close(); d.closeLogs() })
 	return d
+}
+
+// synced waits until d's log has written every line logged so far.
+func synced(t *testing.T, d *Daemon) {
+	t.Helper()
+	if !d.log.Sync(time.Minute) {
+		t.Fatal("the log did not write its lines")
+	}
 }
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -86,6 +94,7 @@ var outage = []engine.Event{
 func TestEndpointLinesInAsteriskOrder(t *testing.T) {
 	var out bytes.Buffer
 	d := newTestDaemon(t, pbx07(), "text", &out, 0)
+	synced(t, d)
 	start := out.String()
 	if !strings.HasSuffix(start, "] Endpoint phone is now Reachable\n") || strings.Count(start, "\n") != 1 {
 		t.Fatalf("start log %q, want the qualify-off endpoint's line alone", start)
@@ -94,6 +103,7 @@ func TestEndpointLinesInAsteriskOrder(t *testing.T) {
 	for _, ev := range outage {
 		d.handle(ev)
 	}
+	synced(t, d)
 	want := `[1s] Endpoint pbx07 is now Reachable
 [1s] Contact pbx07/sip:pbx07@192.0.2.7:5060 is now Reachable.  RTT: 1.000 msec
 [2s] Contact pbx07-b/sip:pbx07-b@192.0.2.8:5060 is now Reachable.  RTT: 1.000 msec
@@ -115,8 +125,10 @@ func TestEndpointLinesAfterRemoval(t *testing.T) {
 	var out bytes.Buffer
 	d := newTestDaemon(t, pbx07(), "text", &out, 0)
 	d.handle(outage[0])
+	synced(t, d)
 	out.Reset()
 	d.handle(status(2, 5, "pbx07", uriA, qualify.Reachable, qualify.Removed))
+	synced(t, d)
 	want := "[5s] Contact pbx07/sip:pbx07@192.0.2.7:5060 is now Removed.  RTT: 0.000 msec\n[5s] Endpoint pbx07 is now Unreachable\n"
 	if out.String() != want {
 		t.Fatalf("log\n%s\nwant\n%s", out.String(), want)
@@ -128,10 +140,12 @@ func TestEndpointLinesAfterRemoval(t *testing.T) {
 func TestEndpointLinesJSON(t *testing.T) {
 	var out bytes.Buffer
 	d := newTestDaemon(t, pbx07(), "json", &out, 0)
+	synced(t, d)
 	out.Reset()
 	for _, ev := range outage {
 		d.handle(ev)
 	}
+	synced(t, d)
 	type record struct {
 		Msg, Event, Endpoint, AoR, URI, To string
 		Seq                                uint64
@@ -166,6 +180,7 @@ func TestEndpointLinesJSON(t *testing.T) {
 func TestEndpointsAreAvailableBeforeAnyVerdict(t *testing.T) {
 	var out bytes.Buffer
 	d := newTestDaemon(t, pbx07(), "text", &out, 0)
+	synced(t, d)
 	e, ok := d.Endpoints().Endpoint("pbx07")
 	if !ok || !e.Available || strings.Contains(out.String(), "Endpoint pbx07") {
 		t.Fatalf("pbx07 %+v (%v), log %q", e, ok, out.String())
@@ -186,12 +201,14 @@ func TestLostEventsAreReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.prober.Close()
+	defer d.closeLogs()
 	conf = &pjsip.Config{Endpoints: conf.Endpoints} // the reload removes every AoR
 	if err := d.Reload(t.Context(), true); err != nil {
 		t.Fatal(err)
 	}
 	d.events.Close()
 	d.follow(d.events)
+	synced(t, d)
 	if got := d.events.Dropped(); got != 5 {
 		t.Fatalf("dropped %d events, want 5 (3 Removed and 3 availability events, buffer of 1)", got)
 	}
@@ -241,8 +258,10 @@ func TestReloadShrink(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.prober.Close()
+			defer d.closeLogs()
 			conf = tt.next
 			err = d.Reload(t.Context(), tt.force)
+			synced(t, d)
 			if got := errText(err); got != tt.want {
 				t.Fatalf("Reload: %q, want %q", got, tt.want)
 			}
@@ -264,6 +283,7 @@ func TestFirstLoadIsNoShrink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.prober.Close()
+	defer d.closeLogs()
 	if err := d.Reload(t.Context(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -280,9 +300,11 @@ func TestWarningsLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.prober.Close()
+	defer d.closeLogs()
 	if err := d.Reload(t.Context(), false); err != nil {
 		t.Fatal(err)
 	}
+	synced(t, d)
 	line := `] qualifyd: configuration warning: pjsip.conf:9: section "acl": duplicate section`
 	if n := strings.Count(out.String(), line+"\n"); n != 2 {
 		t.Errorf("%d warning lines, want 2:\n%s", n, out.String())

@@ -3,7 +3,10 @@
 // reload), builds the prober, the engine, the endpoint table, the metrics
 // and the HTTP front in that order, and runs them until its context ends,
 // logging the engine's edges and the endpoint lines in Asterisk's words
-// and order (docs/qualify-semantics.md §10). It keeps the state and history
+// and order (docs/qualify-semantics.md §10), and feeding the sinks on a
+// subscription of their own. The log never waits for its reader: a
+// bounded buffer that one goroutine writes out, which drops (and counts)
+// what a stalled stdout does not take (logwriter.go). It keeps the state and history
 // files (state.go) and tells the service manager when it is ready and that
 // its engine still answers (notify.go).
 //

@@ -1,10 +1,10 @@
 package daemon
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/asterisk"
@@ -15,39 +15,77 @@ import (
 // Log prints the daemon's log: the engine's edges as Asterisk's lines, the
 // endpoint lines, and the daemon's own notices. Text lines carry a
 // timestamp; the JSON form (log/slog) carries the same events as fields.
-// Safe for concurrent use. Lines are written as they come, or, between
-// hold and release, in one write per burst: a million contacts going
-// Unreachable log a million lines within a minute.
+// Safe for concurrent use. A line is appended to a bounded buffer that
+// one goroutine writes out, in one write for all the lines waiting: a
+// million contacts going Unreachable log a million lines within a
+// minute. Logging never waits for the writer: when the buffer is full,
+// lines are dropped and counted (Dropped), and the writer's next write
+// says how many.
 type Log struct {
-	mu    sync.Mutex
-	w     io.Writer
-	buf   []byte // lines not written yet
-	held  bool
+	out   *logWriter
 	json  *slog.Logger                         // nil for text
 	stamp func(dst []byte, t time.Time) []byte // a text line's timestamp
 	now   func() time.Time
 }
 
-// maxHeld is how much a held log buffers before it writes anyway.
-const maxHeld = 64 << 10
-
 // NewLog returns a log writing to w in format "text" (Asterisk's lines) or
-// "json". stamp formats a text line's timestamp; nil means local wall-clock
-// time with milliseconds.
+// "json", and starts its writer; Close stops it. stamp formats a text
+// line's timestamp; nil means local wall-clock time with milliseconds.
 func NewLog(w io.Writer, format string, stamp func(dst []byte, t time.Time) []byte) (*Log, error) {
+	return newLog(w, format, stamp, defaultLogBuffer)
+}
+
+// newLog is NewLog with a buffer of limit bytes.
+func newLog(w io.Writer, format string, stamp func(dst []byte, t time.Time) []byte, limit int) (*Log, error) {
 	if stamp == nil {
 		stamp = wallStamp
 	}
-	l := &Log{w: w, now: time.Now, stamp: stamp}
+	l := &Log{now: time.Now, stamp: stamp}
 	switch format {
 	case "text", "":
 	case "json":
-		l.json = slog.New(slog.NewJSONHandler(l, nil))
+		l.json = slog.New(slog.NewJSONHandler(writerFunc(l.write), nil))
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}
+	l.out = newLogWriter(w, limit)
+	l.out.notice = l.droppedLine
 	return l, nil
 }
+
+// writerFunc is an io.Writer calling itself.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// write logs p, one record of the JSON handler.
+func (l *Log) write(p []byte) (int, error) { return l.out.Write(p) }
+
+// droppedLine appends to dst the notice that n lines were dropped.
+func (l *Log) droppedLine(dst []byte, n uint64) []byte {
+	msg := fmt.Sprintf("%d log lines were dropped: the log's reader fell behind (qualifyd_log_lines_dropped_total)", n)
+	if l.json == nil {
+		return l.appendText(dst, l.now(), "qualifyd: "+msg)
+	}
+	b := bytes.NewBuffer(dst)
+	slog.New(slog.NewJSONHandler(b, nil)).LogAttrs(nil, slog.LevelWarn, msg)
+	return b.Bytes()
+}
+
+// Dropped returns how many lines were dropped because the buffer was
+// full (the writer fell behind) or the log was closed.
+func (l *Log) Dropped() uint64 { return l.out.dropped.Load() }
+
+// Sync waits until the lines logged before it are written, at most
+// bound, and reports whether they were.
+func (l *Log) Sync(bound time.Duration) bool { return l.out.sync(bound) }
+
+// Close stops the log: the lines logged before it are given at most
+// bound to be written, those logged after are dropped. It reports
+// whether every line was written; a writer still blocked after bound is
+// abandoned, so that a stdout nobody reads never holds up an exit.
+// Close is idempotent.
+func (l *Log) Close(bound time.Duration) bool { return l.out.close(bound) }
 
 // wallStamp is the default timestamp of a text line.
 func wallStamp(dst []byte, t time.Time) []byte {
@@ -102,49 +140,16 @@ func (l *Log) Line(at time.Time, line string) {
 
 // text logs line with the timestamp at.
 func (l *Log) text(at time.Time, line string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, '[')
-	l.buf = l.stamp(l.buf, at)
-	l.buf = append(l.buf, "] "...)
-	l.buf = append(l.buf, line...)
-	l.buf = append(l.buf, '\n')
-	l.written()
+	l.out.add(func(b []byte) []byte { return l.appendText(b, at, line) })
 }
 
-// Write logs p, one record of the JSON handler.
-func (l *Log) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	l.written()
-	return len(p), nil
-}
-
-// written writes the buffer out unless the log is held and has room.
-// Called with mu held. A failed write (a closed stdout) loses the lines,
-// as an unbuffered write would.
-func (l *Log) written() {
-	if l.held && len(l.buf) < maxHeld {
-		return
-	}
-	_, _ = l.w.Write(l.buf)
-	l.buf = l.buf[:0]
-}
-
-// hold buffers the lines logged until release, which writes them at once.
-func (l *Log) hold() {
-	l.mu.Lock()
-	l.held = true
-	l.mu.Unlock()
-}
-
-// release writes the lines held since hold.
-func (l *Log) release() {
-	l.mu.Lock()
-	l.held = false
-	l.written()
-	l.mu.Unlock()
+// appendText appends line as a text line stamped at.
+func (l *Log) appendText(b []byte, at time.Time, line string) []byte {
+	b = append(b, '[')
+	b = l.stamp(b, at)
+	b = append(b, "] "...)
+	b = append(b, line...)
+	return append(b, '\n')
 }
 
 // eventAttrs are the JSON fields of one contact event.

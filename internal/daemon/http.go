@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,14 +27,16 @@ func newMetrics(reg *prometheus.Registry, cfg Config) (*metrics.Metrics, error) 
 	return metrics.New(reg, metrics.Options{PerAoR: cfg.PerAoR > 0, PerAoRLimit: cfg.PerAoR, Version: cfg.Version})
 }
 
-// watchEngine registers the series read at scrape time from eng, p and
-// the log's subscription sub.
-func watchEngine(m *metrics.Metrics, reg prometheus.Registerer, eng *engine.Engine, p *sipprobe.Prober, sub *engine.Subscription) error {
+// watchEngine registers the series read at scrape time from eng, p, the
+// log's subscription sub and logDropped (the log lines dropped).
+func watchEngine(m *metrics.Metrics, reg prometheus.Registerer, eng *engine.Engine, p *sipprobe.Prober, sub *engine.Subscription,
+	logDropped func() uint64) error {
 	return m.Watch(reg, metrics.Sources{
 		Summary:       eng.Summary,
 		SIP:           func() metrics.SIPStats { return sipStats(p.Stats()) },
 		InFlight:      func() int { return eng.Counters().InFlight },
 		EventsDropped: sub.Dropped,
+		LogDropped:    logDropped,
 		AoR:           eng.AoR,
 	})
 }
@@ -81,12 +84,13 @@ type httpFront struct {
 
 // newHTTPFront builds d's API and binds its address (or, with
 // HTTPFallback, an ephemeral loopback port when it is busy), so a busy
-// port fails start-up rather than going unnoticed. Handler panics are
-// logged to cfg.Errors and counted.
+// port fails start-up rather than going unnoticed. Handler panics and
+// the server's own errors are logged to cfg.Errors, through a buffer
+// that drops what a stalled reader does not take, and counted.
 func newHTTPFront(d *Daemon) (*httpFront, error) {
 	api, err := web.New(web.Config{
 		Engine: d.eng, Endpoints: d.endpoints, Sinks: d.sinks, Sources: d.sourceList, Reload: d.Reload, Token: d.cfg.Token, Gatherer: d.reg,
-		Version: d.cfg.Version, Logger: slog.New(slog.NewTextHandler(orDiscard(d.cfg.Errors), nil)),
+		Version: d.cfg.Version, Logger: slog.New(slog.NewTextHandler(d.errs, nil)),
 		Panicked: d.metrics.CountPanic,
 	})
 	if err != nil {
@@ -99,7 +103,9 @@ func newHTTPFront(d *Daemon) (*httpFront, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &httpFront{api: api, srv: web.NewHTTPServer(d.cfg.HTTPAddr, api.Handler()), ln: ln}, nil
+	srv := web.NewHTTPServer(d.cfg.HTTPAddr, api.Handler())
+	srv.ErrorLog = log.New(d.errs, "", log.LstdFlags)
+	return &httpFront{api: api, srv: srv, ln: ln}, nil
 }
 
 // run serves until ctx is done, then ends the event streams and shuts the

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -13,10 +14,14 @@ import (
 // it stops, and WATCHDOG=1 every Config.Watchdog/2 while the engine's
 // table can be read, so that a daemon whose engine hangs is restarted.
 
-// notify sends state to the service manager, when there is one.
+// notify sends state to the service manager, when there is one; the
+// first failure is logged.
 func (d *Daemon) notify(state string) {
-	if d.cfg.Notify != nil {
-		d.cfg.Notify(state)
+	if d.cfg.Notify == nil {
+		return
+	}
+	if err := d.cfg.Notify(state); err != nil {
+		d.notified.Do(func() { d.log.Notice(slog.LevelError, "telling the service manager: "+err.Error()) })
 	}
 }
 

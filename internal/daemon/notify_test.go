@@ -17,7 +17,7 @@ type notices struct {
 	more   chan struct{} // a receive follows each new state
 }
 
-func (n *notices) add(s string) {
+func (n *notices) add(s string) error {
 	n.mu.Lock()
 	n.states = append(n.states, s)
 	n.mu.Unlock()
@@ -25,6 +25,7 @@ func (n *notices) add(s string) {
 	case n.more <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
 // waitFor waits until a state equal to want has been sent, and returns

@@ -163,6 +163,8 @@ func TestStateFileIgnored(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.prober.Close()
+			defer d.closeLogs()
+			synced(t, d)
 			want := map[string]string{"corrupt": "state file ignored: state file " + path + ": truncated or corrupt state file",
 				"foreign": "state file ignored: state file " + path + ": not a qualifyd state file", "missing": "no state file yet"}[name]
 			if !strings.Contains(log.String(), want) {
@@ -248,6 +250,7 @@ func TestStateMark(t *testing.T) {
 			if a, _ := d.Engine().AoR("dead"); a.Contacts[0].Status != c.status {
 				t.Errorf("restored %v, want %v", a.Contacts[0].Status, c.status)
 			}
+			synced(t, d)
 			if !strings.Contains(log.String(), c.want) {
 				t.Errorf("log lacks %q:\n%s", c.want, log.String())
 			}

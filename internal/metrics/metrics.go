@@ -45,6 +45,9 @@ type Sources struct {
 	// engine events that did not reach ObserveEvent (and the log) because
 	// their consumer fell behind (engine.Subscription.Dropped).
 	EventsDropped func() uint64
+	// LogDropped, if set, is exported as qualifyd_log_lines_dropped_total:
+	// log lines dropped because the log's reader fell behind.
+	LogDropped func() uint64
 	// AoR, if set, gives an AoR's snapshot (engine.Engine.AoR) for the
 	// per-AoR statistics' gauges of the AoRs that have per-AoR series;
 	// without Options.PerAoR it is not called.
@@ -96,6 +99,12 @@ func (m *Metrics) Watch(reg prometheus.Registerer, src Sources) error {
 			Name: "qualifyd_events_dropped_total",
 			Help: "Engine events the log and the event counters missed because they fell behind.",
 		}, func() float64 { return float64(src.EventsDropped()) }))
+	}
+	if src.LogDropped != nil {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "qualifyd_log_lines_dropped_total",
+			Help: "Log lines dropped because the log's reader (stdout, stderr) fell behind.",
+		}, func() float64 { return float64(src.LogDropped()) }))
 	}
 	if src.AoR != nil && m.aors != nil {
 		cs = append(cs, &aorStatsCollector{set: m.aors, aor: src.AoR})
