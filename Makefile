@@ -10,11 +10,13 @@ LDFLAGS  := -X main.buildVersion=$(VERSION)
 # commit's time, so one commit builds the same package.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 export SOURCE_DATE_EPOCH
-# ASTERISK_SRC holds Asterisk's source and build.sh (a checkout's sibling
-# shared/peers/asterisk); ASTERISK is where `make deps` builds it, outside
-# the clone, once: build.sh does nothing when it holds the build. The
-# real-Asterisk tests find it through QUALIFYD_ASTERISK, and fail without it.
-ASTERISK_SRC ?= $(abspath $(CURDIR)/../shared/peers/asterisk)
+# ASTERISK_SRC holds Asterisk's source and build.sh (the checkout's sibling
+# shared/peers/asterisk, else the workplace's /work/shared/peers/asterisk);
+# ASTERISK is where `make deps` builds it, outside the clone, once:
+# build.sh does nothing when it holds the build, and a build already there
+# is used as it is when no source is at hand. The real-Asterisk tests find
+# it through QUALIFYD_ASTERISK, and fail without it.
+ASTERISK_SRC ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/peers/asterisk) /work/shared/peers/asterisk) $(abspath $(CURDIR)/../shared/peers/asterisk))
 ASTERISK     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/qualifyd/asterisk
 export QUALIFYD_ASTERISK ?= $(ASTERISK)
 # DEB is the Debian package `make deb` writes.
@@ -50,7 +52,9 @@ deps:
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
-	$(ASTERISK_SRC)/build.sh $(ASTERISK)
+	@if [ -x $(ASTERISK_SRC)/build.sh ]; then $(ASTERISK_SRC)/build.sh $(ASTERISK); \
+	elif [ -x $(ASTERISK)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the Asterisk built in $(ASTERISK)"; \
+	else echo "deps: no $(ASTERISK_SRC)/build.sh and no Asterisk in $(ASTERISK): the real-Asterisk tests need one (ASTERISK_SRC=...)"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)

@@ -107,6 +107,8 @@ type Config struct {
 	// logBuffer is the log's buffer in bytes; zero means
 	// defaultLogBuffer.
 	logBuffer int
+	// stalledAfter replaces the default bound of vouch (tests).
+	stalledAfter time.Duration
 }
 
 // load reads the configuration; imp returns the sources' objects.

@@ -139,7 +139,7 @@ func (d *Daemon) build(conf *pjsip.Config) error {
 		return err
 	}
 	d.endpoints = endpoint.New(d.eng)
-	d.sinks = sink.NewGroup(sink.Config{Source: d.eng, Notice: d.log.Notice, Dial: d.cfg.SinkDial})
+	d.sinks = sink.NewGroup(sink.Config{Source: d.eng, Notice: d.log.Notice, Dial: d.cfg.SinkDial, Vouch: d.vouch})
 	if err := watchSinks(d.metrics, d.reg, d.sinks); err != nil {
 		return err
 	}
@@ -154,6 +154,21 @@ func (d *Daemon) build(conf *pjsip.Config) error {
 	}
 	d.http, err = newHTTPFront(d)
 	return err
+}
+
+// stalledAfter is how overdue the earliest probe may be before qualifyd
+// stops vouching for its verdicts: a running scheduler keeps it within
+// tens of milliseconds, even at a million contacts.
+const stalledAfter = 10 * time.Second
+
+// vouch is the sinks' check before each heartbeat: an error when the
+// scheduler is stuck, so that the routers fail open on verdicts that
+// are no longer being renewed.
+func (d *Daemon) vouch() error {
+	if late := d.eng.Counters().Overdue; late > cmp.Or(d.cfg.stalledAfter, stalledAfter) {
+		return fmt.Errorf("the earliest probe is %v overdue: qualifyd's scheduler is stalled and its verdicts are stale", late.Round(time.Second))
+	}
+	return nil
 }
 
 // orDiscard is w, or io.Discard when w is nil.

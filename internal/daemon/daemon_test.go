@@ -333,3 +333,35 @@ func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no series %s", name)
 	return 0
 }
+
+// TestVouchFailsWhenTheSchedulerIsStuck: a daemon whose engine does not
+// run (as a stuck scheduler) lets its first probes fall overdue, and
+// vouch then refuses the sinks' heartbeats with the reason; one whose
+// probes are not late yet vouches.
+func TestVouchFailsWhenTheSchedulerIsStuck(t *testing.T) {
+	conf := pbx07()
+	conf.MaxInitialQualifyTime = time.Millisecond
+	d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0", stalledAfter: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.prober.Close()
+	defer d.closeLogs()
+	if err := d.vouch(); err != nil {
+		t.Fatalf("a fresh daemon does not vouch: %v", err)
+	}
+	// The probes fall due within 1 ms and 100 ms later are overdue
+	// enough; the bound only stops a broken run.
+	bound := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for d.vouch() == nil {
+		if time.Now().After(bound) {
+			t.Fatalf("probes %v overdue and vouch still succeeds", d.eng.Counters().Overdue)
+		}
+		<-tick.C
+	}
+	if err := d.vouch(); !strings.Contains(err.Error(), "overdue: qualifyd's scheduler is stalled and its verdicts are stale") {
+		t.Fatalf("vouch: %v", err)
+	}
+}

@@ -185,6 +185,10 @@ type Counters struct {
 	// InFlight is the number of probes running now; Waiting the number of
 	// contacts waiting for their next probe.
 	InFlight, Waiting int
+	// Overdue is how long ago the earliest waiting probe fell due (zero
+	// when none is late): within milliseconds while the scheduler runs,
+	// growing while it is stuck.
+	Overdue time.Duration
 }
 
 // Counters returns the engine's totals.
@@ -194,6 +198,6 @@ func (e *Engine) Counters() Counters {
 		c.Probes[i] = e.probes[i].Load()
 	}
 	st := e.sched.Stats()
-	c.InFlight, c.Waiting = st.InFlight, st.Waiting
+	c.InFlight, c.Waiting, c.Overdue = st.InFlight, st.Waiting, st.Overdue
 	return c
 }

@@ -153,3 +153,26 @@ func TestVirtualEpoch(t *testing.T) {
 		t.Fatalf("started %+v, want item 1 due at %v", got, at)
 	}
 }
+
+// TestStatsOverdue: Overdue is how long ago the earliest waiting item
+// fell due, zero while nothing waiting is late, and back to zero once the
+// late items are started.
+func TestStatsOverdue(t *testing.T) {
+	m := newManual(Config{})
+	t0 := m.now
+	m.Set(1, t0.Add(2*time.Second))
+	m.Set(2, t0.Add(5*time.Second))
+	if st := m.Stats(); st.Overdue != 0 {
+		t.Fatalf("nothing due yet: overdue %v", st.Overdue)
+	}
+	m.now = t0.Add(12 * time.Second) // a loop that did not run for 12 s
+	if st := m.Stats(); st.Overdue != 10*time.Second {
+		t.Fatalf("overdue %v, want 10s (the earliest item's lateness)", st.Overdue)
+	}
+	if got := m.startAt(m.now); len(got) != 2 {
+		t.Fatalf("started %v", got)
+	}
+	if st := m.Stats(); st.Overdue != 0 || st.InFlight != 2 {
+		t.Fatalf("after the start: %+v", st)
+	}
+}

@@ -161,13 +161,24 @@ func (s *Scheduler) Due(id ID) (time.Time, bool) {
 type Stats struct {
 	Waiting  int // items in the queue
 	InFlight int // jobs running
+	// Overdue is how long ago the earliest waiting item fell due; zero
+	// when none is past due. A loop that runs keeps it within its
+	// coalescing window (and the in-flight bound's queue); one that is
+	// stuck lets it grow without bound.
+	Overdue time.Duration
 }
 
 // Stats returns the current load.
 func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Waiting: s.q.len(), InFlight: s.inFlight}
+	st := Stats{Waiting: s.q.len(), InFlight: s.inFlight}
+	if st.Waiting > 0 {
+		if late := s.now().Sub(s.epoch.Add(time.Duration(s.q.min().due))); late > 0 {
+			st.Overdue = late
+		}
+	}
+	return st
 }
 
 func (s *Scheduler) poke() {

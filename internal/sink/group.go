@@ -19,6 +19,10 @@ type Config struct {
 	Notice func(level slog.Level, msg string, attrs ...slog.Attr)
 	// Dial, if set, replaces the AMI drivers' network dial (tests).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Vouch, if set, is asked before every heartbeat whether qualifyd
+	// can vouch for its verdicts; an error withholds the heartbeat (the
+	// router fails open after failopen_after) and says why.
+	Vouch func() error
 }
 
 // Group is the daemon's sinks: built from the configuration, fed with
@@ -238,6 +242,7 @@ func (g *Group) reconciler(def *pjsip.Sink) *Reconciler {
 	}
 	r := newReconciler(def.Name, newDriver(def, g.cfg.Dial), iv, g.cfg.Notice, nil)
 	r.reasserts = def.Driver != "webhook"
+	r.vouch = g.cfg.Vouch
 	return r
 }
 

@@ -151,6 +151,11 @@ type Reconciler struct {
 	// router that reasserts routes calls, so each change of its
 	// confirmed levels is logged (see confirmed).
 	reasserts bool
+	// vouch, if set, is asked before every heartbeat (Config.Vouch);
+	// withheld is whether the last heartbeat was withheld, for logging
+	// the change only. Both are the loop goroutine's.
+	vouch    func() error
+	withheld bool
 
 	mu      sync.Mutex
 	objs    map[Key]object
@@ -476,6 +481,9 @@ func (r *Reconciler) ticks(ctx context.Context, tm *timers, resync, beat bool, s
 // an answer: logged, and the session goes on, so that a receiver that
 // refuses heartbeats still gets the changes.
 func (r *Reconciler) beat(ctx context.Context, hb heartbeater, step *int) error {
+	if r.withhold() {
+		return nil
+	}
 	err := hb.heartbeat(ctx)
 	var rej *Rejected
 	if errors.As(err, &rej) && rej.Drop {
@@ -487,6 +495,25 @@ func (r *Reconciler) beat(ctx context.Context, hb heartbeater, step *int) error 
 	}
 	r.succeeded(step)
 	return nil
+}
+
+// withhold reports whether qualifyd cannot vouch for its verdicts now,
+// so that no heartbeat tells the router they are fresh: a stalled
+// scheduler's verdicts are stale, and the router must fail open as if
+// qualifyd were gone. Each change is logged once.
+func (r *Reconciler) withhold() bool {
+	var err error
+	if r.vouch != nil {
+		err = r.vouch()
+	}
+	switch {
+	case err != nil && !r.withheld:
+		r.notice(slog.LevelError, "sink "+r.name+": heartbeat withheld: "+err.Error()+": the router fails open after failopen_after")
+	case err == nil && r.withheld:
+		r.notice(slog.LevelInfo, "sink "+r.name+": heartbeat resumed")
+	}
+	r.withheld = err != nil
+	return r.withheld
 }
 
 // requeue queues every object that needs a push: all known levels when

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -500,6 +502,56 @@ func TestBurstKeepsTheHeartbeat(t *testing.T) {
 		}
 		if len(f.beats) < 10 {
 			t.Fatalf("%d heartbeats over a 100 s burst, want at least 10: %v", len(f.beats), f.beats)
+		}
+	})
+}
+
+// TestHeartbeatWithheldWhileUnvouched: while Vouch fails (a stalled
+// scheduler) no heartbeat tells the router the verdicts are fresh, the
+// session goes on (pushes still go out), and each change is logged once.
+func TestHeartbeatWithheldWhileUnvouched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &beatingDriver{}
+		var notes []string
+		var stalled atomic.Bool
+		r := newReconciler("x", f, Intervals{Heartbeat: 10 * time.Second}, func(_ slog.Level, msg string, _ ...slog.Attr) {
+			if strings.Contains(msg, "heartbeat") {
+				notes = append(notes, msg)
+			}
+		}, half)
+		r.vouch = func() error {
+			if stalled.Load() {
+				return errors.New("the earliest probe is 11s overdue")
+			}
+			return nil
+		}
+		stop := start(t, r)
+		defer stop()
+		time.Sleep(time.Millisecond) // the connect's heartbeat
+		synctest.Wait()
+		stalled.Store(true)
+		time.Sleep(60 * time.Second)
+		r.Set(key("a"), Down, 0)
+		time.Sleep(2 * time.Second) // a push takes 1 s
+		synctest.Wait()
+		f.mu.Lock()
+		beats, pushes := len(f.beats), len(f.pushes)
+		f.mu.Unlock()
+		if beats != 1 || pushes != 1 {
+			t.Fatalf("stalled for 60 s: %d heartbeats (want the connect's only), %d pushes (want 1)", beats, pushes)
+		}
+		stalled.Store(false)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		f.mu.Lock()
+		beats = len(f.beats)
+		f.mu.Unlock()
+		if beats != 2 {
+			t.Fatalf("%d heartbeats after the stall ended, want 2", beats)
+		}
+		want := []string{"sink x: heartbeat withheld: the earliest probe is 11s overdue: the router fails open after failopen_after", "sink x: heartbeat resumed"}
+		if !slices.Equal(notes, want) {
+			t.Fatalf("log %q, want %q", notes, want)
 		}
 	})
 }
