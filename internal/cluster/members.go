@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// announcement is the value of a node's membership key.
+type announcement struct {
+	Since  time.Time `json:"since"`
+	Probes int       `json:"probes"`
+}
+
+// announce renews this node's membership every MemberTTL/3 until ctx
+// ends, then removes it, so that the others see it leave at once.
+func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue) {
+	for {
+		sent := time.Now()
+		next := c.member.renewAt(sent)
+		if c.renew(ctx, kv) {
+			c.mu.Lock()
+			c.memberSent = sent
+			c.mu.Unlock()
+		} else {
+			next = sent.Add(c.member.retry())
+		}
+		if !sleepUntil(ctx, next) {
+			break
+		}
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), c.member.ttl/3)
+	defer cancel()
+	_ = kv.Delete(dctx, c.cfg.Self)
+}
+
+// renew writes this node's membership key once.
+func (c *Cluster) renew(ctx context.Context, kv jetstream.KeyValue) bool {
+	c.mu.Lock()
+	a := announcement{Since: c.start, Probes: c.probes}
+	c.mu.Unlock()
+	b, _ := json.Marshal(a)
+	ctx, cancel := context.WithTimeout(ctx, c.member.ttl/3)
+	defer cancel()
+	_, err := kv.Put(ctx, c.cfg.Self, b)
+	return err == nil
+}
+
+// memberEntry records one entry of the members bucket and returns the
+// live nodes when they changed.
+func (c *Cluster) memberEntry(e jetstream.KeyValueEntry) ([]string, bool) {
+	name := e.Key()
+	if checkName(name) != nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := c.members[name].Up
+	m := Member{Name: name}
+	if removed(e) {
+		m.Since = time.Now()
+	} else {
+		var a announcement
+		if json.Unmarshal(e.Value(), &a) != nil {
+			return nil, false
+		}
+		m.Up, m.Since, m.Probes = true, a.Since, a.Probes
+	}
+	c.members[name] = m
+	if was == m.Up {
+		return nil, false
+	}
+	return c.liveLocked(), true
+}
+
+// liveLocked lists the members up; c.mu held.
+func (c *Cluster) liveLocked() []string {
+	var live []string
+	for name, m := range c.members {
+		if m.Up {
+			live = append(live, name)
+		}
+	}
+	slices.Sort(live)
+	return live
+}
+
+// watchMembers follows the members bucket and re-decides the verdicts
+// whenever the live nodes change; initial is called after the first pass.
+func (c *Cluster) watchMembers(ctx context.Context, kv jetstream.KeyValue, initial func()) {
+	watch(ctx, kv, func(e jetstream.KeyValueEntry) {
+		if live, changed := c.memberEntry(e); changed {
+			c.mu.Lock()
+			vs := c.tally.members(live)
+			c.mu.Unlock()
+			c.emit(vs)
+		}
+	}, initial)
+}
+
+// watchLease follows the lease key: the leader's name, and a wake-up for
+// the candidate when the key is removed.
+func (c *Cluster) watchLease(ctx context.Context, kv jetstream.KeyValue) {
+	watch(ctx, kv, func(e jetstream.KeyValueEntry) {
+		if e.Key() != leaseKey {
+			return
+		}
+		leader := string(e.Value())
+		if removed(e) {
+			leader = ""
+			select {
+			case c.vacant <- struct{}{}:
+			default:
+			}
+		}
+		c.mu.Lock()
+		c.leader = leader
+		c.mu.Unlock()
+	}, nil)
+}
