@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"sync"
 	"time"
@@ -114,12 +115,13 @@ func (c *Cluster) connect() error {
 		nats.ReconnectWait(c.member.retry())}
 	url := c.cfg.NATSURL
 	if url == "" {
-		srv, err := startServer(&c.cfg)
+		token := rand.Text()
+		srv, err := startServer(&c.cfg, token)
 		if err != nil {
 			return err
 		}
 		c.srv = srv
-		opts = append(opts, nats.InProcessServer(srv))
+		opts = append(opts, nats.InProcessServer(srv), nats.Token(token))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

@@ -18,22 +18,27 @@ const readyTimeout = 10 * time.Second
 
 // serverOptions are the embedded server's options: JetStream in Store,
 // named after the node, listening for routes on the node's route address
-// and routing to every other node's; no client listener (the node's own
-// client connects in-process), no signal handlers, no log of its own.
-func serverOptions(c *Config) (*server.Options, error) {
+// and routing to every other node's; no signal handlers, no log of its
+// own. The node's own client connects in-process; the server still needs
+// a client listener (it starts its routes once that is up), so it listens
+// on a random loopback port and requires token, a secret nobody else
+// learns.
+func serverOptions(c *Config, token string) (*server.Options, error) {
 	self := c.Nodes[c.index(c.Self)]
 	host, port, err := splitRoute(self.Route)
 	if err != nil {
 		return nil, err
 	}
 	o := &server.Options{
-		ServerName: c.Self,
-		DontListen: true,
-		JetStream:  true,
-		StoreDir:   c.Store,
-		NoSigs:     true,
-		NoLog:      true,
-		Cluster:    server.ClusterOpts{Name: clusterName, Host: host, Port: port},
+		ServerName:    c.Self,
+		Host:          "127.0.0.1",
+		Port:          server.RANDOM_PORT,
+		Authorization: token,
+		JetStream:     true,
+		StoreDir:      c.Store,
+		NoSigs:        true,
+		NoLog:         true,
+		Cluster:       server.ClusterOpts{Name: clusterName, Host: host, Port: port},
 	}
 	for _, n := range c.Nodes {
 		if n.Name != c.Self {
@@ -56,8 +61,8 @@ func splitRoute(route string) (string, int, error) {
 // startServer starts the node's embedded server and waits until its
 // route listener is up; its JetStream becomes usable once the cluster has
 // elected a meta leader, which Run waits for.
-func startServer(c *Config) (*server.Server, error) {
-	o, err := serverOptions(c)
+func startServer(c *Config, token string) (*server.Server, error) {
+	o, err := serverOptions(c, token)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: node %q: %w", c.Self, err)
 	}
