@@ -85,6 +85,7 @@ type Cluster struct {
 	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
 
 	leadingMu sync.Mutex // serialises the Leading hook
+	verdictMu sync.Mutex // serialises deciding and the Verdict hook, so that edges keep their order
 	closeOnce sync.Once
 }
 
@@ -225,15 +226,24 @@ func (c *Cluster) Status(contact string) qualify.Status {
 	return c.tally.status[contact]
 }
 
+// MaxContactLen bounds a contact's key: a NATS subject of more than 4 KiB
+// would close the connection, and base64 makes the key 4/3 as long.
+const MaxContactLen = 2048
+
 // Report publishes this node's status of a contact it probes. It never
 // blocks: the latest status of each contact waits for the publisher,
 // which retries until NATS takes it. NonQualified and Removed withdraw
-// the node's vote.
-func (c *Cluster) Report(contact string, s qualify.Status) {
+// the node's vote. It returns false, and publishes nothing, for a contact
+// key longer than MaxContactLen.
+func (c *Cluster) Report(contact string, s qualify.Status) bool {
+	if len(contact) > MaxContactLen {
+		return false
+	}
 	c.mu.Lock()
 	c.votesOut[contact] = s
 	c.mu.Unlock()
 	c.poke()
+	return true
 }
 
 // SetProbes sets how many contacts this node probes, announced with its
@@ -279,6 +289,18 @@ func (c *Cluster) queueUnrecorded() {
 			c.recordsOut[contact] = s
 		}
 	}
+}
+
+// decide runs f, which changes the tally under c.mu and returns the
+// verdicts it caused, and emits them; one decision at a time, so that the
+// hook sees the edges in the order they were decided.
+func (c *Cluster) decide(f func() []Verdict) {
+	c.verdictMu.Lock()
+	defer c.verdictMu.Unlock()
+	c.mu.Lock()
+	vs := f()
+	c.mu.Unlock()
+	c.emit(vs)
 }
 
 // emit hands the verdicts to the hook and, when this node leads, queues

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // testTTL is the member and lease TTL of the real-server tests.
@@ -194,4 +198,176 @@ func TestMembershipSeesThreeThenTwo(t *testing.T) {
 		}
 	}
 	waitFor(t, 2*testTTL, "c knows it is out", func() bool { return !nodes[2].c.View().InCluster })
+}
+
+func TestLeaseOneLeaderThenFailover(t *testing.T) {
+	nodes := startCluster(t, 3, Majority)
+	waitFor(t, 2*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
+	old := leaders(nodes)[0]
+	for _, n := range nodes {
+		waitFor(t, testTTL, n.cfg.Self+" sees the leader", func() bool { return n.c.View().Leader == old.cfg.Self })
+	}
+
+	old.killServer()
+	killed := time.Now()
+	old.c.mu.Lock()
+	oldDeadline := old.c.lease.deadline(old.c.heldSent) // no renewal succeeds after the kill
+	old.c.mu.Unlock()
+	var next *testNode
+	took := waitFor(t, 4*testTTL, "a new leader", func() bool {
+		for _, n := range leaders(nodes) {
+			if n != old {
+				next = n
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("new leader %s %v after the leader's server died (lease TTL %v)", next.cfg.Self, took, testTTL)
+	if old.c.Leading() || old.c.View().InCluster {
+		t.Errorf("the old leader still believes it leads or is in the cluster: %+v", old.c.View())
+	}
+	oldEdges, newEdges := old.leadingEdges(), next.leadingEdges()
+	gaveUp, took2 := oldEdges[len(oldEdges)-1], newEdges[len(newEdges)-1]
+	if gaveUp.leading || !took2.leading {
+		t.Fatalf("edges old %v new %v", oldEdges, newEdges)
+	}
+	// The old leader's Leading() is false from its deadline on; its hook
+	// follows within the renewal it was waiting for, and both come before
+	// the new leader takes the lease, which cannot expire before the old
+	// renewal's send time + TTL.
+	if !oldDeadline.Before(took2.at) || !gaveUp.at.Before(took2.at) {
+		t.Errorf("old deadline %v, old gave up %v, new took %v (after the kill)", oldDeadline.Sub(killed), gaveUp.at.Sub(killed), took2.at.Sub(killed))
+	}
+	t.Logf("after the kill: old deadline %v, old gave up %v, new took %v",
+		oldDeadline.Sub(killed), gaveUp.at.Sub(killed), took2.at.Sub(killed))
+	// The lease expires at most a TTL after the kill; if the dead server
+	// led the lease's stream, its replicas first elect a new stream leader.
+	if took > 2*testTTL {
+		t.Errorf("new leader after %v, want within the TTL %v and a stream leader election", took, testTTL)
+	}
+}
+
+func TestLostNATSKeepsOwnView(t *testing.T) {
+	nodes := startCluster(t, 3, Majority)
+	n := nodes[1]
+	n.c.Report("t/sip:10.0.0.1:5060", qualify.Reachable)
+	n.killServer()
+	waitFor(t, 2*testTTL, "b knows it is out", func() bool { return !n.c.View().InCluster })
+	v := n.c.View()
+	if v.Leading || n.c.Leading() || upCount(v) != 3 {
+		t.Errorf("view after losing NATS %+v: want not leading, the last members seen", v)
+	}
+	if !n.c.Report("t/sip:10.0.0.1:5060", qualify.Unreachable) {
+		t.Errorf("Report refused while NATS is lost")
+	}
+}
+
+// nextVerdict waits for the next verdict the observer o emits.
+func nextVerdict(t *testing.T, o *testNode, step int) Verdict {
+	t.Helper()
+	select {
+	case v := <-o.verdicts:
+		return v
+	case <-time.After(2 * testTTL):
+		t.Fatalf("step %d: no verdict on %s (status %v)", step, o.cfg.Self, o.c.tally.status)
+	}
+	return Verdict{}
+}
+
+// votesOf formats a verdict's votes as "a=R b=U c=-".
+func votesOf(v Verdict) string {
+	s := ""
+	for _, vt := range v.Votes {
+		l := "-"
+		switch vt.Status {
+		case qualify.Reachable:
+			l = "R"
+		case qualify.Unreachable:
+			l = "U"
+		}
+		s += fmt.Sprintf(" %s=%s", vt.Node, l)
+	}
+	return s
+}
+
+// TestVerdictQuorum runs vantage disagreements through the votes bucket:
+// each step reports one node's status; the observer (a) must emit
+// exactly the verdicts listed, in order, each with the votes that
+// decided it. A step that must not change the cluster's status is
+// followed by one that does, so that a wrong early verdict shows up as
+// the wrong next verdict.
+func TestVerdictQuorum(t *testing.T) {
+	type step struct {
+		node   int
+		status qualify.Status
+		// want is the verdict the step causes ("" none): the new status
+		// and the votes.
+		want string
+	}
+	tests := []struct {
+		q     Quorum
+		steps []step
+	}{
+		{Majority, []step{
+			{0, R, ""}, {1, R, "Reachable a=R b=R c=-"},
+			{0, U, ""}, {2, R, ""}, {1, U, "Unreachable a=U b=U c=R"},
+			{2, U, ""}, {0, R, ""}, {1, R, "Reachable a=R b=R c=U"},
+		}},
+		{All, []step{
+			{0, U, ""}, {1, U, ""}, {2, U, "Unreachable a=U b=U c=U"},
+			{1, R, "Reachable a=U b=R c=U"},
+		}},
+		{Any, []step{
+			{0, R, ""}, {1, R, ""}, {2, R, "Reachable a=R b=R c=R"},
+			{1, U, "Unreachable a=R b=U c=R"},
+			{1, R, "Reachable a=R b=R c=R"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.q.String(), func(t *testing.T) {
+			nodes := startCluster(t, 3, tt.q)
+			const contact = "trunk/sip:192.0.2.1:5060"
+			for i, s := range tt.steps {
+				nodes[s.node].c.Report(contact, s.status)
+				// The nodes publish on their own; wait until every node
+				// has the vote, so that the votes land in the steps' order.
+				for _, o := range nodes {
+					waitFor(t, testTTL, "the vote reaches "+o.cfg.Self, func() bool {
+						return o.vote(contact, nodes[s.node].cfg.Self) == s.status
+					})
+				}
+				if s.want == "" {
+					continue
+				}
+				v := nextVerdict(t, nodes[0], i)
+				if got := v.Status.String() + votesOf(sortedVotes(v)); v.Contact != contact || got != s.want {
+					t.Fatalf("step %d: verdict %q, want %q", i, got, s.want)
+				}
+			}
+			select {
+			case v := <-nodes[0].verdicts:
+				t.Errorf("a verdict no step caused: %+v", v)
+			default:
+			}
+			for _, n := range nodes {
+				if n.c.Status(contact) != nodes[0].c.Status(contact) {
+					t.Errorf("%s says %v, a says %v", n.cfg.Self, n.c.Status(contact), nodes[0].c.Status(contact))
+				}
+			}
+		})
+	}
+}
+
+// sortedVotes returns v with its votes in name order.
+func sortedVotes(v Verdict) Verdict {
+	slices.SortFunc(v.Votes, func(a, b Vote) int { return strings.Compare(a.Node, b.Node) })
+	return v
+}
+
+// vote is node's vote on contact as n has counted it.
+func (n *testNode) vote(contact, node string) qualify.Status {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	return n.c.tally.votes[contact][node]
 }

@@ -14,14 +14,15 @@ const (
 	leaseKey       = "leader"
 )
 
-// A key of the buckets is letters, digits and "-/_=."; a contact key
-// (AoR/URI) is anything, so it is stored as unpadded base64url (letters,
-// digits, '-' and '_'), whose alphabet has no '.', the separator of the
-// node's name in a vote's key.
+// A key of the buckets is letters, digits and "-/_=.", neither empty nor
+// starting or ending with '.'; a contact key (AoR/URI) is anything, so it
+// is stored as 'c' and its unpadded base64url (letters, digits, '-' and
+// '_'), whose alphabet has no '.', the separator of the node's name in a
+// vote's key. The 'c' keeps the empty contact a valid key.
 
 // contactKey encodes a contact's key for a bucket.
 func contactKey(contact string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(contact))
+	return "c" + base64.RawURLEncoding.EncodeToString([]byte(contact))
 }
 
 // voteKey is the key of node's vote on contact: CONTACT.NODE.
@@ -40,6 +41,10 @@ func parseVoteKey(key string) (contact, node string, ok bool) {
 
 // parseContactKey is contactKey's inverse.
 func parseContactKey(enc string) (string, bool) {
+	enc, ok := strings.CutPrefix(enc, "c")
+	if !ok {
+		return "", false
+	}
 	b, err := base64.RawURLEncoding.DecodeString(enc)
 	return string(b), err == nil
 }

@@ -93,10 +93,7 @@ func (c *Cluster) liveLocked() []string {
 func (c *Cluster) watchMembers(ctx context.Context, kv jetstream.KeyValue, initial func()) {
 	watch(ctx, kv, func(e jetstream.KeyValueEntry) {
 		if live, changed := c.memberEntry(e); changed {
-			c.mu.Lock()
-			vs := c.tally.members(live)
-			c.mu.Unlock()
-			c.emit(vs)
+			c.decide(func() []Verdict { return c.tally.members(live) })
 		}
 	}, initial)
 }

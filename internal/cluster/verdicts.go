@@ -51,12 +51,13 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 	if !ok {
 		return
 	}
-	c.mu.Lock()
-	v, changed := c.tally.vote(contact, node, statusOf(e))
-	c.mu.Unlock()
-	if changed {
-		c.emit([]Verdict{v})
-	}
+	s := statusOf(e)
+	c.decide(func() []Verdict {
+		if v, changed := c.tally.vote(contact, node, s); changed {
+			return []Verdict{v}
+		}
+		return nil
+	})
 }
 
 // statusOf is the status an entry holds: NonQualified for a removal or a
