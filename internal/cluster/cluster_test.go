@@ -42,7 +42,7 @@ func (n *testNode) leadingEdges() []edge {
 }
 
 // freePorts returns n route addresses on loopback that were free.
-func freePorts(t *testing.T, n int) []string {
+func freePorts(t testing.TB, n int) []string {
 	t.Helper()
 	var ls []net.Listener
 	var out []string
@@ -62,7 +62,7 @@ func freePorts(t *testing.T, n int) []string {
 
 // testConfigs returns the configuration of each of n nodes named a, b,
 // c..., on loopback, each with its own store.
-func testConfigs(t *testing.T, n int, q Quorum) []Config {
+func testConfigs(t testing.TB, n int, q Quorum) []Config {
 	t.Helper()
 	routes := freePorts(t, n)
 	var nodes []Node
@@ -81,7 +81,7 @@ func testConfigs(t *testing.T, n int, q Quorum) []Config {
 }
 
 // startNode starts one node and stops it at the test's end.
-func startNode(t *testing.T, cfg Config) *testNode {
+func startNode(t testing.TB, cfg Config) *testNode {
 	t.Helper()
 	n := &testNode{cfg: cfg, done: make(chan struct{}), verdicts: make(chan Verdict, 1024)}
 	hooks := Hooks{
@@ -150,7 +150,7 @@ const pollEvery = 10 * time.Millisecond
 
 // waitFor polls cond until it holds, failing the test after limit: the
 // real servers' timers run in real time.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	tick := time.NewTicker(pollEvery)
@@ -370,4 +370,38 @@ func (n *testNode) vote(contact, node string) qualify.Status {
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
 	return n.c.tally.votes[contact][node]
+}
+
+// TestRestartTakesVerdictsBack: a node restarted while the vantages
+// disagree reads the cluster's recorded status back before Ready, where
+// the votes alone would say nothing.
+func TestRestartTakesVerdictsBack(t *testing.T) {
+	nodes := startCluster(t, 3, Majority)
+	const contact = "trunk/sip:192.0.2.9:5060"
+	nodes[0].c.Report(contact, qualify.Unreachable)
+	nodes[1].c.Report(contact, qualify.Unreachable)
+	if v := nextVerdict(t, nodes[2], 0); v.Status != qualify.Unreachable {
+		t.Fatalf("verdict %+v", v)
+	}
+	nodes[1].c.Report(contact, qualify.Reachable) // a=U b=R c=-: stays Unreachable
+	waitFor(t, testTTL, "c counts b's new vote", func() bool { return nodes[2].vote(contact, "b") == qualify.Reachable })
+	waitFor(t, testTTL, "c sees the recorded verdict", func() bool {
+		nodes[2].c.mu.Lock()
+		defer nodes[2].c.mu.Unlock()
+		return nodes[2].c.recorded[contact] == qualify.Unreachable
+	})
+
+	nodes[2].stop()
+	again := startNode(t, nodes[2].cfg)
+	select {
+	case <-again.c.Ready():
+	case <-time.After(4 * testTTL):
+		t.Fatal("the restarted node is not ready")
+	}
+	if s := again.c.Status(contact); s != qualify.Unreachable {
+		t.Errorf("restarted c says %v, want the cluster's Unreachable", s)
+	}
+	if v := again.vote(contact, "a"); v != qualify.Unreachable {
+		t.Errorf("restarted c has a's vote %v", v)
+	}
 }
