@@ -25,7 +25,14 @@ func BenchmarkVerdictLatency(b *testing.B) {
 		waitFor(b, testTTL, "c counts a's vote", func() bool { return nodes[2].vote(contact, "a") == qualify.Unreachable })
 		start := time.Now()
 		nodes[1].c.Report(contact, qualify.Unreachable)
-		v := <-nodes[2].verdicts
+		var v Verdict
+		select {
+		case v = <-nodes[2].verdicts:
+		case <-time.After(2 * testTTL):
+			c := nodes[2].c
+			c.mu.Lock()
+			b.Fatalf("no verdict on c for %s: live %v votes %v status %v members %+v", contact, c.tally.live, c.tally.votes[contact], c.tally.status[contact], c.members)
+		}
 		lat = append(lat, time.Since(start))
 		if v.Contact != contact || v.Status != qualify.Unreachable {
 			b.Fatalf("verdict %+v", v)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -70,27 +71,39 @@ func (c *Cluster) bucketConfigs() []jetstream.KeyValueConfig {
 
 // watch feeds every entry of kv to each, from the latest value of every
 // key on, until ctx ends; a watch that closes (the connection went) is
-// started again. initial is called once, after the first pass over the
-// values the bucket held.
-func watch(ctx context.Context, kv jetstream.KeyValue, each func(jetstream.KeyValueEntry), initial func()) {
+// started again. passed is called at the end of each watch's first pass
+// over the values the bucket held, with the keys that pass saw: a key
+// removed while the node was away may have left no marker by then.
+func watch(ctx context.Context, kv jetstream.KeyValue, each func(jetstream.KeyValueEntry), passed func(seen map[string]bool)) {
 	for ctx.Err() == nil {
 		w, err := kv.WatchAll(ctx)
 		if err != nil {
 			sleepUntil(ctx, time.Now().Add(bucketRetry))
 			continue
 		}
+		seen := map[string]bool{}
 		for e := range w.Updates() {
-			if e == nil {
-				if initial != nil {
-					initial()
-					initial = nil
+			switch {
+			case e == nil && seen != nil:
+				passed(seen)
+				seen = nil
+			case e == nil:
+			default:
+				if seen != nil && !removed(e) {
+					seen[e.Key()] = true
 				}
-				continue
+				each(e)
 			}
-			each(e)
 		}
 		_ = w.Stop()
 	}
+}
+
+// once returns a passed function for watch that closes ch after the first
+// pass and does nothing else.
+func once(ch chan struct{}) func(map[string]bool) {
+	var o sync.Once
+	return func(map[string]bool) { o.Do(func() { close(ch) }) }
 }
 
 // removed reports whether an entry is a key's removal: a delete, a purge,

@@ -51,7 +51,8 @@ type View struct {
 	InCluster bool
 	// Leading is whether this node holds the lease now.
 	Leading bool
-	// Leader is the lease's holder as last seen, "" for none.
+	// Leader is the lease's holder as last seen, "" for none or when
+	// this node is not in the cluster (it cannot know).
 	Leader string
 	// Members are every configured node, in the file's order.
 	Members []Member
@@ -81,6 +82,7 @@ type Cluster struct {
 	probes     int
 	tally      *tally
 	recorded   map[string]qualify.Status // the verdicts bucket, as last seen
+	seeded     bool                      // the first pass over the verdicts bucket is done
 	votesOut   map[string]qualify.Status // this node's votes to publish, by contact
 	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
 
@@ -96,6 +98,9 @@ type Cluster struct {
 func New(cfg Config, hooks Hooks) (*Cluster, error) {
 	if err := cfg.checkNodes(); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := cfg.checkTimings(); err != nil || cfg.Vantages < 1 {
+		return nil, fmt.Errorf("cluster: the configuration was not finished (Config.Finish): %v", err)
 	}
 	c := &Cluster{cfg: cfg, hooks: hooks, lease: term{cfg.LeaseTTL}, member: term{cfg.MemberTTL},
 		start: time.Now(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1),
@@ -193,8 +198,11 @@ func (c *Cluster) View() View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	v := View{Self: c.cfg.Self, Leader: c.leader, Leading: c.leadingAt(now),
+	v := View{Self: c.cfg.Self, Leading: c.leadingAt(now),
 		InCluster: !c.memberSent.IsZero() && now.Before(c.member.deadline(c.memberSent))}
+	if v.InCluster {
+		v.Leader = c.leader
+	}
 	for _, n := range c.cfg.Nodes {
 		m := c.members[n.Name]
 		m.Name = n.Name

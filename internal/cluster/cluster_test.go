@@ -405,3 +405,33 @@ func TestRestartTakesVerdictsBack(t *testing.T) {
 		t.Errorf("restarted c has a's vote %v", v)
 	}
 }
+
+// TestJetStreamQuorumLostSurvivorAlone: with two of three servers dead,
+// the survivor's JetStream has no quorum: it leaves the cluster in its
+// own eyes, never leads, and keeps its last view.
+func TestJetStreamQuorumLostSurvivorAlone(t *testing.T) {
+	nodes := startCluster(t, 3, Majority)
+	waitFor(t, 2*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
+	var survivor *testNode
+	for _, n := range nodes {
+		if n.c.Leading() {
+			survivor = n // the hardest case: the leader survives
+		}
+	}
+	for _, n := range nodes {
+		if n != survivor {
+			n.killServer()
+		}
+	}
+	took := waitFor(t, 2*testTTL, "the survivor is alone", func() bool {
+		v := survivor.c.View()
+		return !v.InCluster && !v.Leading
+	})
+	t.Logf("the surviving leader stopped leading and left %v after losing two of three servers", took)
+	if e := survivor.leadingEdges(); len(e) == 0 || e[len(e)-1].leading {
+		t.Errorf("Leading hook edges %v, want the last one false", e)
+	}
+	if v := survivor.c.View(); v.Leader != "" || len(v.Members) != 3 {
+		t.Errorf("view %+v: want no leader known, every member listed", v)
+	}
+}

@@ -89,13 +89,34 @@ func (c *Cluster) liveLocked() []string {
 }
 
 // watchMembers follows the members bucket and re-decides the verdicts
-// whenever the live nodes change; initial is called after the first pass.
-func (c *Cluster) watchMembers(ctx context.Context, kv jetstream.KeyValue, initial func()) {
+// whenever the live nodes change; ready is closed after the first pass.
+func (c *Cluster) watchMembers(ctx context.Context, kv jetstream.KeyValue, ready chan struct{}) {
+	first := once(ready)
 	watch(ctx, kv, func(e jetstream.KeyValueEntry) {
 		if live, changed := c.memberEntry(e); changed {
 			c.decide(func() []Verdict { return c.tally.members(live) })
 		}
-	}, initial)
+	}, func(seen map[string]bool) {
+		if live, changed := c.pruneMembers(seen); changed {
+			c.decide(func() []Verdict { return c.tally.members(live) })
+		}
+		first(seen)
+	})
+}
+
+// pruneMembers marks down every member up that a watch's first pass did
+// not see, and returns the live nodes when they changed.
+func (c *Cluster) pruneMembers(seen map[string]bool) ([]string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := false
+	for name, m := range c.members {
+		if m.Up && !seen[name] {
+			c.members[name] = Member{Name: name, Since: time.Now()}
+			changed = true
+		}
+	}
+	return c.liveLocked(), changed
 }
 
 // watchLease follows the lease key: the leader's name, and a wake-up for
@@ -116,5 +137,11 @@ func (c *Cluster) watchLease(ctx context.Context, kv jetstream.KeyValue) {
 		c.mu.Lock()
 		c.leader = leader
 		c.mu.Unlock()
-	}, nil)
+	}, func(seen map[string]bool) {
+		if !seen[leaseKey] {
+			c.mu.Lock()
+			c.leader = ""
+			c.mu.Unlock()
+		}
+	})
 }

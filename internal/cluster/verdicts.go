@@ -18,8 +18,16 @@ import (
 func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets) {
 	var wg sync.WaitGroup
 	members, records := make(chan struct{}), make(chan struct{})
-	wg.Go(func() { c.watchMembers(ctx, b.members, func() { close(members) }) })
-	wg.Go(func() { watch(ctx, b.verdicts, c.recordEntry, func() { close(records) }) })
+	wg.Go(func() { c.watchMembers(ctx, b.members, members) })
+	wg.Go(func() {
+		first := once(records)
+		watch(ctx, b.verdicts, c.recordEntry, func(seen map[string]bool) {
+			c.mu.Lock()
+			c.seeded = true
+			c.mu.Unlock()
+			first(seen)
+		})
+	})
 	for _, ch := range []chan struct{}{members, records} {
 		select {
 		case <-ctx.Done():
@@ -28,11 +36,14 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets) {
 		case <-ch:
 		}
 	}
-	watch(ctx, b.votes, c.voteEntry, func() { close(c.ready) })
+	watch(ctx, b.votes, c.voteEntry, once(c.ready))
 	wg.Wait()
 }
 
-// recordEntry keeps an entry of the verdicts bucket.
+// recordEntry keeps an entry of the verdicts bucket; until the first pass
+// over the bucket ends it also seeds the tally, which decides on its own
+// from then on (a record is the leader's decision of a vote this node may
+// not have counted yet).
 func (c *Cluster) recordEntry(e jetstream.KeyValueEntry) {
 	contact, ok := parseContactKey(e.Key())
 	if !ok {
@@ -42,7 +53,9 @@ func (c *Cluster) recordEntry(e jetstream.KeyValueEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.recorded[contact] = s
-	c.tally.seed(contact, s)
+	if !c.seeded {
+		c.tally.seed(contact, s)
+	}
 }
 
 // voteEntry counts an entry of the votes bucket.
