@@ -241,8 +241,10 @@ const MaxContactLen = 2048
 // Report publishes this node's status of a contact it probes. It never
 // blocks: the latest status of each contact waits for the publisher,
 // which retries until NATS takes it. NonQualified and Removed withdraw
-// the node's vote. It returns false, and publishes nothing, for a contact
-// key longer than MaxContactLen.
+// the node's vote: the daemon withdraws it when the contact stops being
+// one this node probes (Probes turned false), so that no stale vote counts
+// if the node becomes its vantage again. It returns false, and publishes
+// nothing, for a contact key longer than MaxContactLen.
 func (c *Cluster) Report(contact string, s qualify.Status) bool {
 	if len(contact) > MaxContactLen {
 		return false

@@ -15,14 +15,15 @@
 //     renewed by its holder with compare-and-set on the revision, removed by
 //     the TTL when the holder stops renewing (lease.go).
 //   - qualifyd_votes: each vantage's status of each contact it probes, under
-//     key CONTACT.NODE (CONTACT in base64url, keys.go).
+//     key cCONTACT.NODE (CONTACT in unpadded base64url, keys.go).
 //   - qualifyd_verdicts: the cluster's status of each contact, written by the
 //     leader, read back by a node that restarts.
 //
 // The pure parts take no lock, goroutine or I/O and are table-tested:
 // [Config.Set] and [Config.Finish] (the [cluster] section), [Assign]
 // (rendezvous hashing of a contact over the live nodes), [Quorum.Decide]
-// (the vantage quorum rule) and the lease's deadline arithmetic.
+// (the vantage quorum rule), the tally that applies it per contact, and
+// the lease's deadline arithmetic.
 //
 // A [Cluster] runs them: [New] starts the embedded server (or nothing, with
 // nats_url) and [Cluster.Run] announces the node, campaigns for the lease,
