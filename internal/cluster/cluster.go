@@ -163,10 +163,11 @@ func (c *Cluster) Run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { c.announce(ctx, b.members) })
+	announced := make(chan struct{})
+	wg.Go(func() { c.announce(ctx, b.members, announced) })
 	wg.Go(func() { c.watchLease(ctx, b.lease) })
 	wg.Go(func() { c.publish(ctx, b) })
-	wg.Go(func() { c.watchVerdicts(ctx, b) })
+	wg.Go(func() { c.watchVerdicts(ctx, b, announced) })
 	wg.Go(func() {
 		l := &lease{t: c.lease, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant, set: c.setLeading}
 		l.run(ctx)

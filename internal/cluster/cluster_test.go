@@ -372,19 +372,21 @@ func (n *testNode) vote(contact, node string) qualify.Status {
 	return n.c.tally.votes[contact][node]
 }
 
-// TestRestartTakesVerdictsBack: a node restarted while the vantages
-// disagree reads the cluster's recorded status back before Ready, where
-// the votes alone would say nothing.
+// TestRestartTakesVerdictsBack: a node restarted while the votes alone
+// decide nothing (quorum=all: a and b say Unreachable, c has withdrawn)
+// reads the cluster's recorded Unreachable back before Ready; without
+// the record it would say NonQualified.
 func TestRestartTakesVerdictsBack(t *testing.T) {
-	nodes := startCluster(t, 3, Majority)
+	nodes := startCluster(t, 3, All)
 	const contact = "trunk/sip:192.0.2.9:5060"
-	nodes[0].c.Report(contact, qualify.Unreachable)
-	nodes[1].c.Report(contact, qualify.Unreachable)
+	for _, n := range nodes {
+		n.c.Report(contact, qualify.Unreachable)
+	}
 	if v := nextVerdict(t, nodes[2], 0); v.Status != qualify.Unreachable {
 		t.Fatalf("verdict %+v", v)
 	}
-	nodes[1].c.Report(contact, qualify.Reachable) // a=U b=R c=-: stays Unreachable
-	waitFor(t, testTTL, "c counts b's new vote", func() bool { return nodes[2].vote(contact, "b") == qualify.Reachable })
+	nodes[2].c.Report(contact, qualify.NonQualified) // a=U b=U c=-: stays Unreachable
+	waitFor(t, testTTL, "c's vote is withdrawn", func() bool { return nodes[0].vote(contact, "c") == qualify.NonQualified })
 	waitFor(t, testTTL, "c sees the recorded verdict", func() bool {
 		nodes[2].c.mu.Lock()
 		defer nodes[2].c.mu.Unlock()

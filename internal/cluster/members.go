@@ -16,8 +16,10 @@ type announcement struct {
 }
 
 // announce renews this node's membership every MemberTTL/3 until ctx
-// ends, then removes it, so that the others see it leave at once.
-func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue) {
+// ends, then removes it, so that the others see it leave at once. It
+// closes announced after the first renewal that succeeded.
+func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced chan struct{}) {
+	first := once(announced)
 	for {
 		sent := time.Now()
 		next := c.member.renewAt(sent)
@@ -25,6 +27,7 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue) {
 			c.mu.Lock()
 			c.memberSent = sent
 			c.mu.Unlock()
+			first(nil)
 		} else {
 			next = sent.Add(c.member.retry())
 		}

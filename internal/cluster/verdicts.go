@@ -11,11 +11,17 @@ import (
 )
 
 // watchVerdicts reads the cluster's state back, in the order the rule
-// needs it: the live members, then the recorded verdicts (each contact's
-// status while its vantages disagree), then the votes; Ready closes after
-// the votes' first pass. The three watches then follow their buckets
-// until ctx ends.
-func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets) {
+// needs it: once this node has announced itself (so that it counts among
+// the live members it decides with), the live members, then the recorded
+// verdicts (each contact's status while its vantages disagree), then the
+// votes; Ready closes after the votes' first pass. The three watches then
+// follow their buckets until ctx ends.
+func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan struct{}) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-announced:
+	}
 	var wg sync.WaitGroup
 	members, records := make(chan struct{}), make(chan struct{})
 	wg.Go(func() { c.watchMembers(ctx, b.members, members) })
