@@ -78,6 +78,16 @@ func (r *recorder) set(held bool, sent time.Time) {
 	}
 }
 
+// runLease runs a lease over f until stop, recording its edges.
+func runLease(t *testing.T, ttl time.Duration, f *fakeLease, vacant chan struct{}) (*recorder, func()) {
+	r := &recorder{}
+	l := &lease{t: term{ttl}, self: []byte("a"), kv: f, vacant: vacant, set: r.set}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { l.run(ctx); close(done) }()
+	return r, func() { cancel(); <-done }
+}
+
 // TestLeaseRenewsThenGivesUpAtDeadline: the holder renews every TTL/3;
 // when renewals hang it stops leading at the last renewal's send time +
 // 2/3 TTL, before the lease can expire at the earliest (send time + TTL).
@@ -85,11 +95,7 @@ func TestLeaseRenewsThenGivesUpAtDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = 6 * time.Second
 		f := &fakeLease{up: true}
-		r := &recorder{}
-		l := &lease{t: term{ttl}, self: []byte("a"), kv: f, vacant: make(chan struct{}), set: r.set}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { l.run(ctx); close(done) }()
+		r, stop := runLease(t, ttl, f, make(chan struct{}))
 		start := time.Now()
 
 		time.Sleep(ttl + ttl/6) // three renewals, at 2 s, 4 s and 6 s
@@ -117,8 +123,7 @@ func TestLeaseRenewsThenGivesUpAtDeadline(t *testing.T) {
 		if !lost.Before(lastSent.Add(ttl)) {
 			t.Errorf("stopped leading at %v, not before the lease can expire", lost.Sub(start))
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
 
@@ -128,11 +133,7 @@ func TestLeaseLostToRevisionMismatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = 3 * time.Second
 		f := &fakeLease{up: true}
-		r := &recorder{}
-		l := &lease{t: term{ttl}, self: []byte("a"), kv: f, vacant: make(chan struct{}), set: r.set}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { l.run(ctx); close(done) }()
+		r, stop := runLease(t, ttl, f, make(chan struct{}))
 		synctest.Wait()
 		f.mu.Lock()
 		f.rev = 99 // another node's term
@@ -146,8 +147,7 @@ func TestLeaseLostToRevisionMismatch(t *testing.T) {
 		if last.leading || !last.at.Equal(start.Add(ttl/3)) {
 			t.Errorf("last edge %+v at %v, want lost at the first renewal %v", last, last.at.Sub(start), ttl/3)
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
 
@@ -157,12 +157,8 @@ func TestLeaseCampaignWaitsForVacancy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = 6 * time.Second
 		f := &fakeLease{up: true, rev: 7}
-		r := &recorder{}
 		vacant := make(chan struct{}, 1)
-		l := &lease{t: term{ttl}, self: []byte("b"), kv: f, vacant: vacant, set: r.set}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { l.run(ctx); close(done) }()
+		r, stop := runLease(t, ttl, f, vacant)
 		time.Sleep(ttl / 6)
 		synctest.Wait()
 		f.mu.Lock()
@@ -177,7 +173,6 @@ func TestLeaseCampaignWaitsForVacancy(t *testing.T) {
 		if len(edges) != 1 || !edges[0].leading || !edges[0].at.Equal(start) {
 			t.Errorf("edges %v, want taken at once on the vacancy", edges)
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
