@@ -70,32 +70,58 @@ func (c *Cluster) bucketConfigs() []jetstream.KeyValueConfig {
 }
 
 // watch feeds every entry of kv to each, from the latest value of every
-// key on, until ctx ends; a watch that closes (the connection went) is
-// started again. passed is called at the end of each watch's first pass
-// over the values the bucket held, with the keys that pass saw: a key
-// removed while the node was away may have left no marker by then.
-func watch(ctx context.Context, kv jetstream.KeyValue, each func(jetstream.KeyValueEntry), passed func(seen map[string]bool)) {
+// key on, until ctx ends; a watch that closes (the connection went), or
+// that has stopped delivering, is started again. passed is called at the
+// end of each watch's first pass over the values the bucket held, with
+// the keys that pass saw: a key removed while the watch was away may have
+// left no marker by then. The members watch (members true) finds out
+// that watches have stopped delivering (membersStale) and has every
+// watch started again.
+func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, each func(jetstream.KeyValueEntry), passed func(seen map[string]bool), members bool) {
 	for ctx.Err() == nil {
 		w, err := kv.WatchAll(ctx)
 		if err != nil {
 			sleepUntil(ctx, time.Now().Add(bucketRetry))
 			continue
 		}
-		seen := map[string]bool{}
-		for e := range w.Updates() {
+		epoch := c.rewatches.Load()
+		stale := func() bool { return c.rewatches.Load() != epoch }
+		if members {
+			stale = func() bool { return c.membersStale() || c.rewatches.Load() != epoch }
+		}
+		follow(ctx, w, each, passed, stale)
+		_ = w.Stop()
+	}
+}
+
+// follow feeds one watch's entries until it closes, ctx ends or stale
+// holds (checked every bucketRetry).
+func follow(ctx context.Context, w jetstream.KeyWatcher, each func(jetstream.KeyValueEntry), passed func(map[string]bool), stale func() bool) {
+	tick := time.NewTicker(bucketRetry)
+	defer tick.Stop()
+	seen := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if stale() {
+				return
+			}
+		case e, ok := <-w.Updates():
 			switch {
+			case !ok:
+				return
 			case e == nil && seen != nil:
 				passed(seen)
 				seen = nil
-			case e == nil:
-			default:
+			case e != nil:
 				if seen != nil && !removed(e) {
 					seen[e.Key()] = true
 				}
 				each(e)
 			}
 		}
-		_ = w.Stop()
 	}
 }
 

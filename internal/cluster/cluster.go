@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -76,6 +77,7 @@ type Cluster struct {
 	mu         sync.Mutex // guards the fields below
 	members    map[string]Member
 	memberSent time.Time // send time of this node's last renewal that succeeded
+	selfSeen   time.Time // when the members watch last delivered this node's key
 	leader     string
 	held       bool
 	heldSent   time.Time
@@ -85,6 +87,8 @@ type Cluster struct {
 	seeded     bool                      // the first pass over the verdicts bucket is done
 	votesOut   map[string]qualify.Status // this node's votes to publish, by contact
 	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
+
+	rewatches atomic.Uint64 // counts the times every watch was started again
 
 	leadingMu sync.Mutex // serialises the Leading hook
 	verdictMu sync.Mutex // serialises deciding and the Verdict hook, so that edges keep their order

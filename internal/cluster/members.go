@@ -61,6 +61,9 @@ func (c *Cluster) memberEntry(e jetstream.KeyValueEntry) ([]string, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if name == c.cfg.Self {
+		c.selfSeen = time.Now()
+	}
 	was := c.members[name].Up
 	m := Member{Name: name}
 	if removed(e) {
@@ -95,7 +98,7 @@ func (c *Cluster) liveLocked() []string {
 // whenever the live nodes change; ready is closed after the first pass.
 func (c *Cluster) watchMembers(ctx context.Context, kv jetstream.KeyValue, ready chan struct{}) {
 	first := once(ready)
-	watch(ctx, kv, func(e jetstream.KeyValueEntry) {
+	c.watch(ctx, kv, func(e jetstream.KeyValueEntry) {
 		if live, changed := c.memberEntry(e); changed {
 			c.decide(func() []Verdict { return c.tally.members(live) })
 		}
@@ -104,7 +107,23 @@ func (c *Cluster) watchMembers(ctx context.Context, kv jetstream.KeyValue, ready
 			c.decide(func() []Verdict { return c.tally.members(live) })
 		}
 		first(seen)
-	})
+	}, true)
+}
+
+// membersStale reports whether the members watch has stopped delivering:
+// this node's own renewal, sent every MemberTTL/3 and succeeded, has not
+// come back through it for MemberTTL/2. An ordered consumer whose server
+// died can take longer than the removal markers live to notice; new
+// watches read the buckets afresh, so it counts a rewatch for them all.
+func (c *Cluster) membersStale() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.memberSent.IsZero() || c.selfSeen.IsZero() || c.memberSent.Sub(c.selfSeen) <= c.member.ttl/2 {
+		return false
+	}
+	c.selfSeen = c.memberSent // the new watch has MemberTTL/2 to deliver it
+	c.rewatches.Add(1)
+	return true
 }
 
 // pruneMembers marks down every member up that a watch's first pass did
@@ -125,7 +144,7 @@ func (c *Cluster) pruneMembers(seen map[string]bool) ([]string, bool) {
 // watchLease follows the lease key: the leader's name, and a wake-up for
 // the candidate when the key is removed.
 func (c *Cluster) watchLease(ctx context.Context, kv jetstream.KeyValue) {
-	watch(ctx, kv, func(e jetstream.KeyValueEntry) {
+	c.watch(ctx, kv, func(e jetstream.KeyValueEntry) {
 		if e.Key() != leaseKey {
 			return
 		}
@@ -146,5 +165,5 @@ func (c *Cluster) watchLease(ctx context.Context, kv jetstream.KeyValue) {
 			c.leader = ""
 			c.mu.Unlock()
 		}
-	})
+	}, false)
 }

@@ -27,12 +27,12 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 	wg.Go(func() { c.watchMembers(ctx, b.members, members) })
 	wg.Go(func() {
 		first := once(records)
-		watch(ctx, b.verdicts, c.recordEntry, func(seen map[string]bool) {
+		c.watch(ctx, b.verdicts, c.recordEntry, func(seen map[string]bool) {
 			c.mu.Lock()
 			c.seeded = true
 			c.mu.Unlock()
 			first(seen)
-		})
+		}, false)
 	})
 	for _, ch := range []chan struct{}{members, records} {
 		select {
@@ -42,7 +42,7 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 		case <-ch:
 		}
 	}
-	watch(ctx, b.votes, c.voteEntry, once(c.ready))
+	c.watch(ctx, b.votes, c.voteEntry, once(c.ready), false)
 	wg.Wait()
 }
 
