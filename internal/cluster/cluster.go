@@ -1,0 +1,340 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Hooks are what the Cluster tells the daemon, as edges. They are called
+// from the Cluster's goroutines, one at a time per hook, and must not
+// block: they hand the edge on (a channel, a reconciler's wake-up).
+type Hooks struct {
+	// Leading is called with true when this node takes the lease and
+	// with false when it stops leading: when a renewal failed until the
+	// local deadline, the lease was taken, or Run ends. Leading is the
+	// check to make before each push; this hook starts and stops the
+	// sinks.
+	Leading func(leading bool)
+	// Verdict is called on each change of the cluster's status of a
+	// contact.
+	Verdict func(Verdict)
+}
+
+// Member is one node as this node sees it.
+type Member struct {
+	// Name is the node's name.
+	Name string
+	// Up is whether its membership key is present.
+	Up bool
+	// Since is when it announced itself (up) or when this node saw it
+	// leave (down); zero for a node never seen.
+	Since time.Time
+	// Probes is how many contacts it said it probes.
+	Probes int
+}
+
+// View is the cluster as this node sees it.
+type View struct {
+	// Self is this node's name.
+	Self string
+	// InCluster is whether this node's membership was renewed within its
+	// deadline: false when it lost NATS or NATS lost its JetStream
+	// quorum, and then Members and Leader are the last ones seen.
+	InCluster bool
+	// Leading is whether this node holds the lease now.
+	Leading bool
+	// Leader is the lease's holder as last seen, "" for none or when
+	// this node is not in the cluster (it cannot know).
+	Leader string
+	// Members are every configured node, in the file's order.
+	Members []Member
+}
+
+// Cluster is one node of a cluster. New starts its embedded server, Run
+// takes part in the cluster until its context ends; the methods are
+// safe for concurrent use.
+type Cluster struct {
+	cfg    Config
+	hooks  Hooks
+	srv    *server.Server // nil with an external NATS
+	nc     *nats.Conn
+	lease  term
+	member term
+	start  time.Time
+	wake   chan struct{} // the publisher's, capacity 1
+	vacant chan struct{} // the candidate's, capacity 1
+	ready  chan struct{} // closed once the verdicts are read back
+
+	mu         sync.Mutex // guards the fields below
+	members    map[string]Member
+	memberSent time.Time // send time of this node's last renewal that succeeded
+	selfSeen   time.Time // when the members watch last delivered this node's key
+	leader     string
+	held       bool
+	heldSent   time.Time
+	probes     int
+	tally      *tally
+	recorded   map[string]qualify.Status // the verdicts bucket, as last seen
+	seeded     bool                      // the first pass over the verdicts bucket is done
+	votesOut   map[string]qualify.Status // this node's votes to publish, by contact
+	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
+
+	rewatches atomic.Uint64 // counts the times every watch was started again
+
+	leadingMu sync.Mutex // serialises the Leading hook
+	verdictMu sync.Mutex // serialises deciding and the Verdict hook, so that edges keep their order
+	closeOnce sync.Once
+}
+
+// New checks cfg (already Finished), starts the embedded NATS server
+// (none with cfg.NATSURL) and connects this node's client to it. It
+// fails before the node takes part when the route port is busy or NATS
+// refuses the connection; Run does the rest.
+func New(cfg Config, hooks Hooks) (*Cluster, error) {
+	if err := cfg.checkNodes(); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := cfg.checkTimings(); err != nil || cfg.Vantages < 1 {
+		return nil, fmt.Errorf("cluster: the configuration was not finished (Config.Finish): %v", err)
+	}
+	c := &Cluster{cfg: cfg, hooks: hooks, lease: term{cfg.LeaseTTL}, member: term{cfg.MemberTTL},
+		start: time.Now(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1),
+		ready: make(chan struct{}), members: map[string]Member{},
+		tally: newTally(cfg.Quorum, cfg.Vantages), recorded: map[string]qualify.Status{},
+		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}}
+	if err := c.connect(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// connect starts the embedded server if there is one and connects to
+// NATS, reconnecting forever.
+func (c *Cluster) connect() error {
+	opts := []nats.Option{nats.Name("qualifyd " + c.cfg.Self), nats.MaxReconnects(-1),
+		nats.ReconnectWait(c.member.retry())}
+	url := c.cfg.NATSURL
+	if url == "" {
+		token := rand.Text()
+		srv, err := startServer(&c.cfg, token)
+		if err != nil {
+			return err
+		}
+		c.srv = srv
+		opts = append(opts, nats.InProcessServer(srv), nats.Token(token))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("cluster: node %q: connect to NATS: %w", c.cfg.Self, err)
+	}
+	c.nc = nc
+	return nil
+}
+
+// Close closes the connection and stops the embedded server; Run calls
+// it on its way out. It is idempotent.
+func (c *Cluster) Close() {
+	c.closeOnce.Do(func() {
+		if c.nc != nil {
+			c.nc.Close()
+		}
+		if c.srv != nil {
+			c.srv.Shutdown()
+			c.srv.WaitForShutdown()
+		}
+	})
+}
+
+// Run takes part in the cluster until ctx ends: it creates the buckets
+// (waiting for JetStream), reads the verdicts back, then announces the
+// node, campaigns for the lease, publishes this node's votes and watches
+// everyone's. On the way out it stops leading, releases the lease and its
+// membership, and closes the node (Close). It returns ctx's error.
+func (c *Cluster) Run(ctx context.Context) error {
+	defer c.Close()
+	b, err := c.buckets(ctx)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	announced := make(chan struct{})
+	wg.Go(func() { c.announce(ctx, b.members, announced) })
+	wg.Go(func() { c.watchLease(ctx, b.lease) })
+	wg.Go(func() { c.publish(ctx, b) })
+	wg.Go(func() { c.watchVerdicts(ctx, b, announced) })
+	wg.Go(func() {
+		l := &lease{t: c.lease, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant, set: c.setLeading}
+		l.run(ctx)
+	})
+	wg.Wait()
+	return ctx.Err()
+}
+
+// Ready is closed once the node has read the cluster's verdicts back
+// (members, recorded verdicts and votes): before it, Verdicts is empty.
+func (c *Cluster) Ready() <-chan struct{} { return c.ready }
+
+// Leading reports whether this node holds the lease now: it took it and
+// its last successful renewal was sent less than 2/3 of the lease TTL
+// ago. Make this check right before each push.
+func (c *Cluster) Leading() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leadingAt(time.Now())
+}
+
+// leadingAt is Leading at now; c.mu held.
+func (c *Cluster) leadingAt(now time.Time) bool {
+	return c.held && now.Before(c.lease.deadline(c.heldSent))
+}
+
+// View returns the cluster as this node sees it now.
+func (c *Cluster) View() View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	v := View{Self: c.cfg.Self, Leading: c.leadingAt(now),
+		InCluster: !c.memberSent.IsZero() && now.Before(c.member.deadline(c.memberSent))}
+	if v.InCluster {
+		v.Leader = c.leader
+	}
+	for _, n := range c.cfg.Nodes {
+		m := c.members[n.Name]
+		m.Name = n.Name
+		v.Members = append(v.Members, m)
+	}
+	return v
+}
+
+// Vantages returns the live nodes that probe contact, as Assign does over
+// the members this node sees up.
+func (c *Cluster) Vantages(contact string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Assign(contact, c.tally.live, c.cfg.Vantages)
+}
+
+// Probes reports whether this node is one of contact's vantages.
+func (c *Cluster) Probes(contact string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Probes(contact, c.tally.live, c.cfg.Vantages, c.cfg.Self)
+}
+
+// Status returns the cluster's status of contact (NonQualified when it
+// has none).
+func (c *Cluster) Status(contact string) qualify.Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tally.status[contact]
+}
+
+// MaxContactLen bounds a contact's key: a NATS subject of more than 4 KiB
+// would close the connection, and base64 makes the key 4/3 as long.
+const MaxContactLen = 2048
+
+// Report publishes this node's status of a contact it probes. It never
+// blocks: the latest status of each contact waits for the publisher,
+// which retries until NATS takes it. NonQualified and Removed withdraw
+// the node's vote: the daemon withdraws it when the contact stops being
+// one this node probes (Probes turned false), so that no stale vote counts
+// if the node becomes its vantage again. It returns false, and publishes
+// nothing, for a contact key longer than MaxContactLen.
+func (c *Cluster) Report(contact string, s qualify.Status) bool {
+	if len(contact) > MaxContactLen {
+		return false
+	}
+	c.mu.Lock()
+	c.votesOut[contact] = s
+	c.mu.Unlock()
+	c.poke()
+	return true
+}
+
+// SetProbes sets how many contacts this node probes, announced with its
+// membership.
+func (c *Cluster) SetProbes(n int) {
+	c.mu.Lock()
+	c.probes = n
+	c.mu.Unlock()
+}
+
+// poke wakes the publisher.
+func (c *Cluster) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// setLeading is the lease's record of its state; it calls the Leading
+// hook on each edge and, on taking the lease, queues the verdicts the
+// bucket does not hold yet.
+func (c *Cluster) setLeading(held bool, sent time.Time) {
+	c.leadingMu.Lock()
+	defer c.leadingMu.Unlock()
+	c.mu.Lock()
+	edge := held != c.held
+	c.held, c.heldSent = held, sent
+	if edge && held {
+		c.queueUnrecorded()
+	}
+	c.mu.Unlock()
+	if edge && c.hooks.Leading != nil {
+		c.hooks.Leading(held)
+	}
+	c.poke()
+}
+
+// queueUnrecorded queues every status the verdicts bucket does not hold;
+// c.mu held.
+func (c *Cluster) queueUnrecorded() {
+	for contact, s := range c.tally.status {
+		if c.recorded[contact] != s {
+			c.recordsOut[contact] = s
+		}
+	}
+}
+
+// decide runs f, which changes the tally under c.mu and returns the
+// verdicts it caused, and emits them; one decision at a time, so that the
+// hook sees the edges in the order they were decided.
+func (c *Cluster) decide(f func() []Verdict) {
+	c.verdictMu.Lock()
+	defer c.verdictMu.Unlock()
+	c.mu.Lock()
+	vs := f()
+	c.mu.Unlock()
+	c.emit(vs)
+}
+
+// emit hands the verdicts to the hook and, when this node leads, queues
+// them for the verdicts bucket.
+func (c *Cluster) emit(vs []Verdict) {
+	if len(vs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.leadingAt(time.Now()) {
+		for _, v := range vs {
+			c.recordsOut[v.Contact] = v.Status
+		}
+	}
+	c.mu.Unlock()
+	c.poke()
+	if c.hooks.Verdict != nil {
+		for _, v := range vs {
+			c.hooks.Verdict(v)
+		}
+	}
+}

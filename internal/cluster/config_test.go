@@ -1,0 +1,122 @@
+package cluster
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestConfigSetErrors(t *testing.T) {
+	tests := []struct {
+		option, value, want string
+		sentinel            error
+	}{
+		{"nodes", "a@10.0.0.1:6222,a@10.0.0.2:6222", `invalid value: "a@10.0.0.2:6222": a node's name and route address appear once`, ErrValue},
+		{"nodes", "a@10.0.0.1:6222,b@10.0.0.1:6222", `invalid value: "b@10.0.0.1:6222": a node's name and route address appear once`, ErrValue},
+		{"nodes", "a.b@10.0.0.1:6222", `invalid value: "a.b@10.0.0.1:6222": a node's name has only letters, digits, '-' and '_'`, ErrValue},
+		{"nodes", "@10.0.0.1:6222", `invalid value: "@10.0.0.1:6222": a node's name has 1 to 64 characters`, ErrValue},
+		{"nodes", "a@10.0.0.1", `invalid value: "a@10.0.0.1": want host:port`, ErrValue},
+		{"nodes", "a@10.0.0.1:70000", `invalid value: "a@10.0.0.1:70000": port "70000" is not 1-65535`, ErrValue},
+		{"nodes", "a@10.0.0.1:6222,", `invalid value: "": a node's name has 1 to 64 characters`, ErrValue},
+		{"vantages", "0", `invalid value: "0": want a number of nodes, at least 1`, ErrValue},
+		{"vantages", "two", `invalid value: "two": want a number of nodes, at least 1`, ErrValue},
+		{"quorum", "most", `invalid value: "most": want majority, all or any`, ErrValue},
+		{"store", "", `invalid value: empty`, ErrValue},
+		{"nats_url", "nats.example.net:4222", `invalid value: "nats.example.net:4222": want nats://host:port`, ErrValue},
+		{"nats_url", "http://nats.example.net:4222", `invalid value: "http://nats.example.net:4222": scheme "http" is not nats, tls, ws or wss`, ErrValue},
+		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url`, ErrUnknownOption},
+	}
+	for _, tt := range tests {
+		t.Run(tt.option+"="+tt.value, func(t *testing.T) {
+			var c Config
+			err := c.Set(tt.option, tt.value)
+			if err == nil || err.Error() != tt.want || !errors.Is(err, tt.sentinel) {
+				t.Fatalf("Set(%q, %q) = %v, want %q (wrapping %v)", tt.option, tt.value, err, tt.want, tt.sentinel)
+			}
+		})
+	}
+}
+
+// set applies options in order, failing the test on an error.
+func set(t *testing.T, opts ...string) Config {
+	t.Helper()
+	var c Config
+	for i := 0; i < len(opts); i += 2 {
+		if err := c.Set(opts[i], opts[i+1]); err != nil {
+			t.Fatalf("Set(%q, %q): %v", opts[i], opts[i+1], err)
+		}
+	}
+	return c
+}
+
+func TestConfigFinishErrors(t *testing.T) {
+	three := "a@10.0.0.1:6222,b@10.0.1.1:6222,c@10.0.2.1:6222"
+	tests := []struct {
+		name string
+		opts []string
+		self string
+		want string
+	}{
+		{"no nodes", []string{"store", "/s"}, "a", "invalid value: nodes= is required: name@host:port of each node"},
+		{"no self", []string{"nodes", three, "store", "/s"}, "", "invalid value: the node's name is required (--node NAME, one of a,b,c)"},
+		{"self unknown", []string{"nodes", three, "store", "/s"}, "d", `invalid value: node "d" is not in nodes= (a,b,c)`},
+		{"too many vantages", []string{"vantages", "4", "nodes", three, "store", "/s"}, "a", "invalid value: vantages=4 is more than the 3 nodes"},
+		{"no store", []string{"nodes", three}, "a", "invalid value: store= is required for the embedded NATS server (or nats_url=)"},
+		{"store and url", []string{"nodes", "a,b", "store", "/s", "nats_url", "nats://n:4222"}, "a", "invalid value: store= is the embedded server's; with nats_url= nothing is embedded"},
+		{"no route", []string{"nodes", "a@10.0.0.1:6222,b", "store", "/s"}, "a", `invalid value: node "b" has no route address (name@host:port), which the embedded server needs`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := set(t, tt.opts...)
+			err := c.Finish(tt.self)
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrValue) {
+				t.Fatalf("Finish = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	tests := []struct {
+		nodes    string
+		vantages int
+	}{
+		{"a@h:1", 1},
+		{"a@h:1,b@h:2", 2},
+		{"a@h:1,b@h:2,c@h:3", 3},
+		{"a@h:1,b@h:2,c@h:3,d@h:4,e@h:5", 3},
+	}
+	for _, tt := range tests {
+		c := set(t, "nodes", tt.nodes, "store", "/var/lib/qualifyd/cluster")
+		if err := c.Finish("a"); err != nil {
+			t.Fatal(err)
+		}
+		if c.Vantages != tt.vantages || c.Quorum != Majority || c.MemberTTL != DefaultMemberTTL || c.LeaseTTL != DefaultLeaseTTL {
+			t.Errorf("%s: %+v, want vantages=%d, majority, default TTLs", tt.nodes, c, tt.vantages)
+		}
+		if want := min(3, tt.vantages); c.Replicas() != want {
+			t.Errorf("%s: replicas %d, want %d", tt.nodes, c.Replicas(), want)
+		}
+	}
+}
+
+func TestConfigIssueExample(t *testing.T) {
+	c := set(t, "nodes", "a@10.0.0.1:6222, b@10.0.1.1:6222, c@10.0.2.1:6222",
+		"vantages", "3", "quorum", "all", "store", "/var/lib/qualifyd/cluster")
+	if err := c.Finish("b"); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Nodes: []Node{{"a", "10.0.0.1:6222"}, {"b", "10.0.1.1:6222"}, {"c", "10.0.2.1:6222"}},
+		Self:  "b", Vantages: 3, Quorum: All, Store: "/var/lib/qualifyd/cluster",
+		MemberTTL: 6 * time.Second, LeaseTTL: 6 * time.Second,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got %+v\nwant %+v", c, want)
+	}
+	ext := set(t, "nodes", "a,b", "nats_url", "nats://n1:4222,tls://n2:4222")
+	if err := ext.Finish("a"); err != nil || ext.Nodes[1] != (Node{Name: "b"}) {
+		t.Fatalf("external NATS: %+v, %v", ext, err)
+	}
+}

@@ -1,0 +1,41 @@
+// Package cluster is membership, assignment, vantage quorum and the sink
+// lease of several qualifyd nodes, on NATS JetStream.
+//
+// Nothing here is a protocol of our own: the nodes meet in replicated
+// JetStream key-value buckets (an embedded nats-server per node, clustered
+// over routes, or an external NATS) and use what the buckets give: a TTL
+// that removes a key nobody renews, create-if-absent, compare-and-set on a
+// key's revision, and watches.
+//
+// Four buckets, each with min(3, nodes) replicas:
+//
+//   - qualifyd_members: one key per node, its name, renewed every MemberTTL/3;
+//     a node that stops renewing leaves when the bucket's TTL removes its key.
+//   - qualifyd_lease: the key "leader", created if absent by a candidate,
+//     renewed by its holder with compare-and-set on the revision, removed by
+//     the TTL when the holder stops renewing (lease.go).
+//   - qualifyd_votes: each vantage's status of each contact it probes, under
+//     key cCONTACT.NODE (CONTACT in unpadded base64url, keys.go).
+//   - qualifyd_verdicts: the cluster's status of each contact, written by the
+//     leader, read back by a node that restarts.
+//
+// The pure parts take no lock, goroutine or I/O and are table-tested:
+// [Config.Set] and [Config.Finish] (the [cluster] section), [Assign]
+// (rendezvous hashing of a contact over the live nodes), [Quorum.Decide]
+// (the vantage quorum rule), the tally that applies it per contact, and
+// the lease's deadline arithmetic.
+//
+// A [Cluster] runs them: [New] starts the embedded server (or nothing, with
+// nats_url) and [Cluster.Run] announces the node, campaigns for the lease,
+// publishes this node's votes and watches everyone's, until its context
+// ends. What the daemon reads: [Cluster.View] (members, leader, whether
+// this node is in the cluster), [Cluster.Leading] (whether this node may push
+// the sinks now), [Cluster.Vantages] (who probes a contact) and the [Hooks]
+// it is given (leadership and cluster-status edges).
+//
+// A node that loses NATS keeps running on its own view: its View says it is
+// not in the cluster, it is not leader, and its votes wait, coalesced per
+// contact, until NATS is back.
+//
+// Imports: qualify (the Status type), the NATS server and client.
+package cluster

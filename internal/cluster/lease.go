@@ -1,0 +1,161 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// term is the lease's arithmetic, pure. A renewal sent at t is stamped by
+// the server no earlier than t, so the lease it writes cannot expire
+// before t+ttl; its holder renews at t+ttl/3 and, failing that, stops
+// leading at t+ttl-ttl/3. The last third covers the rate difference of
+// two hosts' clocks and the time the daemon takes to stop its sinks, so
+// that no node acts as leader while another can hold the lease.
+type term struct{ ttl time.Duration }
+
+// renewAt is when a lease renewed at sent is renewed again.
+func (t term) renewAt(sent time.Time) time.Time { return sent.Add(t.ttl / 3) }
+
+// deadline is when a holder whose last renewal was sent at sent stops
+// leading.
+func (t term) deadline(sent time.Time) time.Time { return sent.Add(t.ttl - t.ttl/3) }
+
+// retry is the pause after a failed renewal or campaign attempt.
+func (t term) retry() time.Duration { return t.ttl / 12 }
+
+// leaseStore is what the lease uses of a bucket (a jetstream.KeyValue).
+type leaseStore interface {
+	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
+	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
+}
+
+// lease campaigns for and holds the leader key. Only its loop reads and
+// writes its fields; what others read goes through set.
+type lease struct {
+	t    term
+	self []byte
+	kv   leaseStore
+	// vacant wakes a candidate when the key is removed.
+	vacant <-chan struct{}
+	// set records whether the node holds the lease and since when its
+	// last renewal was sent; the Cluster keeps it under its lock.
+	set func(held bool, sent time.Time)
+	// rev is the revision of the key this node wrote last (0: not
+	// holding) and sent when that write was sent.
+	rev  uint64
+	sent time.Time
+}
+
+// run campaigns and renews until ctx ends, then releases the lease.
+func (l *lease) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if l.rev == 0 {
+			l.campaign(ctx)
+			continue
+		}
+		l.hold(ctx)
+	}
+	l.release()
+}
+
+// campaign tries to create the key; on failure it waits until the key is
+// removed or a retry period has passed.
+func (l *lease) campaign(ctx context.Context) {
+	sent := time.Now()
+	actx, cancel := context.WithTimeout(ctx, l.t.ttl/3)
+	rev, err := l.kv.Create(actx, leaseKey, l.self)
+	cancel()
+	if err == nil {
+		l.rev, l.sent = rev, sent
+		l.set(true, sent)
+		return
+	}
+	wait := l.t.ttl / 3
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		wait = l.t.retry()
+	}
+	select {
+	case <-ctx.Done():
+	case <-l.vacant:
+	case <-time.After(wait):
+	}
+}
+
+// hold renews the lease from its last renewal, sent at l.sent, until a
+// renewal fails past the deadline, the key is someone else's, or ctx
+// ends.
+func (l *lease) hold(ctx context.Context) {
+	next := l.t.renewAt(l.sent)
+	for {
+		deadline := l.t.deadline(l.sent)
+		if !sleepUntil(ctx, earlier(next, deadline)) {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			l.lose()
+			return
+		}
+		now := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		rev, err := l.kv.Update(rctx, leaseKey, l.self, l.rev)
+		cancel()
+		switch {
+		case err == nil:
+			l.rev, l.sent, next = rev, now, l.t.renewAt(now)
+			l.set(true, now)
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
+			l.lose()
+			return
+		default:
+			next = time.Now().Add(l.t.retry())
+		}
+	}
+}
+
+// lose stops leading and forgets the revision.
+func (l *lease) lose() {
+	l.set(false, time.Time{})
+	l.rev = 0
+}
+
+// release gives the lease up on the way out, so that another node takes
+// it at once instead of after the TTL; the key is only removed if it is
+// still this term's.
+func (l *lease) release() {
+	if l.rev == 0 {
+		return
+	}
+	rev := l.rev
+	l.lose()
+	ctx, cancel := context.WithTimeout(context.Background(), l.t.ttl/3)
+	defer cancel()
+	_ = l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(rev))
+}
+
+// sleepUntil waits until t or ctx's end; false when ctx ended.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// earlier is the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

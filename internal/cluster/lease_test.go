@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// fakeLease is a lease bucket in memory: Create and Update succeed while
+// up, and block until their context ends while down (a lost server).
+type fakeLease struct {
+	mu      sync.Mutex
+	up      bool
+	rev     uint64
+	updates int
+}
+
+func (f *fakeLease) wait(ctx context.Context) (bool, error) {
+	f.mu.Lock()
+	up := f.up
+	f.mu.Unlock()
+	if !up {
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	return true, nil
+}
+
+func (f *fakeLease) Create(ctx context.Context, _ string, _ []byte, _ ...jetstream.KVCreateOpt) (uint64, error) {
+	if _, err := f.wait(ctx); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rev != 0 {
+		return 0, jetstream.ErrKeyExists
+	}
+	f.rev = 1
+	return f.rev, nil
+}
+
+func (f *fakeLease) Update(ctx context.Context, _ string, _ []byte, rev uint64) (uint64, error) {
+	if _, err := f.wait(ctx); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if rev != f.rev {
+		return 0, jetstream.ErrKeyRevisionMismatch
+	}
+	f.rev++
+	f.updates++
+	return f.rev, nil
+}
+
+func (f *fakeLease) Delete(ctx context.Context, _ string, _ ...jetstream.KVDeleteOpt) error {
+	_, err := f.wait(ctx)
+	return err
+}
+
+// recorder keeps the lease's set calls with their times.
+type recorder struct {
+	mu    sync.Mutex
+	edges []edge
+	sent  time.Time
+}
+
+func (r *recorder) set(held bool, sent time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.edges = append(r.edges, edge{held, time.Now()})
+	if held {
+		r.sent = sent
+	}
+}
+
+// runLease runs a lease over f until stop, recording its edges.
+func runLease(t *testing.T, ttl time.Duration, f *fakeLease, vacant chan struct{}) (*recorder, func()) {
+	r := &recorder{}
+	l := &lease{t: term{ttl}, self: []byte("a"), kv: f, vacant: vacant, set: r.set}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { l.run(ctx); close(done) }()
+	return r, func() { cancel(); <-done }
+}
+
+// TestLeaseRenewsThenGivesUpAtDeadline: the holder renews every TTL/3;
+// when renewals hang it stops leading at the last renewal's send time +
+// 2/3 TTL, before the lease can expire at the earliest (send time + TTL).
+func TestLeaseRenewsThenGivesUpAtDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 6 * time.Second
+		f := &fakeLease{up: true}
+		r, stop := runLease(t, ttl, f, make(chan struct{}))
+		start := time.Now()
+
+		time.Sleep(ttl + ttl/6) // three renewals, at 2 s, 4 s and 6 s
+		synctest.Wait()
+		f.mu.Lock()
+		if f.updates != 3 {
+			t.Errorf("%d renewals in %v, want 3", f.updates, ttl+ttl/6)
+		}
+		f.up = false
+		f.mu.Unlock()
+		lastSent := start.Add(ttl)
+
+		time.Sleep(ttl)
+		synctest.Wait()
+		r.mu.Lock()
+		edges := append([]edge(nil), r.edges...)
+		r.mu.Unlock()
+		if len(edges) < 2 || !edges[0].leading || edges[len(edges)-1].leading {
+			t.Fatalf("edges %v, want taken then lost", edges)
+		}
+		lost := edges[len(edges)-1].at
+		if want := lastSent.Add(ttl - ttl/3); !lost.Equal(want) {
+			t.Errorf("stopped leading at %v, want %v (last renewal %v + 2/3 TTL)", lost.Sub(start), want.Sub(start), lastSent.Sub(start))
+		}
+		if !lost.Before(lastSent.Add(ttl)) {
+			t.Errorf("stopped leading at %v, not before the lease can expire", lost.Sub(start))
+		}
+		stop()
+	})
+}
+
+// TestLeaseLostToRevisionMismatch: a holder whose compare-and-set fails
+// (another node holds the key) stops leading at once.
+func TestLeaseLostToRevisionMismatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 3 * time.Second
+		f := &fakeLease{up: true}
+		r, stop := runLease(t, ttl, f, make(chan struct{}))
+		synctest.Wait()
+		f.mu.Lock()
+		f.rev = 99 // another node's term
+		f.mu.Unlock()
+		start := time.Now()
+		time.Sleep(ttl / 3)
+		synctest.Wait()
+		r.mu.Lock()
+		last := r.edges[len(r.edges)-1]
+		r.mu.Unlock()
+		if last.leading || !last.at.Equal(start.Add(ttl/3)) {
+			t.Errorf("last edge %+v at %v, want lost at the first renewal %v", last, last.at.Sub(start), ttl/3)
+		}
+		stop()
+	})
+}
+
+// TestLeaseCampaignWaitsForVacancy: a candidate whose Create finds the
+// key held tries again when the key is removed.
+func TestLeaseCampaignWaitsForVacancy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 6 * time.Second
+		f := &fakeLease{up: true, rev: 7}
+		vacant := make(chan struct{}, 1)
+		r, stop := runLease(t, ttl, f, vacant)
+		time.Sleep(ttl / 6)
+		synctest.Wait()
+		f.mu.Lock()
+		f.rev = 0
+		f.mu.Unlock()
+		start := time.Now()
+		vacant <- struct{}{}
+		synctest.Wait()
+		r.mu.Lock()
+		edges := append([]edge(nil), r.edges...)
+		r.mu.Unlock()
+		if len(edges) != 1 || !edges[0].leading || !edges[0].at.Equal(start) {
+			t.Errorf("edges %v, want taken at once on the vacancy", edges)
+		}
+		stop()
+	})
+}

@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"slices"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// Vote is one vantage's status of a contact; NonQualified when it has
+// published none.
+type Vote struct {
+	Node   string
+	Status qualify.Status
+}
+
+// Verdict is a change of the cluster's status of a contact, with the
+// votes of its live vantages that decided it.
+type Verdict struct {
+	// Contact is the contact's key, as the daemon reported it.
+	Contact string
+	// Status is the cluster's new status, From its previous one.
+	Status, From qualify.Status
+	// Votes are the contact's live vantages, in assignment order.
+	Votes []Vote
+}
+
+// tally is the cluster's verdicts, pure: the votes of every node, the
+// live nodes, and the cluster's status of each contact. Each method
+// returns the changes it causes. The Cluster holds its lock around it.
+type tally struct {
+	q        Quorum
+	vantages int
+	live     []string // sorted
+	votes    map[string]map[string]qualify.Status
+	status   map[string]qualify.Status
+}
+
+// newTally returns an empty tally.
+func newTally(q Quorum, vantages int) *tally {
+	return &tally{q: q, vantages: vantages,
+		votes: map[string]map[string]qualify.Status{}, status: map[string]qualify.Status{}}
+}
+
+// seed sets the cluster's status of contact as the cluster last recorded
+// it, unless this node has already decided one: the status a contact
+// keeps while its vantages disagree.
+func (t *tally) seed(contact string, s qualify.Status) {
+	if _, ok := t.status[contact]; !ok {
+		t.status[contact] = s
+	}
+}
+
+// vote records node's status of contact; NonQualified and Removed remove
+// the vote.
+func (t *tally) vote(contact, node string, s qualify.Status) (Verdict, bool) {
+	vs := t.votes[contact]
+	if s == qualify.Reachable || s == qualify.Unreachable {
+		if vs == nil {
+			vs = map[string]qualify.Status{}
+			t.votes[contact] = vs
+		}
+		vs[node] = s
+	} else {
+		delete(vs, node)
+	}
+	return t.decide(contact)
+}
+
+// members replaces the live nodes and returns the contacts whose status
+// that changes.
+func (t *tally) members(live []string) []Verdict {
+	t.live = slices.Sorted(slices.Values(live))
+	var out []Verdict
+	for contact := range t.votes {
+		if v, ok := t.decide(contact); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// decide applies the quorum rule to contact's live vantages.
+func (t *tally) decide(contact string) (Verdict, bool) {
+	nodes := Assign(contact, t.live, t.vantages)
+	v := Verdict{Contact: contact, From: t.status[contact], Votes: make([]Vote, len(nodes))}
+	votes := make([]qualify.Status, len(nodes))
+	for i, n := range nodes {
+		votes[i] = t.votes[contact][n]
+		v.Votes[i] = Vote{n, votes[i]}
+	}
+	v.Status = t.q.Decide(len(nodes), votes, v.From)
+	if v.Status == v.From {
+		return v, false
+	}
+	t.status[contact] = v.Status
+	return v, true
+}
