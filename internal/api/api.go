@@ -289,3 +289,44 @@ type Source struct {
 	Errors    uint64 `json:"errors"`
 	LastError string `json:"last_error"`
 }
+
+// Cluster is GET /api/v1/cluster: this node's view of the cluster it is
+// a node of (see "Running several nodes" in the README).
+type Cluster struct {
+	// Node is this node's name (run --node).
+	Node string `json:"node"`
+	// InCluster is false while this node has lost NATS, or NATS its
+	// JetStream quorum: it then serves its own view and pushes nothing.
+	InCluster bool `json:"in_cluster"`
+	// Leading is whether this node holds the lease and runs the sinks;
+	// Leader is the holder as last seen, "" for none or when not in the
+	// cluster.
+	Leading bool   `json:"leading"`
+	Leader  string `json:"leader"`
+	// Quorum and Vantages are the rule in force: majority, all or any of
+	// the vantages, and how many nodes probe each contact.
+	Quorum   string `json:"quorum"`
+	Vantages int    `json:"vantages"`
+	// Members are every configured node, in the file's order.
+	Members []ClusterMember `json:"members"`
+	// Disagree names the nodes whose configuration assigns other AoRs
+	// than the leader's (a file not yet reloaded everywhere).
+	Disagree []string `json:"disagree"`
+}
+
+// ClusterMember is one configured node.
+type ClusterMember struct {
+	Name string `json:"name"`
+	// Up is whether the node renews its membership; Since is when it
+	// joined (up) or was seen leaving (down), null if never seen.
+	Up    bool `json:"up"`
+	Since Time `json:"since"`
+	// Probes counts the contacts it probes.
+	Probes int `json:"probes"`
+}
+
+// Vote is one vantage's status of a contact, in cluster mode.
+type Vote struct {
+	Node   string `json:"node"`
+	Status string `json:"status"`
+}
