@@ -173,7 +173,11 @@ func (k *Keeper) readOne(ctx context.Context, src *pjsip.Source, force bool) ([]
 	return list, nil
 }
 
-// read reads src once with its driver.
+// read reads src once with its driver, and checks every value as the
+// same option in a file is checked, whatever the driver: a list with a
+// broken value (a destination that is no SIP URI, a row Asterisk would
+// refuse) fails the read, counted, and the last good list stays, rather
+// than failing every reload it would be applied in.
 func (k *Keeper) read(ctx context.Context, src *pjsip.Source) ([]pjsip.Object, error) {
 	newDriver := k.Driver
 	if newDriver == nil {
@@ -183,7 +187,14 @@ func (k *Keeper) read(ctx context.Context, src *pjsip.Source) ([]pjsip.Object, e
 	if err != nil {
 		return nil, err
 	}
-	return d.Read(ctx)
+	objs, err := d.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := pjsip.CheckObjects(objs); err != nil {
+		return nil, errors.New(pjsip.Brief(err))
+	}
+	return objs, nil
 }
 
 // shrink is the source's own shrink guard (qualify-semantics §8's rule

@@ -188,3 +188,24 @@ func TestRealtimeKept(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenValueFailsTheRead: a list whose value an option refuses (a
+// dispatcher destination that is no SIP URI) fails the read, whatever
+// the driver, so the last good list stays and the source is down.
+func TestBrokenValueFailsTheRead(t *testing.T) {
+	f := &fakeDriver{list: aors(3)}
+	k := newKeeper(t, f)
+	if _, err := k.readOne(context.Background(), edge, false); err != nil {
+		t.Fatal(err)
+	}
+	f.list = aors(3)
+	f.list[1].Options[0].Value = "sip:[bad"
+	f.list[1].File, f.list[1].Line = "http://127.0.0.1:5071/RPC dispatcher.list", 2
+	_, err := k.readOne(context.Background(), edge, false)
+	if err == nil || !strings.Contains(err.Error(), `section "gw1": option "contact"`) {
+		t.Fatalf("broken contact: %v", err)
+	}
+	if st := k.Status(); len(st) != 1 || st[0].Up || st[0].Errors != 1 {
+		t.Fatalf("status %+v", st)
+	}
+}

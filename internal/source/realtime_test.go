@@ -56,11 +56,7 @@ func realtimeSource(dsn string) *pjsip.Source {
 
 func readRealtime(t *testing.T, dsn string) ([]pjsip.Object, error) {
 	t.Helper()
-	d, err := New(realtimeSource(dsn))
-	if err != nil {
-		return nil, err
-	}
-	return d.Read(context.Background())
+	return (&Keeper{}).read(context.Background(), realtimeSource(dsn))
 }
 
 // TestRealtimePostgres: the driver reads Asterisk's tables from a real
