@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -146,7 +148,9 @@ func TestClusterRoute(t *testing.T) {
 func TestNotClusterUnchanged(t *testing.T) {
 	no := Config{Version: "test",
 		Cluster: func() (api.Cluster, bool) { return api.Cluster{}, false },
-		Votes:   func(string, string) (qualify.Status, []api.Vote, bool) { return qualify.Reachable, []api.Vote{{Node: "a"}}, false },
+		Votes: func(string, string) (qualify.Status, []api.Vote, bool) {
+			return qualify.Reachable, []api.Vote{{Node: "a"}}, false
+		},
 	}
 	for _, tt := range []struct{ name, target string }{
 		{"contacts.golden", "/api/v1/contacts"},
@@ -228,4 +232,58 @@ func TestPageCluster(t *testing.T) {
 			t.Errorf("page of the leader:\n%s", page)
 		}
 	})
+}
+
+// TestBrowserClusterVotes: in cluster mode the page shows the cluster
+// tile, and an AoR's page a dot per vantage; when this node's peer dies
+// its own dot turns Unreachable on the open page, from the event stream,
+// while the cluster's status, held by the two other vantages, stays
+// Reachable.
+func TestBrowserClusterVotes(t *testing.T) {
+	view := api.Cluster{Node: "a", InCluster: true, Leader: "b", Quorum: "majority", Vantages: 3,
+		Members: []api.ClusterMember{{Name: "a", Up: true}, {Name: "b", Up: true}, {Name: "c", Up: true}}}
+	s := startSiteWith(t, func(e *engine.Engine) Config {
+		return Config{
+			Cluster: func() (api.Cluster, bool) { return view, true },
+			Votes:   func(aor, uri string) (qualify.Status, []api.Vote, bool) { return majority(e, aor, uri) },
+		}
+	}, "alpha")
+	b := newBrowser(t, 1280, 900)
+	b.do(chromedp.Navigate(s.url+"/"), wait(`.tile[data-cluster]`))
+	if got := b.text(`.tile[data-cluster]`); got != "✓ in cluster 3 of 3 nodes up · leader b" {
+		t.Errorf("cluster tile %q", got)
+	}
+	alpha := `.detail[data-aor="alpha"]`
+	b.do(chromedp.Navigate(s.url+"/aors/alpha"), wait(alpha+` .vote.v-Reachable`), wait(`#live.on`))
+	if n := b.count(alpha + ` .vote.v-Reachable`); n != 3 {
+		t.Errorf("%d Reachable votes, want 3", n)
+	}
+	s.peers["alpha"].dead.Store(true)
+	b.do(wait(alpha + ` .vote.v-Unreachable`))
+	dots := eval[string](b, `Array.from(document.querySelectorAll('.detail .vote'), e => e.textContent + ':' + e.className).join(' ')`)
+	if dots != "a:vote v-Unreachable b:vote v-Reachable c:vote v-Reachable" {
+		t.Errorf("votes %q", dots)
+	}
+	if got := b.text(alpha + ` td.cluster .c-Reachable`); got != "Reachable" {
+		t.Errorf("cluster status %q, want Reachable", got)
+	}
+	t.Logf("screenshot %s", b.screenshot(t.ArtifactDir(), "cluster-votes.png"))
+	b.noErrors()
+}
+
+// majority is a cluster of a, b and c where a is this node (its vote is
+// the engine's status of the contact) and b and c say Reachable: a
+// majority, so the cluster's status is Reachable whatever a says.
+func majority(e *engine.Engine, aor, uri string) (qualify.Status, []api.Vote, bool) {
+	a, ok := e.AoR(aor)
+	if !ok {
+		return 0, nil, false
+	}
+	for _, c := range a.Contacts {
+		if c.URI == uri {
+			return qualify.Reachable, []api.Vote{{Node: "a", Status: c.Status.String()},
+				{Node: "b", Status: "Reachable"}, {Node: "c", Status: "Reachable"}}, true
+		}
+	}
+	return 0, nil, false
 }
