@@ -124,15 +124,5 @@ func TestShowClusterCommand(t *testing.T) {
 // TestREADMEShowCluster: the README's show cluster example is the
 // command's output (testdata/show_cluster.golden).
 func TestREADMEShowCluster(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden, err := os.ReadFile("testdata/show_cluster.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(readme), "$ qualifyd show cluster\n"+strings.TrimRight(string(golden), "\n")+"\n```") {
-		t.Errorf("README's show cluster example is not testdata/show_cluster.golden:\n%s", golden)
-	}
+	readmeExample(t, "qualifyd show cluster", "show_cluster.golden")
 }

@@ -86,15 +86,24 @@ func threeNodes() *fakeCluster {
 // contacts of the listings and of one AoR: each carries the cluster's
 // status and its votes, but a contact the cluster does not know (gw3).
 func TestClusterGolden(t *testing.T) {
-	for _, tt := range []struct{ name, target string }{
+	checkGETs(t, func() Config { return threeNodes().config(Config{Version: "test"}) }, []goldenGET{
 		{"cluster.golden", "/api/v1/cluster"},
 		{"contacts_cluster.golden", "/api/v1/contacts"},
 		{"aor_cluster.golden", "/api/v1/aors/carrier"},
 		{"aors_cluster.golden", "/api/v1/aors?limit=1"},
-	} {
+	})
+}
+
+// goldenGET is a GET target and the golden file of its reply.
+type goldenGET struct{ name, target string }
+
+// checkGETs checks each GET's reply in the reference scenario at 9 s,
+// served with the configuration cfg returns, against its golden file.
+func checkGETs(t *testing.T, cfg func() Config, gets []goldenGET) {
+	for _, tt := range gets {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				v := scenarioEnv(t, threeNodes().config(Config{Version: "test"}))
+				v := scenarioEnv(t, cfg())
 				checkGolden(t, tt.name, response(t, v.do("GET", tt.target)))
 			})
 		})
@@ -152,20 +161,13 @@ func TestNotClusterUnchanged(t *testing.T) {
 			return qualify.Reachable, []api.Vote{{Node: "a"}}, false
 		},
 	}
-	for _, tt := range []struct{ name, target string }{
+	checkGETs(t, func() Config { return no }, []goldenGET{
 		{"contacts.golden", "/api/v1/contacts"},
 		{"aors.golden", "/api/v1/aors"},
 		{"aor.golden", "/api/v1/aors/backup"},
 		{"page.golden", "/"},
 		{"page_aor.golden", "/aors/carrier"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				v := scenarioEnv(t, no)
-				checkGolden(t, tt.name, response(t, v.do("GET", tt.target)))
-			})
-		})
-	}
+	})
 }
 
 // TestVotesOncePerContact: a full listing asks the Votes hook once per
