@@ -16,21 +16,23 @@ import (
 )
 
 // runShow is `qualifyd show contacts|aors|endpoints|sinks [NAME]|history
-// AOR`: Asterisk's `pjsip show contacts` / `pjsip show aors` tables from
-// a running daemon, with the failure counters and next probe time
-// appended, the endpoints' availability with their AoRs, the sinks' state
-// (one sink's objects with NAME), and an AoR's status changes. `show
-// contacts --stats` appends the contacts' running statistics.
+// AOR|cluster`: Asterisk's `pjsip show contacts` / `pjsip show aors`
+// tables from a running daemon, with the failure counters and next probe
+// time appended, the endpoints' availability with their AoRs, the sinks'
+// state (one sink's objects with NAME), an AoR's status changes, and the
+// cluster. `show contacts --stats` appends the contacts' running
+// statistics; in cluster mode `show contacts` appends the cluster's
+// status and the votes.
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var stats, pending bool
-	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints|sinks [NAME [--pending]]|history AOR [--http ADDR]", args, stderr, func(pos []string) bool {
+	c, pos, code := parseClient("show", "contacts [--stats]|aors|endpoints|sinks [NAME [--pending]]|history AOR|cluster [--http ADDR]", args, stderr, func(pos []string) bool {
 		switch {
 		case len(pos) == 2:
 			return (pos[0] == "history" && !pending || pos[0] == "sinks") && !stats
 		case len(pos) != 1 || pending:
 			return false
 		}
-		return pos[0] == "contacts" || !stats && (pos[0] == "aors" || pos[0] == "endpoints" || pos[0] == "sinks")
+		return pos[0] == "contacts" || !stats && (pos[0] == "aors" || pos[0] == "endpoints" || pos[0] == "sinks" || pos[0] == "cluster")
 	}, func(fs *flag.FlagSet) {
 		fs.BoolVar(&pending, "pending", false, "show sinks NAME: only the objects the router has not taken")
 		fs.BoolVar(&stats, "stats", false, "show contacts: add the RTT statistics (SRTT, RTTVAR, min, max), the loss over the last 100 probes and the probe and failure totals")
@@ -44,6 +46,8 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = showStats(ctx, c, stdout, time.Now())
 	case pos[0] == "history":
 		err = showHistory(ctx, c, pos[1], stdout)
+	case pos[0] == "cluster":
+		err = showCluster(ctx, c, stdout, time.Now())
 	case len(pos) == 2:
 		err = showSink(ctx, c, pos[1], pending, stdout, time.Now())
 	default:
@@ -94,6 +98,10 @@ func nameWidth(cs []api.Contact) int {
 }
 
 func printContacts(w io.Writer, cs []api.Contact, now time.Time) {
+	if clusterMode(cs) {
+		printWide(w, cs, now, clusterHeader, clusterColumns)
+		return
+	}
 	width := nameWidth(cs)
 	fmt.Fprintf(w, "\n"+contactHeader, strings.Repeat(".", width-14))
 	fmt.Fprintln(w, strings.Repeat("=", width+50))
@@ -281,18 +289,25 @@ func contactRow(prefix string, c api.Contact, width int, now time.Time) string {
 // shortStatus is Asterisk's short status label; latency-only contacts that
 // failed show as Unavail* (still routable).
 func shortStatus(c api.Contact) string {
-	switch c.Status {
+	if c.Status == "Unreachable" && c.Routable {
+		return "Unavail*"
+	}
+	return shortLabel(c.Status)
+}
+
+// shortLabel is Asterisk's short label of a status, "-" for none.
+func shortLabel(status string) string {
+	switch status {
 	case "Reachable":
 		return "Avail"
 	case "Unreachable":
-		if c.Routable {
-			return "Unavail*"
-		}
 		return "Unavail"
 	case "NonQualified":
 		return "NonQual"
+	case "":
+		return "-"
 	}
-	return c.Status
+	return status
 }
 
 func nextIn(t api.Time, now time.Time) string {
@@ -322,6 +337,19 @@ func showStats(ctx context.Context, c *apiClient, w io.Writer, now time.Time) er
 		return err
 	}
 	cs := body.Contacts
+	if clusterMode(cs) {
+		printWide(w, cs, now, statsHeader+clusterHeader, func(c *api.Contact) string {
+			return statsColumns(&c.Stats) + clusterColumns(c)
+		})
+		return nil
+	}
+	printWide(w, cs, now, statsHeader, func(c *api.Contact) string { return statsColumns(&c.Stats) })
+	return nil
+}
+
+// printWide prints the contacts table with the columns extra gives each
+// contact, headed by head, after Asterisk's.
+func printWide(w io.Writer, cs []api.Contact, now time.Time, head string, extra func(*api.Contact) string) {
 	width := nameWidth(cs)
 	rows := make([]string, len(cs))
 	base := 0
@@ -329,16 +357,15 @@ func showStats(ctx context.Context, c *apiClient, w io.Writer, now time.Time) er
 		rows[i] = contactRow("  Contact:  ", cs[i], width, now)
 		base = max(base, len(rows[i]))
 	}
-	head := fmt.Sprintf(strings.TrimSuffix(contactHeader, "\n"), strings.Repeat(".", width-14))
-	base = max(base, len(head))
-	fmt.Fprintf(w, "\n%-*s%s\n", base, head, statsHeader)
-	fmt.Fprintln(w, strings.Repeat("=", base+len(statsHeader)))
+	first := fmt.Sprintf(strings.TrimSuffix(contactHeader, "\n"), strings.Repeat(".", width-14))
+	base = max(base, len(first))
+	fmt.Fprintf(w, "\n%-*s%s\n", base, first, head)
+	fmt.Fprintln(w, strings.Repeat("=", base+len(head)))
 	fmt.Fprintln(w)
 	for i, row := range rows {
-		fmt.Fprintf(w, "%-*s%s\n", base, row, statsColumns(&cs[i].Stats))
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("%-*s%s", base, row, extra(&cs[i])), " "))
 	}
 	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(cs))
-	return nil
 }
 
 // statsColumns are one contact's statistics in statsHeader's columns: "-"

@@ -79,6 +79,12 @@ type Contact struct {
 	LastResult       *LastResult `json:"last_result"` // null before the first result
 	NextProbeAt      Time        `json:"next_probe_at"`
 	Stats
+	// ClusterStatus and Votes are set in cluster mode only (absent
+	// otherwise): the cluster's status of the contact, which the leader
+	// pushes to the sinks, and each live vantage's status, in the order
+	// the cluster gives them. Status above is this node's own.
+	ClusterStatus string `json:"cluster_status,omitempty"`
+	Votes         []Vote `json:"votes,omitempty"`
 }
 
 // LastResult is a contact's last probe result.

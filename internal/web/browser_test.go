@@ -61,6 +61,13 @@ type site struct {
 // with history from hist (nil: the engine's own).
 func startSite(t *testing.T, hist HistorySource, names ...string) *site {
 	t.Helper()
+	return startSiteWith(t, func(*engine.Engine) Config { return Config{History: hist} }, names...)
+}
+
+// startSiteWith is startSite with the server's configuration from
+// config, which is given the engine.
+func startSiteWith(t *testing.T, config func(*engine.Engine) Config, names ...string) *site {
+	t.Helper()
 	pr, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +84,9 @@ func startSite(t *testing.T, hist HistorySource, names ...string) *site {
 		aors = append(aors, engine.AoR{Name: n, Contacts: []string{p.uri(n)},
 			Policy: &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond}})
 	}
-	srv, err := New(Config{Engine: e, History: hist, Version: "test"})
+	cfg := config(e)
+	cfg.Engine, cfg.Version = e, "test"
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

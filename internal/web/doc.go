@@ -22,6 +22,13 @@
 // Listings (/api/v1/contacts, /api/v1/aors, /api/v1/endpoints) are
 // streamed page by page in name order with the same after, limit and
 // "next" conventions. The objects are internal/api's, built in json.go.
+//
+// In cluster mode the daemon gives two hooks (Config.Cluster and
+// Config.Votes): GET /api/v1/cluster serves the first (cluster.go), each
+// contact object carries the second's answer (one call per contact
+// served), and the page shows a cluster tile and each vantage's vote.
+// Without them, or while they say this is no cluster, every reply is
+// the single node's.
 // It imports api, engine, endpoint, qualify, asterisk and sink;
 // the daemon builds it.
 package web

@@ -57,6 +57,43 @@ func newAoR(a *engine.AoRSnapshot) api.AoR {
 	return j
 }
 
+// contactJSON is c's object with, in cluster mode, the cluster's status
+// of it and each vantage's vote.
+func (s *Server) contactJSON(c *engine.ContactSnapshot) api.Contact {
+	j := newContact(c)
+	s.addVotes(&j)
+	return j
+}
+
+// aorJSON is a's object with, in cluster mode, its contacts' votes.
+func (s *Server) aorJSON(a *engine.AoRSnapshot) api.AoR {
+	j := newAoR(a)
+	for i := range j.Contacts {
+		s.addVotes(&j.Contacts[i])
+	}
+	return j
+}
+
+// addVotes sets j's cluster status and votes; nothing outside cluster
+// mode.
+func (s *Server) addVotes(j *api.Contact) {
+	j.ClusterStatus, j.Votes = s.votes(j.AoR, j.URI)
+}
+
+// votes returns the cluster's status of the contact aor/uri and each
+// live vantage's vote, from one call of the Votes hook; "" and nil
+// outside cluster mode or for a contact the cluster does not know.
+func (s *Server) votes(aor, uri string) (string, []api.Vote) {
+	if s.cfg.Votes == nil {
+		return "", nil
+	}
+	st, votes, ok := s.cfg.Votes(aor, uri)
+	if !ok {
+		return "", nil
+	}
+	return st.String(), votes
+}
+
 func newEndpoint(e *endpoint.Snapshot) api.Endpoint {
 	j := api.Endpoint{Name: e.Name, Available: e.Available, AoRs: e.AoRs}
 	if j.AoRs == nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/asterisk"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -114,6 +115,10 @@ type contactRow struct {
 	SRTT, RTTVar, Min, Max              string
 	Probes, FailuresTotal, Loss         string
 	LatencyOnly                         bool
+	// Cluster is the cluster's status, "" outside cluster mode; Votes
+	// are each live vantage's.
+	Cluster string
+	Votes   []api.Vote
 }
 
 // policyLine is one effective qualify option.
@@ -144,7 +149,9 @@ func (s *Server) aorModel(a *engine.AoRSnapshot, now time.Time) aorData {
 	d := aorData{Title: a.Name + " · qualifyd", Asset: assetTag, Summary: s.summary(now), Row: s.rowSized(a, now, bigChart, new(chartBuf)),
 		Policy: policyLines(&a.Policy)}
 	for i := range a.Contacts {
-		d.Contacts = append(d.Contacts, newContactRow(&a.Contacts[i], now))
+		p := newContactRow(&a.Contacts[i], now)
+		p.Cluster, p.Votes = s.votes(a.Name, p.URI)
+		d.Contacts = append(d.Contacts, p)
 	}
 	if h, ok := s.pageHistory(a.Name); ok {
 		for i := len(h.Changes) - 1; i >= 0; i-- {

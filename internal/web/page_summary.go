@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 	"github.com/qualifyd/qualifyd/internal/sink"
@@ -23,6 +24,29 @@ type summaryData struct {
 	Sinks []sinkTile
 	// Panic is set while qualifyd panics (every sink pushes up).
 	Panic *sink.Panic
+	// Cluster is set in cluster mode.
+	Cluster *clusterTile
+}
+
+// clusterTile is the cluster in the summary: whether this node is in it,
+// how many nodes are up, and who leads.
+type clusterTile struct {
+	api.Cluster
+	Up int // members up
+	// Bad marks a node out of the cluster, or a cluster without a
+	// leader: nobody pushes the sinks then.
+	Bad bool
+}
+
+// newClusterTile is v's tile.
+func newClusterTile(v api.Cluster) *clusterTile {
+	t := &clusterTile{Cluster: v, Bad: !v.InCluster || v.Leader == ""}
+	for _, m := range v.Members {
+		if m.Up {
+			t.Up++
+		}
+	}
+	return t
 }
 
 // sinkTile is one sink in the summary: whether routing follows qualifyd
@@ -72,6 +96,9 @@ func (s *Server) summary(now time.Time) summaryData {
 		if p := s.cfg.Sinks.Panic(); p.Active {
 			d.Panic = &p
 		}
+	}
+	if v, ok := s.clusterView(); ok {
+		d.Cluster = newClusterTile(v)
 	}
 	if c, ok := s.cfg.Engine.(counterSource); ok {
 		if r, ok := s.rates.observe(now, c.Counters()); ok {

@@ -32,6 +32,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/sinks", s.sinks)
 	s.mux.HandleFunc("GET /api/v1/sinks/{name}", s.sinkDetail)
 	s.mux.HandleFunc("GET /api/v1/sources", s.sources)
+	s.mux.HandleFunc("GET /api/v1/cluster", s.cluster)
 	s.mux.HandleFunc("GET /api/v1/events", s.events)
 	s.mux.Handle("POST /api/v1/aors/{name}/qualify", s.authorize(http.HandlerFunc(s.qualify)))
 	s.mux.Handle("POST /api/v1/reload", s.authorize(http.HandlerFunc(s.reload)))
@@ -63,7 +64,7 @@ func (s *Server) contacts(w http.ResponseWriter, r *http.Request) {
 		func(page []engine.ContactSnapshot) bool {
 			for i := range page {
 				if q.keep(&page[i]) {
-					item = newContact(&page[i])
+					item = s.contactJSON(&page[i])
 					l.add(&item)
 				}
 			}
@@ -90,7 +91,7 @@ func (s *Server) contactPages(aor string) pager[engine.ContactSnapshot] {
 // aors serves GET /api/v1/aors[?after=NAME][&limit=N], page by page (see
 // listing).
 func (s *Server) aors(w http.ResponseWriter, r *http.Request) {
-	serveList(w, r, "aors", "contacts", s.cfg.Engine.AoRsPage, func(a *engine.AoRSnapshot) string { return a.Name }, newAoR)
+	serveList(w, r, "aors", "contacts", s.cfg.Engine.AoRsPage, func(a *engine.AoRSnapshot) string { return a.Name }, s.aorJSON)
 }
 
 // endpoints serves GET /api/v1/endpoints[?after=NAME][&limit=N], page by
@@ -121,7 +122,7 @@ func serveList[T, J any](w http.ResponseWriter, r *http.Request, key, what strin
 
 // aor serves GET /api/v1/aors/{name}.
 func (s *Server) aor(w http.ResponseWriter, r *http.Request) {
-	serveOne(w, r, "AoR", s.cfg.Engine.AoR, newAoR)
+	serveOne(w, r, "AoR", s.cfg.Engine.AoR, s.aorJSON)
 }
 
 // endpoint serves GET /api/v1/endpoints/{name}.

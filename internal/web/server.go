@@ -11,6 +11,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // Engine is what the server needs from *engine.Engine.
@@ -51,6 +52,14 @@ type Config struct {
 	// Sources, if set, returns what /api/v1/sources serves; nil answers
 	// an empty list.
 	Sources func() []api.Source
+	// Cluster, if set, returns this node's view of its cluster for
+	// GET /api/v1/cluster; ok is false when qualifyd runs without a
+	// type=cluster section, and the route answers 404.
+	Cluster func() (view api.Cluster, ok bool)
+	// Votes, if set, returns the cluster's status of a contact and each
+	// live vantage's vote; ok is false outside cluster mode or for an
+	// unknown contact.
+	Votes func(aor, uri string) (cluster qualify.Status, votes []api.Vote, ok bool)
 	// Reload, if set, reloads the configuration for POST /api/v1/reload;
 	// force is the request's ?force=1, which applies a configuration that
 	// drops every AoR or most contacts too (qualify-semantics §8). An

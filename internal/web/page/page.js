@@ -2,7 +2,9 @@
 // event rewrites the AoR's status word at once; every event of an AoR on
 // the page re-fetches its fragment (a row, or the AoR page's body) and
 // the summary strip, at most every half second; the summary also every
-// 10 s, as its probe rates and sink tiles change without an event.
+// 10 s, as its probe rates and sink tiles change without an event, and
+// so does, in cluster mode, the AoR page's body: the other vantages'
+// votes change without an event on this node.
 // Without JavaScript the page refreshes itself every minute.
 (function () {
   "use strict";
@@ -63,7 +65,12 @@
   ["status", "failure", "recovery"].forEach(function (kind) {
     es.addEventListener(kind, function (e) { queue(JSON.parse(e.data).aor); });
   });
-  setInterval(function () { queue(""); }, 10000);
+  setInterval(function () {
+    if (document.querySelector("[data-cluster]")) {
+      document.querySelectorAll('[data-fragment="detail"]').forEach(function (el) { pending.add(el.dataset.aor); });
+    }
+    queue("");
+  }, 10000);
   es.addEventListener("gap", function () {
     document.querySelectorAll("[data-aor]").forEach(function (el) { pending.add(el.dataset.aor); });
     queue("");

@@ -1,0 +1,61 @@
+package web
+
+import (
+	"errors"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/qualifyd/qualifyd/internal/api"
+)
+
+// errNotCluster is the 404 of GET /api/v1/cluster on a single node.
+const errNotCluster = "not a cluster: qualifyd runs without a type=cluster section"
+
+// cluster serves GET /api/v1/cluster: this node's view of its cluster, or
+// 404 outside cluster mode. It takes no parameter.
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
+	if err := parseNoParams(r.URL.RawQuery); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	v, ok := s.clusterView()
+	if !ok {
+		writeError(w, http.StatusNotFound, errNotCluster)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// clusterView returns the Cluster hook's view, its lists never null;
+// false outside cluster mode.
+func (s *Server) clusterView() (api.Cluster, bool) {
+	if s.cfg.Cluster == nil {
+		return api.Cluster{}, false
+	}
+	v, ok := s.cfg.Cluster()
+	if !ok {
+		return api.Cluster{}, false
+	}
+	if v.Members == nil {
+		v.Members = []api.ClusterMember{}
+	}
+	if v.Disagree == nil {
+		v.Disagree = []string{}
+	}
+	return v, true
+}
+
+// parseNoParams refuses any parameter in the query of a route that takes
+// none, so that a misspelt option is an error rather than ignored.
+func parseNoParams(rawQuery string) error {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return errors.New("bad query: " + err.Error())
+	}
+	if len(q) > 0 {
+		return errors.New("unknown parameter " + quote(slices.Sorted(maps.Keys(q))[0]) + ": the route takes none")
+	}
+	return nil
+}
