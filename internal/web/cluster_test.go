@@ -289,3 +289,22 @@ func majority(e *engine.Engine, aor, uri string) (qualify.Status, []api.Vote, bo
 	}
 	return 0, nil, false
 }
+
+// TestSinksAndSourcesRefuseParameters: the sinks' and the sources'
+// listings take no parameter, and refuse a misspelt one as the other
+// routes do.
+func TestSinksAndSourcesRefuseParameters(t *testing.T) {
+	for _, target := range []string{"/api/v1/sinks?pending=1", "/api/v1/sources?name=edge"} {
+		synctest.Test(t, func(t *testing.T) {
+			v := newEnv(t, Config{}, engine.Config{})
+			w := v.do("GET", target)
+			if w.Code != 400 || !strings.Contains(w.Body.String(), "the route takes none") {
+				t.Fatalf("GET %s: %d %q, want 400", target, w.Code, w.Body)
+			}
+			path, _, _ := strings.Cut(target, "?")
+			if w := v.do("GET", path); w.Code != 200 {
+				t.Fatalf("GET %s: %d", path, w.Code)
+			}
+		})
+	}
+}
