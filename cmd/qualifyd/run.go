@@ -105,8 +105,8 @@ func (o runOptions) daemonConfig(stdout, stderr io.Writer) daemon.Config {
 		ConfigFile: o.config, ConfigDir: o.configDir, SIPBind: o.sipBind, Coalesce: engineCoalesce(o.coalesce),
 		HTTPAddr: o.httpAddr, Token: o.token, PerAoR: o.perAoR, Version: version(), StateFile: o.stateFile,
 		ReloadAllowShrink: o.allowShrink, Node: o.node,
-		HistoryAoRs:       historyAoRs(o.histAoRs),
-		Log:               stdout, LogFormat: o.logFormat, Errors: stderr,
+		HistoryAoRs: historyAoRs(o.histAoRs),
+		Log:         stdout, LogFormat: o.logFormat, Errors: stderr,
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qualifyd/qualifyd/internal/cluster"
 	"github.com/qualifyd/qualifyd/internal/api"
+	"github.com/qualifyd/qualifyd/internal/cluster"
 	"github.com/qualifyd/qualifyd/internal/peertest"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/probe"
