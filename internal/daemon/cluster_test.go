@@ -75,6 +75,9 @@ type clusterLab struct {
 	routes []string
 	stores []string
 	quorum string
+	// extra, if set, adds AoRs to node i's configuration (a file not yet
+	// reloaded everywhere).
+	extra func(i int) []pjsip.AoR
 }
 
 const labAoR = "t"
@@ -86,7 +89,12 @@ func (l *clusterLab) labContact() string { return "sip:t@" + l.peer.r.Addr().Str
 // in the cluster with every node up, and one leads.
 func newClusterLab(t *testing.T, n int, quorum string) *clusterLab {
 	t.Helper()
-	l := &clusterLab{peer: newDropper(t), quorum: quorum}
+	return startClusterLab(t, &clusterLab{peer: newDropper(t), quorum: quorum}, n)
+}
+
+// startClusterLab starts l's n nodes and waits as newClusterLab does.
+func startClusterLab(t *testing.T, l *clusterLab, n int) *clusterLab {
+	t.Helper()
 	for range n {
 		l.routes = append(l.routes, fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(t, "tcp")))
 		l.stores = append(l.stores, t.TempDir())
@@ -125,6 +133,9 @@ func (l *clusterLab) start(t *testing.T, i int) *testNode {
 		Cluster: &pjsip.Cluster{Name: "c", File: "q.conf", Line: 1, Options: []pjsip.ClusterOption{
 			{Key: "nodes", Value: strings.Join(nodes, ",")}, {Key: "store", Value: l.stores[i]}, {Key: "quorum", Value: l.quorum},
 			{Key: "member_ttl", Value: fmt.Sprint(clusterTTL)}, {Key: "lease_ttl", Value: fmt.Sprint(clusterTTL)}}},
+	}
+	if l.extra != nil {
+		conf.AoRs = append(conf.AoRs, l.extra(i)...)
 	}
 	out := &peertest.Output{}
 	d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, Node: name,
@@ -380,4 +391,31 @@ func healthy(base string) bool {
 	}
 	resp.Body.Close()
 	return true
+}
+
+// TestClusterFileDisagreement: a node whose file assigns another AoR than
+// the leader's is listed in every node's disagree, and logged.
+func TestClusterFileDisagreement(t *testing.T) {
+	l := &clusterLab{peer: newDropper(t), quorum: "majority"}
+	l.extra = func(i int) []pjsip.AoR {
+		if i != 2 {
+			return nil
+		}
+		return []pjsip.AoR{{AoR: probe.AoR{Name: "u", Contacts: []string{"sip:u@192.0.2.1"}, Policy: &qualify.Policy{}}}}
+	}
+	startClusterLab(t, l, 3)
+	lead := l.leader(t)
+	want := "c"
+	if lead.name == "c" {
+		want = "a,b"
+	}
+	for _, nd := range l.nodes {
+		waitUntil(t, 2*clusterTTL*time.Second, nd.name+" lists the disagreeing nodes", func() bool {
+			v, _ := nd.d.clusterView()
+			return strings.Join(v.Disagree, ",") == want
+		})
+		waitUntil(t, time.Second, nd.name+" logs them", func() bool {
+			return strings.Contains(nd.log.String(), "cluster: the configuration of "+want+" assigns other AoRs than the leader's ("+lead.name+")")
+		})
+	}
 }
