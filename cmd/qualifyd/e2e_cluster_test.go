@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,9 +79,7 @@ type clusterProcs struct {
 	k     *kamailio
 	hook  *changes
 	nodes []*procNode
-
-	mu   sync.Mutex
-	drop map[uint16]bool
+	drop  responder.Ports
 }
 
 // newClusterProcs starts the peer, Kamailio, the webhook receiver and the
@@ -90,12 +87,8 @@ type clusterProcs struct {
 // active in Kamailio, and the webhook has heard it up.
 func newClusterProcs(t *testing.T) *clusterProcs {
 	t.Helper()
-	l := &clusterProcs{drop: map[uint16]bool{}, hook: &changes{}, conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
-	peer, err := responder.Listen("127.0.0.1:0", func(src netip.AddrPort) responder.Action {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return responder.Action{Drop: l.drop[src.Port()]}
-	})
+	l := &clusterProcs{hook: &changes{}, conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
+	peer, err := responder.Listen("127.0.0.1:0", l.drop.Decide)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +116,9 @@ func newClusterProcs(t *testing.T) *clusterProcs {
 	for _, n := range l.nodes {
 		eventually(t, 30*time.Second, n.name+" joined", func() bool { return n.logged("cluster: joined as " + n.name) })
 	}
-	l.leader(t, nil)
-	l.clusterSays(t, "Reachable", 30*time.Second, l.nodes...)
+	// The leader logs the first verdict; a node that joins after it was
+	// recorded reads it back and has no change to log.
+	l.clusterSays(t, "Reachable", 30*time.Second, l.leader(t, nil))
 	eventually(t, peerBound, "t active in Kamailio and up at the webhook", func() bool {
 		return l.k.state(l.trunk.dest) == "A" && len(l.hook.pushes()) > 0
 	})
@@ -186,10 +180,8 @@ func (l *clusterProcs) leader(t *testing.T, skip *procNode) *procNode {
 
 // setDrop drops (or answers again) the probes of nodes.
 func (l *clusterProcs) setDrop(drop bool, nodes ...*procNode) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	for _, n := range nodes {
-		l.drop[n.sip] = drop
+		l.drop.Set(drop, n.sip)
 	}
 }
 

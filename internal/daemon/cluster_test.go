@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -27,35 +26,21 @@ const clusterTTL = 3
 // dropper is a SIP peer that drops the OPTIONS of chosen source ports:
 // each node's probe socket is its source port.
 type dropper struct {
-	r    *responder.Responder
-	mu   sync.Mutex
-	drop map[uint16]bool
+	r *responder.Responder
+	responder.Ports
 }
 
 // newDropper starts the peer on loopback.
 func newDropper(t *testing.T) *dropper {
 	t.Helper()
-	p := &dropper{drop: map[uint16]bool{}}
-	r, err := responder.Listen("127.0.0.1:0", func(src netip.AddrPort) responder.Action {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return responder.Action{Drop: p.drop[src.Port()]}
-	})
+	p := &dropper{}
+	r, err := responder.Listen("127.0.0.1:0", p.Decide)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.r = r
 	t.Cleanup(func() { r.Close() })
 	return p
-}
-
-// set drops (or answers again) the probes from each port.
-func (p *dropper) set(drop bool, ports ...uint16) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, port := range ports {
-		p.drop[port] = drop
-	}
 }
 
 // testNode is one daemon of a test cluster.
@@ -229,7 +214,7 @@ func TestClusterQuorumAll(t *testing.T) {
 	l := newClusterLab(t, 3, "all")
 	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
 	a, b, c := l.nodes[0], l.nodes[1], l.nodes[2]
-	l.peer.set(true, a.sip, b.sip)
+	l.peer.Set(true, a.sip, b.sip)
 	waitUntil(t, labDetection, "a and b find t Unreachable", func() bool {
 		return l.own(a) == qualify.Unreachable && l.own(b) == qualify.Unreachable
 	})
@@ -253,9 +238,9 @@ func TestClusterQuorumAll(t *testing.T) {
 			t.Fatalf("quorum=all, 2 of 3 Unreachable: node %s says the cluster is %v, want Reachable", nd.name, s)
 		}
 	}
-	l.peer.set(true, c.sip)
+	l.peer.Set(true, c.sip)
 	l.everyNodeSays(t, qualify.Unreachable, labDetection, l.nodes...)
-	l.peer.set(false, a.sip)
+	l.peer.Set(false, a.sip)
 	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
 }
 
@@ -266,9 +251,9 @@ func TestClusterQuorumAny(t *testing.T) {
 	l := newClusterLab(t, 3, "any")
 	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
 	a, b := l.nodes[0], l.nodes[1]
-	l.peer.set(true, a.sip, b.sip)
+	l.peer.Set(true, a.sip, b.sip)
 	l.everyNodeSays(t, qualify.Unreachable, labDetection, l.nodes...)
-	l.peer.set(false, a.sip)
+	l.peer.Set(false, a.sip)
 	waitUntil(t, labDetection, "a finds t Reachable", func() bool { return l.own(a) == qualify.Reachable })
 	waitUntil(t, labDetection, "the cluster counts a's Reachable", func() bool {
 		_, votes, _ := l.nodes[2].d.votes(labAoR, l.labContact())
@@ -279,7 +264,7 @@ func TestClusterQuorumAny(t *testing.T) {
 			t.Fatalf("quorum=any, 1 of 3 Unreachable: node %s says the cluster is %v, want Unreachable", nd.name, s)
 		}
 	}
-	l.peer.set(false, b.sip)
+	l.peer.Set(false, b.sip)
 	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
 }
 
@@ -303,7 +288,7 @@ func TestClusterRestartTakesVerdictsBack(t *testing.T) {
 	l := newClusterLab(t, 3, "majority")
 	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
 	a, b, c := l.nodes[0], l.nodes[1], l.nodes[2]
-	l.peer.set(true, a.sip, b.sip)
+	l.peer.Set(true, a.sip, b.sip)
 	l.everyNodeSays(t, qualify.Unreachable, labDetection, l.nodes...)
 	c.stop()
 	c = l.start(t, 2)
