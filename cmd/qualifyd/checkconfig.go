@@ -9,6 +9,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/qualifyd/qualifyd/internal/cluster"
+	"github.com/qualifyd/qualifyd/internal/daemon"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 	"github.com/qualifyd/qualifyd/internal/sink"
@@ -56,10 +58,18 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "qualifyd check-config: warning: %v\n", w)
 	}
+	cl, clustered, err := daemon.CheckCluster(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
+		return 1
+	}
 	if *asJSON {
 		return writeJSON(stdout, stderr, cfg)
 	}
 	writeSummary(stdout, pos[0], cfg)
+	if clustered {
+		writeCluster(stdout, cfg.Cluster.Name, cl)
+	}
 	if *connect {
 		writeSources(stdout, reads)
 		return checkSinks(ctx, stdout, stderr, cfg)
@@ -228,4 +238,22 @@ func failures(r qualify.Report) string {
 		return fmt.Sprint(r.Failures)
 	}
 	return fmt.Sprintf("auto(%d..%d,%g/day)", r.FailuresMin, r.FailuresMax, r.FalseOutagesPerDay)
+}
+
+// writeCluster prints the cluster section name: its nodes, the vantage
+// rule, where NATS runs and the TTLs.
+func writeCluster(stdout io.Writer, name string, c cluster.Config) {
+	nodes := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		nodes[i] = n.Name
+		if n.Route != "" {
+			nodes[i] += "@" + n.Route
+		}
+	}
+	nats := "embedded, store " + c.Store
+	if c.NATSURL != "" {
+		nats = "external, nats_url " + c.NATSURL
+	}
+	fmt.Fprintf(stdout, "cluster %s: %d %s (%s), vantages %d, quorum %s, NATS %s, member_ttl %v, lease_ttl %v\n",
+		name, len(c.Nodes), plural(len(c.Nodes), "node"), strings.Join(nodes, ", "), c.Vantages, c.Quorum, nats, c.MemberTTL, c.LeaseTTL)
 }

@@ -31,6 +31,7 @@ type runOptions struct {
 	// allowShrink lets a reload drop every AoR or most contacts.
 	allowShrink bool
 	histAoRs    int
+	node        string
 }
 
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
@@ -49,6 +50,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.StringVar(&o.stateFile, "state-file", "", "keep the contacts' state and the event ids across restarts in this file, and the AoRs' histories in FILE.history (e.g. /var/lib/qualifyd/state; default: none)")
 	fs.BoolVar(&o.allowShrink, "reload-allow-shrink", false, "let a reload (SIGHUP or the API) apply a configuration that drops every AoR or more than half of the contacts")
 	fs.IntVar(&o.histAoRs, "history-aors", engine.DefaultHistoryAoRs, "keep a 24-hour history for at most this many AoRs, the first in configuration order (0: none)")
+	fs.StringVar(&o.node, "node", "", "this node's name in the configuration's type=cluster section (default: the host's short name, if it is one of the nodes); an error without a cluster section")
 	fs.DurationVar(&o.coalesce, "coalesce", engine.DefaultCoalesce, "start the probes due within this window in one wake-up, each at most this late (0: each at its due time)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -102,9 +104,9 @@ func (o runOptions) daemonConfig(stdout, stderr io.Writer) daemon.Config {
 	return daemon.Config{
 		ConfigFile: o.config, ConfigDir: o.configDir, SIPBind: o.sipBind, Coalesce: engineCoalesce(o.coalesce),
 		HTTPAddr: o.httpAddr, Token: o.token, PerAoR: o.perAoR, Version: version(), StateFile: o.stateFile,
-		ReloadAllowShrink: o.allowShrink,
-		HistoryAoRs:       historyAoRs(o.histAoRs),
-		Log:               stdout, LogFormat: o.logFormat, Errors: stderr,
+		ReloadAllowShrink: o.allowShrink, Node: o.node,
+		HistoryAoRs: historyAoRs(o.histAoRs),
+		Log:         stdout, LogFormat: o.logFormat, Errors: stderr,
 	}
 }
 

@@ -40,6 +40,9 @@ type Member struct {
 	Since time.Time
 	// Probes is how many contacts it said it probes.
 	Probes int
+	// Digest is what it said of its configuration (SetDigest): the
+	// daemon's hash of the AoRs it assigns, "" for none said.
+	Digest string
 }
 
 // View is the cluster as this node sees it.
@@ -82,6 +85,7 @@ type Cluster struct {
 	held       bool
 	heldSent   time.Time
 	probes     int
+	digest     string
 	tally      *tally
 	recorded   map[string]qualify.Status // the verdicts bucket, as last seen
 	seeded     bool                      // the first pass over the verdicts bucket is done
@@ -267,6 +271,24 @@ func (c *Cluster) SetProbes(n int) {
 	c.mu.Lock()
 	c.probes = n
 	c.mu.Unlock()
+}
+
+// SetDigest sets what this node says of its configuration, announced
+// with its membership at the next renewal (the daemon's hash of its AoRs,
+// so that the nodes can tell whose file differs).
+func (c *Cluster) SetDigest(d string) {
+	c.mu.Lock()
+	c.digest = d
+	c.mu.Unlock()
+}
+
+// Votes returns the votes of contact's live vantages, in assignment
+// order, as the tally holds them (NonQualified for a vantage that has
+// published none).
+func (c *Cluster) Votes(contact string) []Vote {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tally.ballot(contact)
 }
 
 // poke wakes the publisher.

@@ -41,8 +41,7 @@ type Node struct {
 	Route string
 }
 
-// Config is a type=cluster section, plus the node's own name and the
-// timings the tests shorten. Its zero value is no cluster; fill it with
+// Config is a type=cluster section, plus the node's own name. Its zero value is no cluster; fill it with
 // Set, one option at a time, then call Finish once.
 type Config struct {
 	// Nodes are every node of the cluster, in the file's order (nodes=).
@@ -62,17 +61,19 @@ type Config struct {
 	NATSURL string
 
 	// MemberTTL is how long a member stays without renewing; it renews
-	// every MemberTTL/3 (default DefaultMemberTTL, at least 1 s: the
-	// bucket's removal markers live at least 1 s).
+	// every MemberTTL/3 (member_ttl=, whole seconds; default
+	// DefaultMemberTTL, at least 1 s: the bucket's removal markers live
+	// at least 1 s).
 	MemberTTL time.Duration
 	// LeaseTTL is how long the lease lives without renewal; the holder
 	// renews every LeaseTTL/3 and stops leading LeaseTTL/3 before it can
-	// have expired (default DefaultLeaseTTL, at least 1 s).
+	// have expired (lease_ttl=, whole seconds; default DefaultLeaseTTL,
+	// at least 1 s).
 	LeaseTTL time.Duration
 }
 
 // Options are the section's options, in the order the README lists them.
-var Options = []string{"nodes", "vantages", "quorum", "store", "nats_url"}
+var Options = []string{"nodes", "vantages", "quorum", "store", "nats_url", "member_ttl", "lease_ttl"}
 
 // Set applies one option of the section. Its error names the cause only;
 // the reader adds the file, line, section and option.
@@ -89,6 +90,10 @@ func (c *Config) Set(option, value string) error {
 		c.Store, err = value, nonEmpty(value)
 	case "nats_url":
 		c.NATSURL, err = value, checkURLs(value)
+	case "member_ttl":
+		c.MemberTTL, err = parseTTL(value)
+	case "lease_ttl":
+		c.LeaseTTL, err = parseTTL(value)
 	default:
 		return fmt.Errorf("%w: a cluster section has %s", ErrUnknownOption, strings.Join(Options, ", "))
 	}
@@ -250,6 +255,18 @@ func parseVantages(v string) (int, error) {
 		return 0, fmt.Errorf("%w: %q: want a number of nodes, at least 1", ErrValue, v)
 	}
 	return n, nil
+}
+
+// MaxTTL bounds member_ttl and lease_ttl.
+const MaxTTL = time.Hour
+
+// parseTTL reads member_ttl= or lease_ttl=: whole seconds, 1 to 3600.
+func parseTTL(v string) (time.Duration, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || time.Duration(n)*time.Second > MaxTTL {
+		return 0, fmt.Errorf("%w: %q: want whole seconds, 1 to %d", ErrValue, v, int(MaxTTL/time.Second))
+	}
+	return time.Duration(n) * time.Second, nil
 }
 
 // nonEmpty refuses an empty value.

@@ -25,7 +25,10 @@ func TestConfigSetErrors(t *testing.T) {
 		{"store", "", `invalid value: empty`, ErrValue},
 		{"nats_url", "nats.example.net:4222", `invalid value: "nats.example.net:4222": want nats://host:port`, ErrValue},
 		{"nats_url", "http://nats.example.net:4222", `invalid value: "http://nats.example.net:4222": scheme "http" is not nats, tls, ws or wss`, ErrValue},
-		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url`, ErrUnknownOption},
+		{"member_ttl", "0", `invalid value: "0": want whole seconds, 1 to 3600`, ErrValue},
+		{"lease_ttl", "2s", `invalid value: "2s": want whole seconds, 1 to 3600`, ErrValue},
+		{"lease_ttl", "3601", `invalid value: "3601": want whole seconds, 1 to 3600`, ErrValue},
+		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl`, ErrUnknownOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.option+"="+tt.value, func(t *testing.T) {
@@ -98,6 +101,16 @@ func TestConfigDefaults(t *testing.T) {
 		if want := min(3, tt.vantages); c.Replicas() != want {
 			t.Errorf("%s: replicas %d, want %d", tt.nodes, c.Replicas(), want)
 		}
+	}
+}
+
+func TestConfigTTLs(t *testing.T) {
+	c := set(t, "nodes", "a@h:1", "store", "/s", "member_ttl", "2", "lease_ttl", "3")
+	if err := c.Finish("a"); err != nil {
+		t.Fatal(err)
+	}
+	if c.MemberTTL != 2*time.Second || c.LeaseTTL != 3*time.Second {
+		t.Fatalf("TTLs %v %v, want 2s 3s", c.MemberTTL, c.LeaseTTL)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 type announcement struct {
 	Since  time.Time `json:"since"`
 	Probes int       `json:"probes"`
+	Digest string    `json:"digest,omitempty"`
 }
 
 // announce renews this node's membership every MemberTTL/3 until ctx
@@ -43,7 +44,7 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced
 // renew writes this node's membership key once.
 func (c *Cluster) renew(ctx context.Context, kv jetstream.KeyValue) bool {
 	c.mu.Lock()
-	a := announcement{Since: c.start, Probes: c.probes}
+	a := announcement{Since: c.start, Probes: c.probes, Digest: c.digest}
 	c.mu.Unlock()
 	b, _ := json.Marshal(a)
 	ctx, cancel := context.WithTimeout(ctx, c.member.ttl/3)
@@ -73,7 +74,7 @@ func (c *Cluster) memberEntry(e jetstream.KeyValueEntry) ([]string, bool) {
 		if json.Unmarshal(e.Value(), &a) != nil {
 			return nil, false
 		}
-		m.Up, m.Since, m.Probes = true, a.Since, a.Probes
+		m.Up, m.Since, m.Probes, m.Digest = true, a.Since, a.Probes, a.Digest
 	}
 	c.members[name] = m
 	if was == m.Up {

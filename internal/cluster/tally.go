@@ -81,17 +81,25 @@ func (t *tally) members(live []string) []Verdict {
 
 // decide applies the quorum rule to contact's live vantages.
 func (t *tally) decide(contact string) (Verdict, bool) {
-	nodes := Assign(contact, t.live, t.vantages)
-	v := Verdict{Contact: contact, From: t.status[contact], Votes: make([]Vote, len(nodes))}
-	votes := make([]qualify.Status, len(nodes))
-	for i, n := range nodes {
-		votes[i] = t.votes[contact][n]
-		v.Votes[i] = Vote{n, votes[i]}
+	v := Verdict{Contact: contact, From: t.status[contact], Votes: t.ballot(contact)}
+	votes := make([]qualify.Status, len(v.Votes))
+	for i, b := range v.Votes {
+		votes[i] = b.Status
 	}
-	v.Status = t.q.Decide(len(nodes), votes, v.From)
+	v.Status = t.q.Decide(len(votes), votes, v.From)
 	if v.Status == v.From {
 		return v, false
 	}
 	t.status[contact] = v.Status
 	return v, true
+}
+
+// ballot is the votes of contact's live vantages, in assignment order.
+func (t *tally) ballot(contact string) []Vote {
+	nodes := Assign(contact, t.live, t.vantages)
+	out := make([]Vote, len(nodes))
+	for i, n := range nodes {
+		out[i] = Vote{n, t.votes[contact][n]}
+	}
+	return out
 }

@@ -29,6 +29,12 @@ type Config struct {
 	// forced (qualify-semantics §8).
 	ReloadAllowShrink bool
 
+	// Node is this node's name in the configuration's type=cluster
+	// section (--node); "" means the host's short name, which must then
+	// be one of the section's nodes. Without a cluster section it must
+	// be "".
+	Node string
+
 	// SIPBind is the local UDP address of the probe socket; empty means
 	// an ephemeral port on all interfaces.
 	SIPBind string

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qualifyd/qualifyd/internal/cluster"
 	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/metrics"
@@ -52,6 +53,8 @@ type Daemon struct {
 	idle     chan struct{} // the log's follower has taken every event
 	notified sync.Once     // a failure to notify is logged once
 	sources  *source.Keeper
+	// cluster is this node's part in a cluster; nil for a single node.
+	cluster *node
 }
 
 // eventBuffer is how many engine events the log (or the sinks) may fall
@@ -98,12 +101,19 @@ func (d *Daemon) start() error {
 	}
 	d.warn(conf)
 	d.sourceNotices(round)
+	ccfg, clustered, err := ClusterConfig(conf, d.cfg.Node)
+	if err != nil {
+		return err
+	}
 	d.readState()
 	if d.prober, err = sipprobe.New(sipprobe.Config{ListenAddr: d.cfg.SIPBind}); err != nil {
 		return err
 	}
-	if err := d.build(conf); err != nil {
+	if err := d.build(conf, ccfg, clustered); err != nil {
 		d.prober.Close()
+		if d.cluster != nil {
+			d.cluster.c.Close()
+		}
 		return err
 	}
 	d.commitSources(round)
@@ -119,8 +129,11 @@ func (d *Daemon) closeLogs() {
 	<-errs
 }
 
-// build creates everything after the prober, and applies conf.
-func (d *Daemon) build(conf *pjsip.Config) error {
+// build creates everything after the prober, and applies conf; with
+// clustered, the node's Cluster (its embedded NATS bound) before the
+// sinks, which then follow the cluster's statuses and push only while
+// this node leads.
+func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) error {
 	var err error
 	d.reg = prometheus.NewRegistry()
 	if d.metrics, err = newMetrics(d.reg, d.cfg); err != nil {
@@ -139,7 +152,14 @@ func (d *Daemon) build(conf *pjsip.Config) error {
 		return err
 	}
 	d.endpoints = endpoint.New(d.eng)
-	d.sinks = sink.NewGroup(sink.Config{Source: d.eng, Notice: d.log.Notice, Dial: d.cfg.SinkDial, Vouch: d.vouch})
+	scfg := sink.Config{Source: d.eng, Notice: d.log.Notice, Dial: d.cfg.SinkDial, Vouch: d.vouch}
+	if clustered {
+		if d.cluster, err = newNode(d, ccfg, conf.Cluster.Options); err != nil {
+			return err
+		}
+		scfg.Source, scfg.Gate = clusterSource{d.eng, d.cluster.c}, d.cluster.gate
+	}
+	d.sinks = sink.NewGroup(scfg)
 	if err := watchSinks(d.metrics, d.reg, d.sinks); err != nil {
 		return err
 	}
@@ -223,6 +243,9 @@ func (d *Daemon) apply(conf *pjsip.Config) error {
 		d.log.endpoint(c, engine.Event{Time: time.Now()})
 	}
 	d.sinks.Configure(conf)
+	if d.cluster != nil {
+		d.cluster.configured(conf)
+	}
 	debug.FreeOSMemory()
 	return nil
 }
@@ -255,6 +278,7 @@ func (d *Daemon) reload(ctx context.Context, force, read bool) error {
 	}
 	if err == nil {
 		d.warn(conf)
+		d.clusterChanged(conf)
 		d.sourceNotices(round)
 		err = d.apply(conf)
 	}
@@ -274,6 +298,18 @@ func (d *Daemon) reload(ctx context.Context, force, read bool) error {
 func (d *Daemon) warn(conf *pjsip.Config) {
 	for _, w := range conf.Warnings {
 		d.log.Notice(slog.LevelWarn, "configuration warning: "+w.Error())
+	}
+}
+
+// clusterChanged warns when a reload's cluster section is not the one
+// the daemon started with: the cluster is built once, at start.
+func (d *Daemon) clusterChanged(conf *pjsip.Config) {
+	var raw []pjsip.ClusterOption
+	if d.cluster != nil {
+		raw = d.cluster.raw
+	}
+	if !sameSection(raw, conf.Cluster) {
+		d.log.Notice(slog.LevelWarn, "configuration warning: the type=cluster section changed: it applies at the next start (restart qualifyd)")
 	}
 }
 
@@ -331,13 +367,22 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Go(func() { d.feedSinks(d.sinkFeed) })
 	d.restoreState()
 	runCtx, cancel := context.WithCancel(ctx)
+	if d.cluster != nil {
+		wg.Go(func() { _ = d.cluster.c.Run(runCtx) })
+		d.cluster.waitReady(runCtx)
+		wg.Go(func() { d.cluster.watch(runCtx) })
+	}
 	httpErr := make(chan error, 1)
 	if d.http != nil {
 		go func() { httpErr <- d.http.run(runCtx) }()
 	}
 	wg.Go(func() { d.eng.Run(runCtx) })
 	wg.Go(func() { d.keepState(runCtx) })
-	wg.Go(func() { d.sinks.Run(runCtx) })
+	if d.cluster != nil {
+		wg.Go(func() { d.cluster.runSinks(runCtx) })
+	} else {
+		wg.Go(func() { d.sinks.Run(runCtx) })
+	}
 	wg.Go(func() { d.feedWatchdog(runCtx) })
 	wg.Go(func() { d.refreshSources(runCtx) })
 	d.ready()
@@ -411,6 +456,9 @@ func (d *Daemon) feedSinks(sub *engine.Subscription) {
 	var dropped uint64
 	for ev := range sub.C {
 		if ev.Kind == engine.StatusChanged {
+			if d.cluster != nil {
+				d.cluster.report(ev)
+			}
 			d.sinks.AoRChanged(ev.AoR)
 		}
 		if n := sub.Dropped(); n != dropped {

@@ -46,6 +46,8 @@ type Config struct {
 	Sinks []*Sink
 	// Sources are the type=source sections, in file order.
 	Sources []*Source
+	// Cluster is the type=cluster section, nil for none (a single node).
+	Cluster *Cluster
 	// Warnings are what Asterisk would log and carry on from (see the
 	// package doc): a second object of one name in a type other than
 	// aor, endpoint and wizard (ErrDuplicate; once per type, as read),
@@ -204,6 +206,7 @@ type builder struct {
 	policies policySet
 	sinks    []*Sink
 	sources  []*Source
+	cluster  *Cluster
 	dir      string                            // resolves a source's relative path=
 	secret   func(name string) (string, error) // reads a sink's secret_file
 	// dropped holds the types of which a second object of one name was
@@ -323,6 +326,8 @@ func (b *builder) section(s *def, typ string) error {
 		return b.addSink(s)
 	case "source":
 		return b.addSource(s)
+	case "cluster":
+		return b.addCluster(s)
 	}
 	return nil
 }
@@ -335,7 +340,7 @@ func (b *builder) newAoR() *AoR {
 
 // unique checks that s is the first object of its type and name. A
 // second endpoint or wizard is an error: Asterisk would load no endpoint
-// (and a wizard is an endpoint); so is a second sink or source, qualifyd's
+// (and a wizard is an endpoint); so is a second sink, source or cluster, qualifyd's
 // own. A
 // second object of another type is a
 // warning, once per type, and the type is dropped: Asterisk's
@@ -350,7 +355,7 @@ func (b *builder) unique(s *def, typ string) error {
 	}
 	e := &Error{File: s.file, Line: s.line, Section: s.name,
 		Err: causef(ErrDuplicate, "a second %s named %q (the first is at %s:%d)", typ, s.name, first.file, first.line)}
-	if typ == "endpoint" || typ == "wizard" || typ == "sink" || typ == "source" {
+	if typ == "endpoint" || typ == "wizard" || typ == "sink" || typ == "source" || typ == "cluster" {
 		return e
 	}
 	if !b.dropped[typ] {

@@ -23,6 +23,11 @@ type Config struct {
 	// can vouch for its verdicts; an error withholds the heartbeat (the
 	// router fails open after failopen_after) and says why.
 	Vouch func() error
+	// Gate, if set, is asked right before every push and heartbeat
+	// whether this qualifyd may change the routers now (in a cluster:
+	// whether it leads); an error withholds it and ends the session,
+	// which reconnects with backoff and asks again.
+	Gate func() error
 }
 
 // Group is the daemon's sinks: built from the configuration, fed with
@@ -242,7 +247,7 @@ func (g *Group) reconciler(def *pjsip.Sink) *Reconciler {
 	}
 	r := newReconciler(def.Name, newDriver(def, g.cfg.Dial), iv, g.cfg.Notice, nil)
 	r.reasserts = def.Driver != "webhook"
-	r.vouch = g.cfg.Vouch
+	r.vouch, r.gate = g.cfg.Vouch, g.cfg.Gate
 	return r
 }
 
@@ -312,8 +317,10 @@ func (g *Group) Resync() {
 }
 
 // Run runs every sink's loop, and those Configure adds, until ctx is
-// done; then it stops them all (cancel and wait) and returns. The last
-// wanted levels are recomputed from the engine at the next start.
+// done; then it stops them all (cancel and wait), without releasing
+// anything, and returns. Run may be called again once it returned (a
+// cluster node that leads again): each sink's next session pushes the
+// levels it wants (every known one, where the driver reasserts).
 func (g *Group) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	g.mu.Lock()
@@ -330,9 +337,14 @@ func (g *Group) Run(ctx context.Context) {
 	g.mu.Unlock()
 	<-ctx.Done()
 	g.mu.Lock()
-	g.start = nil
+	g.start, g.release = nil, nil
 	g.mu.Unlock()
 	wg.Wait()
+	g.mu.Lock()
+	for _, s := range g.sinks {
+		s.stop = nil // stopped: a sink removed now has nothing to release
+	}
+	g.mu.Unlock()
 }
 
 // Objects returns the state and the objects of the sink named name, or

@@ -134,3 +134,46 @@ func TestGroupReplacesAChangedSink(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupRunsAgainWithoutReleasing: a group whose Run ended (a cluster
+// node that stopped leading) pushes nothing, not even the release of a
+// sink a reload removes, and a second Run pushes the levels wanted
+// meanwhile.
+func TestGroupRunsAgainWithoutReleasing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		aors := map[string][]string{"trunk": {"sip:192.0.2.10"}}
+		src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{"trunk": {{AoR: "trunk", URI: "sip:192.0.2.10"}}}}
+		f := newFakeManager("s3cret")
+		g := NewGroup(Config{Source: src, Dial: f.dial})
+		g.Configure(conf(aors, nil, amiSink()))
+		run := func() func() {
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { g.Run(ctx); close(done) }()
+			return func() { cancel(); <-done }
+		}
+		stop := run()
+		src.set("trunk", qualify.Unreachable)
+		g.AoRChanged("trunk")
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:trunk)"); got != "UNAVAILABLE" {
+			t.Fatalf("trunk is %q while running", got)
+		}
+		stop()
+		src.set("trunk", qualify.Reachable)
+		g.AoRChanged("trunk")
+		g.Configure(conf(aors, nil)) // the sink removed while stopped
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:trunk)"); got != "UNAVAILABLE" {
+			t.Fatalf("trunk is %q: a stopped group pushed (or released)", got)
+		}
+		g.Configure(conf(aors, nil, amiSink()))
+		stop = run()
+		defer stop()
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:trunk)"); got != "NOT_INUSE" {
+			t.Fatalf("trunk is %q after Run again, want the level wanted meanwhile", got)
+		}
+	})
+}

@@ -156,6 +156,9 @@ type Reconciler struct {
 	// the change only. Both are the loop goroutine's.
 	vouch    func() error
 	withheld bool
+	// gate, if set, is asked before every push and heartbeat
+	// (Config.Gate); the loop goroutine's.
+	gate func() error
 
 	mu      sync.Mutex
 	objs    map[Key]object
@@ -481,6 +484,9 @@ func (r *Reconciler) ticks(ctx context.Context, tm *timers, resync, beat bool, s
 // an answer: logged, and the session goes on, so that a receiver that
 // refuses heartbeats still gets the changes.
 func (r *Reconciler) beat(ctx context.Context, hb heartbeater, step *int) error {
+	if err := r.gated(); err != nil {
+		return err
+	}
 	if r.withhold() {
 		return nil
 	}
@@ -495,6 +501,15 @@ func (r *Reconciler) beat(ctx context.Context, hb heartbeater, step *int) error 
 	}
 	r.succeeded(step)
 	return nil
+}
+
+// gated is the gate's answer: nil when there is no gate or it lets this
+// qualifyd change the router now.
+func (r *Reconciler) gated() error {
+	if r.gate == nil {
+		return nil
+	}
+	return r.gate()
 }
 
 // withhold reports whether qualifyd cannot vouch for its verdicts now,
@@ -585,6 +600,9 @@ func (r *Reconciler) pushAll(ctx context.Context, tm *timers, step *int) error {
 		}
 		for i, o := range batch {
 			err := r.beatIfDue(ctx, tm, step)
+			if err == nil {
+				err = r.gated()
+			}
 			if err == nil {
 				err = r.drv.push(ctx, o)
 			}

@@ -555,3 +555,38 @@ func TestHeartbeatWithheldWhileUnvouched(t *testing.T) {
 		}
 	})
 }
+
+// TestGateWithholdsPushesAndHeartbeats: while the gate refuses (a cluster
+// node that does not lead), nothing reaches the router, neither a push
+// nor a heartbeat; once it lets go, the wanted level is pushed.
+func TestGateWithholdsPushesAndHeartbeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &beatingDriver{}
+		r := newReconciler("x", f, Intervals{Heartbeat: 10 * time.Second}, nil, half)
+		var closed atomic.Bool
+		closed.Store(true)
+		r.gate = func() error {
+			if closed.Load() {
+				return errors.New("this node does not lead the cluster")
+			}
+			return nil
+		}
+		r.Set(key("a"), Down, 0)
+		stop := start(t, r)
+		defer stop()
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		f.mu.Lock()
+		beats, pushes := len(f.beats), len(f.pushes)
+		f.mu.Unlock()
+		if beats != 0 || pushes != 0 {
+			t.Fatalf("gate closed for 5 min: %d heartbeats, %d pushes; want none", beats, pushes)
+		}
+		closed.Store(false)
+		time.Sleep(2 * time.Minute) // the backoff's cap and a push
+		synctest.Wait()
+		if got := f.levels(); !slices.Equal(got, []string{"a=down"}) {
+			t.Fatalf("pushes once open %v, want a=down", got)
+		}
+	})
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const clusterConf = `[t]
+type=aor
+contact=sip:192.0.2.1:5060
+qualify_frequency=30
+
+[c]
+type=cluster
+nodes=a@10.0.0.1:6222,b@10.0.1.1:6222,c@10.0.2.1:6222
+quorum=all
+store=/var/lib/qualifyd/cluster
+`
+
+func TestCheckConfigPrintsTheCluster(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"q.conf": clusterConf})
+	code, stdout, stderr := checkConfig(filepath.Join(dir, "q.conf"))
+	want := "cluster c: 3 nodes (a@10.0.0.1:6222, b@10.0.1.1:6222, c@10.0.2.1:6222), vantages 3, quorum all, NATS embedded, store /var/lib/qualifyd/cluster, member_ttl 6s, lease_ttl 6s\n"
+	if code != 0 || stderr != "" || !strings.HasSuffix(stdout, want) {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s\nwant it to end with:\n%s", code, stderr, stdout, want)
+	}
+}
+
+func TestCheckConfigRefusesABrokenCluster(t *testing.T) {
+	tests := []struct{ name, section, want string }{
+		{"bad quorum", "nodes=a@10.0.0.1:6222\nquorum=most\nstore=/s\n",
+			`:8: section "c": option "quorum": invalid value: "most": want majority, all or any`},
+		{"unknown option", "nodes=a@10.0.0.1:6222\nleader=a\nstore=/s\n",
+			`:8: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl`},
+		{"no store", "nodes=a@10.0.0.1:6222\n",
+			`:5: section "c": invalid value: store= is required for the embedded NATS server (or nats_url=)`},
+		{"fewer vantages", "nodes=a@h:1,b@h:2,c@h:3\nvantages=2\nstore=/s\n",
+			`:5: section "c": invalid value: vantages=2 with 3 nodes: this qualifyd has every node probe every contact; set vantages=3 (more than 3 nodes need it written)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(writeConfig(t, map[string]string{"q.conf": "[t]\ntype=aor\ncontact=sip:192.0.2.1\n\n[c]\ntype=cluster\n" + tt.section}), "q.conf")
+			code, stdout, stderr := checkConfig(file)
+			if want := "qualifyd check-config: " + file + tt.want + "\n"; code != 1 || stdout != "" || stderr != want {
+				t.Fatalf("exit %d, stdout %q, stderr\n got: %q\nwant: %q", code, stdout, stderr, want)
+			}
+		})
+	}
+}

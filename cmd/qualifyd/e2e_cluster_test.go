@@ -1,0 +1,345 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/peertest"
+	"github.com/qualifyd/qualifyd/internal/responder"
+)
+
+// Three `qualifyd run` processes clustered over loopback (embedded NATS,
+// one file for all, each node's store= relative to its own working
+// directory), probing one trunk on a SIP peer that drops the OPTIONS of
+// chosen nodes (by source port: each node's --sip-bind), with the real
+// Kamailio and a webhook receiver as sinks.
+
+// clusterTTLs are the lab's member_ttl and lease_ttl, in seconds: the
+// cluster package's own test figure.
+const clusterTTLs = 3
+
+// clusterTTL is clusterTTLs as a duration.
+const clusterTTL = clusterTTLs * time.Second
+
+// procNode is one `qualifyd run` of the lab.
+type procNode struct {
+	name     string
+	sip      uint16
+	http     string // base URL
+	dir      string // its working directory (store=cluster is below)
+	cmd      *exec.Cmd
+	out      *peertest.Output
+	killedAt time.Time
+}
+
+// changes is a webhook receiver that keeps every contact change in
+// order and counts the heartbeats.
+type changes struct {
+	mu    sync.Mutex
+	to    []string // the contact's pushes: "up", "down"
+	beats int
+}
+
+func (c *changes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	var p struct{ Kind, To string }
+	if err := json.NewDecoder(req.Body).Decode(&p); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch p.Kind {
+	case "contact":
+		c.to = append(c.to, p.To)
+	case "heartbeat":
+		c.beats++
+	}
+}
+
+// pushes returns the contact's pushes so far.
+func (c *changes) pushes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.to...)
+}
+
+// clusterProcs is the lab.
+type clusterProcs struct {
+	conf  string
+	trunk *trunk
+	k     *kamailio
+	hook  *changes
+	nodes []*procNode
+	drop  responder.Ports
+}
+
+// newClusterProcs starts the peer, Kamailio, the webhook receiver and the
+// three nodes, and waits until the trunk is Reachable in the cluster and
+// active in Kamailio, and the webhook has heard it up.
+func newClusterProcs(t *testing.T) *clusterProcs {
+	t.Helper()
+	l := &clusterProcs{hook: &changes{}, conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
+	peer, err := responder.Listen("127.0.0.1:0", l.drop.Decide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	addr := peer.Addr().String()
+	l.trunk = &trunk{name: "t", dest: "sip:" + addr, contact: "sip:t@" + addr}
+	l.k = startKamailio(t, l.trunk)
+	srv := httptest.NewServer(l.hook)
+	t.Cleanup(srv.Close)
+	var routes []string
+	for i := range 3 {
+		n := &procNode{name: string(rune('a' + i)), sip: uint16(freePort(t, "udp")),
+			http: fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), dir: t.TempDir()}
+		l.nodes = append(l.nodes, n)
+		routes = append(routes, fmt.Sprintf("%s@127.0.0.1:%d", n.name, freePort(t, "tcp")))
+	}
+	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n"+
+		"[edge]\ntype=sink\ndriver=kamailio\nurl=%s\naors=t\nresync_interval=2\nheartbeat_interval=1\nfailopen_after=3\n\n"+
+		"[hook]\ntype=sink\ndriver=webhook\nurl=%s\naors=t\nheartbeat_interval=1\nfailopen_after=3\n\n"+
+		"[c]\ntype=cluster\nnodes=%s\nstore=cluster\nmember_ttl=%d\nlease_ttl=%d\n",
+		l.trunk.contact, liveOptions, l.k.rpc, srv.URL, strings.Join(routes, ","), clusterTTLs, clusterTTLs))
+	for _, n := range l.nodes {
+		l.start(t, n)
+	}
+	for _, n := range l.nodes {
+		eventually(t, 30*time.Second, n.name+" joined", func() bool { return n.logged("cluster: joined as " + n.name) })
+	}
+	// The leader logs the first verdict; a node that joins after it was
+	// recorded reads it back and has no change to log.
+	l.clusterSays(t, "Reachable", 30*time.Second, l.leader(t, nil))
+	eventually(t, peerBound, "t active in Kamailio and up at the webhook", func() bool {
+		return l.k.state(l.trunk.dest) == "A" && len(l.hook.pushes()) > 0
+	})
+	return l
+}
+
+// start runs node n (again) in its own directory.
+func (l *clusterProcs) start(t *testing.T, n *procNode) {
+	t.Helper()
+	n.cmd = exec.Command(binary, "run", "--config", l.conf, "--node", n.name, "--sip-bind", fmt.Sprintf("127.0.0.1:%d", n.sip), "--http", n.http)
+	n.cmd.Dir, n.out = n.dir, &peertest.Output{}
+	n.cmd.Stdout, n.cmd.Stderr = n.out, os.Stderr
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := n.cmd
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("node %s printed:\n%s", n.name, n.out.String())
+		}
+	})
+}
+
+// kill sends SIGKILL to n and waits for it.
+func (n *procNode) kill(t *testing.T) {
+	t.Helper()
+	if err := n.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = n.cmd.Wait()
+	n.killedAt = time.Now()
+}
+
+// logged reports whether n printed a line containing s.
+func (n *procNode) logged(s string) bool { return strings.Contains(n.out.String(), s) }
+
+// leads reports whether n's last leadership line says it leads.
+func (n *procNode) leads() bool {
+	out := n.out.String()
+	return strings.LastIndex(out, "cluster: this node leads") > strings.LastIndex(out, "cluster: this node stopped leading")
+}
+
+// leader waits until one running node but skip leads, and returns it.
+func (l *clusterProcs) leader(t *testing.T, skip *procNode) *procNode {
+	t.Helper()
+	var lead *procNode
+	eventually(t, 30*time.Second, "a leader", func() bool {
+		for _, n := range l.nodes {
+			if n != skip && n.killedAt.IsZero() && n.leads() {
+				lead = n
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
+
+// setDrop drops (or answers again) the probes of nodes.
+func (l *clusterProcs) setDrop(drop bool, nodes ...*procNode) {
+	for _, n := range nodes {
+		l.drop.Set(drop, n.sip)
+	}
+}
+
+// verdictLine is the start of the log's line of the cluster's status.
+func (l *clusterProcs) verdictLine(status string) string {
+	return "qualifyd: cluster: Contact t/" + l.trunk.contact + " is now " + status + " ("
+}
+
+// clusterSays waits until each of nodes has logged the cluster's status
+// of t as status after everything it logged before.
+func (l *clusterProcs) clusterSays(t *testing.T, status string, bound time.Duration, nodes ...*procNode) {
+	t.Helper()
+	eventually(t, bound, "the cluster's status of t is "+status+" on every node", func() bool {
+		for _, n := range nodes {
+			out := n.out.String()
+			i := strings.LastIndex(out, "qualifyd: cluster: Contact t/")
+			if i < 0 || !strings.HasPrefix(out[i:], l.verdictLine(status)) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// own is n's own status of t, from its API.
+func (n *procNode) own(t *testing.T) string {
+	_, body := get(t, "GET", "http://"+n.http+"/api/v1/aors/t", "")
+	for _, s := range []string{"Unreachable", "Reachable", "NonQualified"} {
+		if strings.Contains(body, `"status":"`+s+`"`) {
+			return s
+		}
+	}
+	return body
+}
+
+// downByTwo takes the lab to the trunk down by the vantage quorum: a's
+// probes dropped (a alone says Unreachable: no push), then b's too
+// (Kamailio inactive within one node's detection + 1 s); it returns how
+// long the second took.
+func (l *clusterProcs) downByTwo(t *testing.T) time.Duration {
+	t.Helper()
+	a, b := l.nodes[0], l.nodes[1]
+	step(t, "1 a's probes dropped: a says Unreachable, the cluster Reachable, no push", func() {
+		s := l.k.watch(l.trunk.dest)
+		before := len(l.hook.pushes())
+		l.setDrop(true, a)
+		eventually(t, liveDetection+peerBound, "a's own status Unreachable", func() bool { return a.own(t) == "Unreachable" })
+		eventually(t, peerBound, "a logs the disagreement", func() bool {
+			return a.logged("qualifyd: cluster: vantages disagree on Contact t/" + l.trunk.contact + ": this node (a) says Unreachable, the cluster Reachable")
+		})
+		l.k.renewals(4) // the leader goes on renewing the heartbeat over 3 s
+		s.end(t, l.trunk.dest, "A")
+		if got := l.hook.pushes()[before:]; len(got) != 0 {
+			t.Fatalf("the webhook received %v while only a said Unreachable, want nothing", got)
+		}
+		for _, n := range l.nodes {
+			if n.logged(l.verdictLine("Unreachable")) {
+				t.Fatalf("node %s logged the cluster Unreachable with one vantage of three", n.name)
+			}
+		}
+	})
+	var took time.Duration
+	step(t, "2 b's probes dropped too: the cluster says Unreachable, Kamailio sets t inactive", func() {
+		at := time.Now()
+		l.setDrop(true, b)
+		eventually(t, liveDetection+time.Second, "t inactive in Kamailio", func() bool { return l.k.state(l.trunk.dest) == "I" })
+		took = time.Since(at)
+		t.Logf("t inactive in Kamailio %v after b's probes were dropped (one node's detection %v)", took, liveDetection)
+		l.clusterSays(t, "Unreachable", peerBound, l.nodes...)
+		eventually(t, peerBound, "the webhook hears t down", func() bool {
+			p := l.hook.pushes()
+			return len(p) > 0 && p[len(p)-1] == "down"
+		})
+	})
+	return took
+}
+
+// TestClusterVantagesDisagree: one vantage of three that cannot reach
+// the trunk changes nothing in the routers; two of three take it down
+// within one node's detection time + 1 s.
+func TestClusterVantagesDisagree(t *testing.T) {
+	l := newClusterProcs(t)
+	l.downByTwo(t)
+}
+
+// TestClusterLeaderKilledWhileTrunkDown: kill -9 of the leader while
+// the trunk is down (every vantage says so): another node leads within
+// the lease TTL and a stream leader election (2 x TTL), Kamailio never
+// has the trunk active in between (sampled every 20 ms), and the webhook
+// receives no "up".
+func TestClusterLeaderKilledWhileTrunkDown(t *testing.T) {
+	l := newClusterProcs(t)
+	l.downByTwo(t)
+	l.setDrop(true, l.nodes[2])
+	eventually(t, liveDetection+peerBound, "c's own status Unreachable", func() bool { return l.nodes[2].own(t) == "Unreachable" })
+	old := l.leader(t, nil)
+	s := l.k.watch(l.trunk.dest)
+	before := len(l.hook.pushes())
+	old.kill(t)
+	next := l.leader(t, old)
+	took := time.Since(old.killedAt)
+	t.Logf("leader %s killed; %s leads %v later (lease TTL %v)", old.name, next.name, took, clusterTTL)
+	if took > 2*clusterTTL {
+		t.Errorf("new leader after %v, want within 2 x the lease TTL %v", took, clusterTTL)
+	}
+	l.k.renewals(4) // the new leader's heartbeats, over 3 s
+	s.end(t, l.trunk.dest, "I")
+	for _, p := range l.hook.pushes()[before:] {
+		if p != "down" {
+			t.Fatalf("the webhook received %v after the failover, want no up", l.hook.pushes()[before:])
+		}
+	}
+}
+
+// TestClusterTwoOfThreeKilled: with two of three nodes killed, the
+// survivor (the leader) has no JetStream quorum: it stops leading, says
+// in its log that it lost the cluster and pushes nothing, and Kamailio
+// fails open failopen_after after its last heartbeat; the survivor keeps
+// probing.
+func TestClusterTwoOfThreeKilled(t *testing.T) {
+	l := newClusterProcs(t)
+	l.downByTwo(t)
+	survivor := l.leader(t, nil) // the hardest case: the leader survives
+	own := survivor.own(t)
+	for _, n := range l.nodes {
+		if n != survivor {
+			n.kill(t)
+		}
+	}
+	killed := time.Now()
+	eventually(t, 3*clusterTTL, "the survivor says it lost the cluster", func() bool {
+		return survivor.logged("cluster: this node lost the cluster (NATS, or its JetStream quorum): it probes and serves its own view and pushes nothing")
+	})
+	t.Logf("the survivor %s logged the loss %v after the kills", survivor.name, time.Since(killed))
+	took := l.k.failedOpen(l.trunk.dest, killed)
+	t.Logf("Kamailio failed open %v after two of three nodes were killed (failopen_after %v)", took, testFailOpen)
+	if now := survivor.own(t); now != own {
+		t.Fatalf("the survivor's own status %s, want %s as before (it keeps probing)", now, own)
+	}
+	if survivor.leads() || !survivor.logged("cluster: this node stopped leading") {
+		t.Fatal("the surviving leader did not stop leading without a JetStream quorum")
+	}
+	s := l.k.watch(l.trunk.dest)
+	l.k.renewalsNone(t, survivor, 4)
+	s.end(t, l.trunk.dest, "A")
+}
+
+// renewalsNone waits until n has sent probes over about count seconds
+// (its qualifyd_sip_requests_total grew by count) and checks that
+// nobody renewed Kamailio's heartbeat meanwhile.
+func (k *kamailio) renewalsNone(t *testing.T, n *procNode, count int) {
+	t.Helper()
+	base := "http://" + n.http
+	start := metric(t, base, "qualifyd_sip_requests_total")
+	eventually(t, time.Duration(count+2)*time.Second+peerBound, "the survivor goes on probing", func() bool {
+		return metric(t, base, "qualifyd_sip_requests_total") >= start+float64(count)
+	})
+	if v := k.heartbeat(); v != 0 {
+		t.Fatalf("Kamailio's heartbeat item is %d, want none: nobody may renew it without a leader", v)
+	}
+}

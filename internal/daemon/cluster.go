@@ -1,0 +1,445 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/api"
+	"github.com/qualifyd/qualifyd/internal/cluster"
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// ClusterConfig reads conf's type=cluster section for the node named
+// node (--node; "" means this host's short name, which must then be one
+// of the nodes): each option through cluster.Config.Set, then Finish,
+// every error at its file:line. It returns ok false, and no error, for a
+// configuration without a cluster section, where node must be "".
+func ClusterConfig(conf *pjsip.Config, node string) (cfg cluster.Config, ok bool, err error) {
+	sec := conf.Cluster
+	if sec == nil {
+		if node != "" {
+			return cfg, false, fmt.Errorf("--node %s: the configuration has no type=cluster section (a single node has no name)", node)
+		}
+		return cfg, false, nil
+	}
+	if cfg, err = setCluster(sec); err != nil {
+		return cfg, false, err
+	}
+	if node == "" {
+		node = shortHostname()
+	}
+	return cfg, true, finishCluster(sec, &cfg, node)
+}
+
+// CheckCluster reads conf's cluster section as ClusterConfig does, for
+// its first node (check-config: any node would do); ok false without one.
+func CheckCluster(conf *pjsip.Config) (cfg cluster.Config, ok bool, err error) {
+	sec := conf.Cluster
+	if sec == nil {
+		return cfg, false, nil
+	}
+	if cfg, err = setCluster(sec); err != nil {
+		return cfg, false, err
+	}
+	self := ""
+	if len(cfg.Nodes) > 0 {
+		self = cfg.Nodes[0].Name
+	}
+	return cfg, true, finishCluster(sec, &cfg, self)
+}
+
+// setCluster applies each option of sec.
+func setCluster(sec *pjsip.Cluster) (cluster.Config, error) {
+	var cfg cluster.Config
+	for _, o := range sec.Options {
+		if err := cfg.Set(o.Key, o.Value); err != nil {
+			return cfg, sec.OptionError(o, err, cluster.ErrUnknownOption)
+		}
+	}
+	return cfg, nil
+}
+
+// finishCluster finishes cfg for node and refuses fewer vantages than
+// nodes, which this qualifyd does not assign yet.
+func finishCluster(sec *pjsip.Cluster, cfg *cluster.Config, node string) error {
+	if err := cfg.Finish(node); err != nil {
+		return sec.SectionError(err, cluster.ErrUnknownOption)
+	}
+	if cfg.Vantages < len(cfg.Nodes) {
+		return sec.SectionError(fmt.Errorf("%w: vantages=%d with %d nodes: this qualifyd has every node probe every contact; set vantages=%d (more than 3 nodes need it written)",
+			cluster.ErrValue, cfg.Vantages, len(cfg.Nodes), len(cfg.Nodes)), cluster.ErrUnknownOption)
+	}
+	return nil
+}
+
+// shortHostname is the host's name up to its first dot, "" when unknown.
+func shortHostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	h, _, _ = strings.Cut(h, ".")
+	return h
+}
+
+// ContactKey is a contact's key in the cluster: AoR/URI (a URI starts
+// with its scheme, so the first '/' of a key before "sip" ends the AoR).
+func ContactKey(aor, uri string) string { return aor + "/" + uri }
+
+// readyBound is how long a starting node waits for the cluster's
+// verdicts before it probes and serves its own view.
+const readyBound = 30 * time.Second
+
+// node is the daemon's part in a cluster: the Cluster, the sinks' run
+// while this node leads, and what the log says of the cluster's changes.
+type node struct {
+	d   *Daemon
+	c   *cluster.Cluster
+	cfg cluster.Config
+	raw []pjsip.ClusterOption // the section as read at start, to warn when a reload changes it
+
+	lead chan struct{} // capacity 1: the Leading hook changed leading
+
+	mu       sync.Mutex // guards the fields below
+	leading  bool       // the Leading hook's last edge
+	digest   string     // this node's configuration digest
+	disagree []string   // the nodes whose digest differs from the leader's
+	in       bool       // InCluster as the watch last logged it
+	leader   string     // the leader as the watch last logged it
+}
+
+// newNode builds the Cluster of cfg; its hooks feed the sinks and the log.
+func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
+	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), in: true}
+	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict})
+	if err != nil {
+		return nil, err
+	}
+	n.c = c
+	return n, nil
+}
+
+// leadingEdge is the Leading hook: it hands the edge to runSinks.
+func (n *node) leadingEdge(leading bool) {
+	n.mu.Lock()
+	n.leading = leading
+	n.mu.Unlock()
+	select {
+	case n.lead <- struct{}{}:
+	default:
+	}
+}
+
+// gate is the sinks' check before every push and heartbeat: only the
+// leader changes the routers.
+func (n *node) gate() error {
+	if n.c.Leading() {
+		return nil
+	}
+	if v := n.c.View(); !v.InCluster {
+		return errors.New("this node is not in the cluster (NATS or its JetStream quorum lost): it pushes nothing")
+	}
+	return errors.New("this node does not lead the cluster: it pushes nothing")
+}
+
+// runSinks runs the sinks while this node leads, until ctx ends: the
+// Leading hook's true edge starts them from the cluster's verdicts (each
+// sink's first session re-asserts every level it knows), the false edge
+// stops them, cancelled and waited for, releasing nothing: the next
+// leader re-asserts the same verdicts.
+func (n *node) runSinks(ctx context.Context) {
+	var stop func()
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.lead:
+		}
+		n.mu.Lock()
+		leading := n.leading
+		n.mu.Unlock()
+		switch {
+		case leading && stop == nil:
+			n.d.sinks.Resync() // the levels from the cluster's verdicts as they are now
+			sctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { n.d.sinks.Run(sctx); close(done) }()
+			stop = func() { cancel(); <-done }
+			n.d.log.Notice(slog.LevelInfo, "cluster: this node leads: it runs the sinks")
+		case !leading && stop != nil:
+			stop()
+			stop = nil
+			n.d.log.Notice(slog.LevelWarn, "cluster: this node stopped leading: its sinks stopped, released nothing")
+		}
+	}
+}
+
+// verdict is the Verdict hook: the sinks recompute the contact's objects
+// and the log says the cluster's new status with the votes.
+func (n *node) verdict(v cluster.Verdict) {
+	aor, uri, ok := splitContactKey(v.Contact)
+	if !ok {
+		return
+	}
+	n.d.sinks.AoRChanged(aor)
+	if v.Status != qualify.Reachable && v.Status != qualify.Unreachable {
+		return
+	}
+	n.d.log.Line(time.Now(), verdictLine(aor, uri, v))
+}
+
+// verdictLine is the log's line of a cluster status change:
+// "qualifyd: cluster: Contact AOR/URI is now Unreachable (2 of 3
+// vantages: a=Unreachable b=Unreachable c=Reachable)".
+func verdictLine(aor, uri string, v cluster.Verdict) string {
+	agree := 0
+	for _, b := range v.Votes {
+		if b.Status == v.Status {
+			agree++
+		}
+	}
+	return fmt.Sprintf("qualifyd: cluster: Contact %s/%s is now %s (%d of %d vantages: %s)", aor, uri, v.Status, agree, len(v.Votes), votesText(v.Votes))
+}
+
+// votesText is "a=Unreachable b=Reachable c=NonQualified".
+func votesText(votes []cluster.Vote) string {
+	parts := make([]string, len(votes))
+	for i, b := range votes {
+		parts[i] = b.Node + "=" + b.Status.String()
+	}
+	return strings.Join(parts, " ")
+}
+
+// splitContactKey is ContactKey's inverse: the AoR ends at the last '/'
+// before the URI's "sip:" or "sips:".
+func splitContactKey(key string) (aor, uri string, ok bool) {
+	for i := len(key) - 1; i >= 0; i-- {
+		if key[i] == '/' && (strings.HasPrefix(key[i+1:], "sip:") || strings.HasPrefix(key[i+1:], "sips:")) {
+			return key[:i], key[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+// report publishes this node's status edge of a contact, from the sinks'
+// subscription, and logs when it leaves this node in disagreement with
+// the cluster's status (once per own change).
+func (n *node) report(ev engine.Event) {
+	key := ContactKey(ev.AoR, ev.URI)
+	n.c.Report(key, ev.To)
+	if !verdict(ev) {
+		return
+	}
+	if cs := n.c.Status(key); cs != ev.To && (cs == qualify.Reachable || cs == qualify.Unreachable) {
+		n.d.log.Line(time.Now(), fmt.Sprintf("qualifyd: cluster: vantages disagree on Contact %s/%s: this node (%s) says %s, the cluster %s (%s)",
+			ev.AoR, ev.URI, n.cfg.Self, ev.To, cs, votesText(n.c.Votes(key))))
+	}
+}
+
+// clusterSource is the sinks' view in cluster mode: the engine's snapshots
+// with each contact's status replaced by the cluster's (NonQualified,
+// pushed as nothing, for a contact the cluster has no verdict of), so
+// that the sinks and the panic rule follow the cluster.
+type clusterSource struct {
+	eng *engine.Engine
+	c   *cluster.Cluster
+}
+
+// AoR is the engine's snapshot of the AoR name with the cluster's
+// statuses.
+func (s clusterSource) AoR(name string) (engine.AoRSnapshot, bool) {
+	a, ok := s.eng.AoR(name)
+	if !ok {
+		return a, false
+	}
+	a.Available = false
+	for i := range a.Contacts {
+		ct := &a.Contacts[i]
+		ct.Status = s.c.Status(ContactKey(a.Name, ct.URI))
+		ct.Routable = a.Policy.Routable(ct.Status)
+		a.Available = a.Available || ct.Routable
+	}
+	return a, true
+}
+
+// digestOf is the configuration's digest that the nodes compare: every
+// AoR's name and contacts (the AoRs the configuration assigns).
+func digestOf(conf *pjsip.Config) string {
+	h := sha256.New()
+	for i := range conf.AoRs {
+		a := &conf.AoRs[i]
+		h.Write([]byte(a.Name))
+		h.Write([]byte{0})
+		for _, c := range a.Contacts {
+			h.Write([]byte(c))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// configured announces the applied configuration's digest and how many
+// contacts this node probes.
+func (n *node) configured(conf *pjsip.Config) {
+	d := digestOf(conf)
+	n.mu.Lock()
+	n.digest = d
+	n.mu.Unlock()
+	n.c.SetDigest(d)
+	n.c.SetProbes(sizeOf(conf).contacts)
+}
+
+// watchEvery is how often the node compares its view with the one it
+// logged last.
+const watchEvery = 500 * time.Millisecond
+
+// watch logs the cluster's changes this node sees, until ctx ends: its
+// leaving and rejoining the cluster, the leader, and the nodes whose
+// configuration differs from the leader's.
+func (n *node) watch(ctx context.Context) {
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.check(n.c.View())
+	}
+}
+
+// check logs what changed in v since the last check.
+func (n *node) check(v cluster.View) {
+	n.mu.Lock()
+	wasIn, wasLeader, wasDisagree := n.in, n.leader, n.disagree
+	n.in, n.leader = v.InCluster, v.Leader
+	n.disagree = disagreeing(v)
+	disagree := n.disagree
+	n.mu.Unlock()
+	switch {
+	case wasIn && !v.InCluster:
+		n.d.log.Notice(slog.LevelError, "cluster: this node lost the cluster (NATS, or its JetStream quorum): it probes and serves its own view and pushes nothing; the routers fail open after their failopen_after")
+	case !wasIn && v.InCluster:
+		n.d.log.Notice(slog.LevelInfo, "cluster: this node is in the cluster again")
+	}
+	if v.InCluster && v.Leader != wasLeader {
+		n.d.log.Notice(slog.LevelInfo, "cluster: leader is "+cmpOr(v.Leader, "none"))
+	}
+	if !slices.Equal(disagree, wasDisagree) && len(disagree) > 0 {
+		n.d.log.Notice(slog.LevelWarn, "cluster: the configuration of "+strings.Join(disagree, ",")+" assigns other AoRs than the leader's ("+v.Leader+"): reload every node with the same file")
+	}
+}
+
+// cmpOr is s, or def when s is empty.
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// disagreeing lists the live nodes whose digest differs from the
+// leader's; none when the leader is unknown or said none.
+func disagreeing(v cluster.View) []string {
+	var lead string
+	for _, m := range v.Members {
+		if m.Name == v.Leader && m.Up {
+			lead = m.Digest
+		}
+	}
+	var out []string
+	for _, m := range v.Members {
+		if lead != "" && m.Up && m.Digest != "" && m.Digest != lead {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// View is the web hook of GET /api/v1/cluster: this node's view.
+func (n *node) View() api.Cluster {
+	v := n.c.View()
+	out := api.Cluster{Node: v.Self, InCluster: v.InCluster, Leading: v.Leading, Leader: v.Leader,
+		Quorum: n.cfg.Quorum.String(), Vantages: n.cfg.Vantages, Disagree: disagreeing(v)}
+	if out.Disagree == nil {
+		out.Disagree = []string{}
+	}
+	for _, m := range v.Members {
+		out.Members = append(out.Members, api.ClusterMember{Name: m.Name, Up: m.Up, Since: api.At(m.Since), Probes: m.Probes})
+	}
+	return out
+}
+
+// Votes is the web hook of a contact's votes: the cluster's status and
+// each live vantage's; ok false for a contact the engine does not have.
+func (n *node) Votes(aor, uri string) (qualify.Status, []api.Vote, bool) {
+	a, ok := n.d.eng.AoR(aor)
+	if !ok || !slices.ContainsFunc(a.Contacts, func(c engine.ContactSnapshot) bool { return c.URI == uri }) {
+		return qualify.NonQualified, nil, false
+	}
+	key := ContactKey(aor, uri)
+	votes := n.c.Votes(key)
+	out := make([]api.Vote, len(votes))
+	for i, b := range votes {
+		out[i] = api.Vote{Node: b.Node, Status: b.Status.String()}
+	}
+	return n.c.Status(key), out, true
+}
+
+// waitReady waits until the cluster has given this node its verdicts
+// back, at most readyBound, so that a restarted node serves and pushes
+// the cluster's statuses, not its own first probes'.
+func (n *node) waitReady(ctx context.Context) {
+	t := time.NewTimer(readyBound)
+	defer t.Stop()
+	select {
+	case <-n.c.Ready():
+		n.d.log.Notice(slog.LevelInfo, "cluster: joined as "+n.cfg.Self+": the cluster's verdicts read back")
+	case <-t.C:
+		n.d.log.Notice(slog.LevelError, fmt.Sprintf("cluster: no cluster within %v: this node probes and serves its own view and pushes nothing until it joins", readyBound))
+	case <-ctx.Done():
+	}
+}
+
+// sameSection reports whether a reload's cluster section is the one the
+// node started with (its options and values in order).
+func sameSection(a []pjsip.ClusterOption, b *pjsip.Cluster) bool {
+	if b == nil {
+		return a == nil
+	}
+	return slices.EqualFunc(a, b.Options, func(x, y pjsip.ClusterOption) bool { return x.Key == y.Key && x.Value == y.Value })
+}
+
+// clusterView is web.Config.Cluster: ok false for a single node.
+func (d *Daemon) clusterView() (api.Cluster, bool) {
+	if d.cluster == nil {
+		return api.Cluster{}, false
+	}
+	return d.cluster.View(), true
+}
+
+// votes is web.Config.Votes: ok false for a single node.
+func (d *Daemon) votes(aor, uri string) (qualify.Status, []api.Vote, bool) {
+	if d.cluster == nil {
+		return qualify.NonQualified, nil, false
+	}
+	return d.cluster.Votes(aor, uri)
+}

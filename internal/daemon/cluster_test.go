@@ -1,0 +1,406 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/api"
+	"github.com/qualifyd/qualifyd/internal/cluster"
+	"github.com/qualifyd/qualifyd/internal/peertest"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/responder"
+)
+
+// clusterTTL is the member and lease TTL of the daemon's cluster tests,
+// the cluster package's own test figure.
+const clusterTTL = 3
+
+// dropper is a SIP peer that drops the OPTIONS of chosen source ports:
+// each node's probe socket is its source port.
+type dropper struct {
+	r *responder.Responder
+	responder.Ports
+}
+
+// newDropper starts the peer on loopback.
+func newDropper(t *testing.T) *dropper {
+	t.Helper()
+	p := &dropper{}
+	r, err := responder.Listen("127.0.0.1:0", p.Decide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.r = r
+	t.Cleanup(func() { r.Close() })
+	return p
+}
+
+// testNode is one daemon of a test cluster.
+type testNode struct {
+	name string
+	sip  uint16
+	d    *Daemon
+	log  *peertest.Output
+	stop func()
+}
+
+// clusterLab is n daemons in one process, clustered over loopback, each
+// probing the contact t on one dropper.
+type clusterLab struct {
+	peer   *dropper
+	nodes  []*testNode
+	routes []string
+	stores []string
+	quorum string
+	// extra, if set, adds AoRs to node i's configuration (a file not yet
+	// reloaded everywhere).
+	extra func(i int) []pjsip.AoR
+}
+
+const labAoR = "t"
+
+// labContact is the lab's one contact.
+func (l *clusterLab) labContact() string { return "sip:t@" + l.peer.r.Addr().String() }
+
+// newClusterLab starts n nodes named a, b, c... and waits until each is
+// in the cluster with every node up, and one leads.
+func newClusterLab(t *testing.T, n int, quorum string) *clusterLab {
+	t.Helper()
+	return startClusterLab(t, &clusterLab{peer: newDropper(t), quorum: quorum}, n)
+}
+
+// startClusterLab starts l's n nodes and waits as newClusterLab does.
+func startClusterLab(t *testing.T, l *clusterLab, n int) *clusterLab {
+	t.Helper()
+	for range n {
+		l.routes = append(l.routes, fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(t, "tcp")))
+		l.stores = append(l.stores, t.TempDir())
+	}
+	for i := range n {
+		l.nodes = append(l.nodes, l.start(t, i))
+	}
+	for _, nd := range l.nodes {
+		waitUntil(t, 30*time.Second, nd.name+" sees every node up", func() bool {
+			v, _ := nd.d.clusterView()
+			up := 0
+			for _, m := range v.Members {
+				if m.Up {
+					up++
+				}
+			}
+			return v.InCluster && up == n
+		})
+	}
+	l.leader(t)
+	return l
+}
+
+// start starts node i (again, after stop) with its own store.
+func (l *clusterLab) start(t *testing.T, i int) *testNode {
+	t.Helper()
+	name := string(rune('a' + i))
+	sip := uint16(peertest.FreePort(t, "udp"))
+	var nodes []string
+	for j, r := range l.routes {
+		nodes = append(nodes, fmt.Sprintf("%c@%s", 'a'+j, r))
+	}
+	conf := &pjsip.Config{
+		AoRs: []pjsip.AoR{{AoR: probe.AoR{Name: labAoR, Contacts: []string{l.labContact()},
+			Policy: &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 2, RetryInterval: 200 * time.Millisecond}}}},
+		Cluster: &pjsip.Cluster{Name: "c", File: "q.conf", Line: 1, Options: []pjsip.ClusterOption{
+			{Key: "nodes", Value: strings.Join(nodes, ",")}, {Key: "store", Value: l.stores[i]}, {Key: "quorum", Value: l.quorum},
+			{Key: "member_ttl", Value: fmt.Sprint(clusterTTL)}, {Key: "lease_ttl", Value: fmt.Sprint(clusterTTL)}}},
+	}
+	if l.extra != nil {
+		conf.AoRs = append(conf.AoRs, l.extra(i)...)
+	}
+	out := &peertest.Output{}
+	d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, Node: name,
+		SIPBind: fmt.Sprintf("127.0.0.1:%d", sip), HTTPAddr: "127.0.0.1:0", Log: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	var once sync.Once
+	nd := &testNode{name: name, sip: sip, d: d, log: out, stop: func() { once.Do(func() { cancel(); <-done }) }}
+	t.Cleanup(nd.stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("node %s logged:\n%s", name, out.String())
+		}
+	})
+	return nd
+}
+
+// leader waits until exactly one node leads and returns it.
+func (l *clusterLab) leader(t *testing.T) *testNode {
+	t.Helper()
+	var lead *testNode
+	waitUntil(t, 4*clusterTTL*time.Second, "one leader", func() bool {
+		lead = nil
+		for _, nd := range l.nodes {
+			if v, _ := nd.d.clusterView(); v.Leading {
+				if lead != nil {
+					return false
+				}
+				lead = nd
+			}
+		}
+		return lead != nil
+	})
+	return lead
+}
+
+// own is the node's engine's status of the lab's contact.
+func (l *clusterLab) own(nd *testNode) qualify.Status {
+	a, _ := nd.d.eng.AoR(labAoR)
+	for _, c := range a.Contacts {
+		return c.Status
+	}
+	return qualify.NonQualified
+}
+
+// clusterStatus is the cluster's status of the lab's contact as nd sees
+// it.
+func (l *clusterLab) clusterStatus(nd *testNode) qualify.Status {
+	s, _, _ := nd.d.votes(labAoR, l.labContact())
+	return s
+}
+
+// everyNodeSays waits until every running node's cluster status is s.
+func (l *clusterLab) everyNodeSays(t *testing.T, s qualify.Status, bound time.Duration, nodes ...*testNode) {
+	t.Helper()
+	waitUntil(t, bound, "every node sees the cluster say "+s.String(), func() bool {
+		for _, nd := range nodes {
+			if l.clusterStatus(nd) != s {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitUntil polls cond every 20 ms until it holds; the test fails after
+// bound.
+func waitUntil(t *testing.T, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, bound)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a real NATS cluster's state, not timing logic
+	}
+}
+
+// labDetection bounds one node's detection of the lab's contact
+// (F + T + (N-1)(R + T) = 1.8 s) and its vote's way through NATS.
+const labDetection = 1800*time.Millisecond + time.Second
+
+// TestClusterQuorumAll: with quorum=all, two of three vantages saying
+// Unreachable leave the cluster Reachable (each node still says its own
+// status); the third makes it Unreachable; one Reachable brings it back.
+func TestClusterQuorumAll(t *testing.T) {
+	l := newClusterLab(t, 3, "all")
+	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
+	a, b, c := l.nodes[0], l.nodes[1], l.nodes[2]
+	l.peer.Set(true, a.sip, b.sip)
+	waitUntil(t, labDetection, "a and b find t Unreachable", func() bool {
+		return l.own(a) == qualify.Unreachable && l.own(b) == qualify.Unreachable
+	})
+	waitUntil(t, labDetection, "every node counts a's and b's votes", func() bool {
+		for _, nd := range l.nodes {
+			_, votes, _ := nd.d.votes(labAoR, l.labContact())
+			down := 0
+			for _, v := range votes {
+				if v.Status == "Unreachable" {
+					down++
+				}
+			}
+			if down != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, nd := range l.nodes {
+		if s := l.clusterStatus(nd); s != qualify.Reachable {
+			t.Fatalf("quorum=all, 2 of 3 Unreachable: node %s says the cluster is %v, want Reachable", nd.name, s)
+		}
+	}
+	l.peer.Set(true, c.sip)
+	l.everyNodeSays(t, qualify.Unreachable, labDetection, l.nodes...)
+	l.peer.Set(false, a.sip)
+	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
+}
+
+// TestClusterQuorumAny: with quorum=any, one vantage saying Unreachable
+// makes the cluster Unreachable, and it comes back only when every
+// vantage says Reachable.
+func TestClusterQuorumAny(t *testing.T) {
+	l := newClusterLab(t, 3, "any")
+	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
+	a, b := l.nodes[0], l.nodes[1]
+	l.peer.Set(true, a.sip, b.sip)
+	l.everyNodeSays(t, qualify.Unreachable, labDetection, l.nodes...)
+	l.peer.Set(false, a.sip)
+	waitUntil(t, labDetection, "a finds t Reachable", func() bool { return l.own(a) == qualify.Reachable })
+	waitUntil(t, labDetection, "the cluster counts a's Reachable", func() bool {
+		_, votes, _ := l.nodes[2].d.votes(labAoR, l.labContact())
+		return len(votes) == 3 && votes[0].Status != "" && countVotes(votes, "Reachable") == 2
+	})
+	for _, nd := range l.nodes {
+		if s := l.clusterStatus(nd); s != qualify.Unreachable {
+			t.Fatalf("quorum=any, 1 of 3 Unreachable: node %s says the cluster is %v, want Unreachable", nd.name, s)
+		}
+	}
+	l.peer.Set(false, b.sip)
+	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
+}
+
+// countVotes counts the votes of status s.
+func countVotes(votes []api.Vote, s string) int {
+	n := 0
+	for _, v := range votes {
+		if v.Status == s {
+			n++
+		}
+	}
+	return n
+}
+
+// TestClusterRestartTakesVerdictsBack: a node restarted while the two
+// others find the contact Unreachable (its own probes are answered)
+// serves the cluster's Unreachable from its first answer, before its own
+// Reachable could count; its log says it joined before it started
+// probing.
+func TestClusterRestartTakesVerdictsBack(t *testing.T) {
+	l := newClusterLab(t, 3, "majority")
+	l.everyNodeSays(t, qualify.Reachable, labDetection, l.nodes...)
+	a, b, c := l.nodes[0], l.nodes[1], l.nodes[2]
+	l.peer.Set(true, a.sip, b.sip)
+	l.everyNodeSays(t, qualify.Unreachable, labDetection, l.nodes...)
+	c.stop()
+	c = l.start(t, 2)
+	l.nodes[2] = c
+	waitUntil(t, 30*time.Second, "the restarted node serves HTTP", func() bool { return c.d.URL() != "" && healthy(c.d.URL()) })
+	if s := l.clusterStatus(c); s != qualify.Unreachable {
+		t.Fatalf("the restarted node's first answers: cluster status %v, want Unreachable taken back from the cluster", s)
+	}
+	if !strings.Contains(c.log.String(), "cluster: joined as c: the cluster's verdicts read back") {
+		t.Fatalf("the restarted node's log does not say it joined:\n%s", c.log.String())
+	}
+	waitUntil(t, labDetection, "c finds t Reachable itself", func() bool { return l.own(c) == qualify.Reachable })
+	if s := l.clusterStatus(c); s != qualify.Unreachable {
+		t.Fatalf("after c's own Reachable: cluster %v, want Unreachable (2 of 3)", s)
+	}
+}
+
+// TestClusterConfigErrors: the section's errors name its file and line,
+// and --node is checked against it.
+func TestClusterConfigErrors(t *testing.T) {
+	sec := func(opts ...string) *pjsip.Config {
+		c := &pjsip.Cluster{Name: "c", File: "q.conf", Line: 4}
+		for i := 0; i+1 < len(opts); i += 2 {
+			c.Options = append(c.Options, pjsip.ClusterOption{Key: opts[i], Value: opts[i+1], File: "q.conf", Line: 5 + i/2})
+		}
+		return &pjsip.Config{Cluster: c}
+	}
+	tests := []struct {
+		name string
+		conf *pjsip.Config
+		node string
+		is   error
+		want string
+	}{
+		{"node without a section", &pjsip.Config{}, "a", nil, "--node a: the configuration has no type=cluster section (a single node has no name)"},
+		{"unknown option", sec("leader", "a"), "a", pjsip.ErrUnknownOption,
+			`q.conf:5: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl`},
+		{"node not listed", sec("nodes", "a@h:1", "store", "/s"), "z", pjsip.ErrValue,
+			`q.conf:4: section "c": invalid value: node "z" is not in nodes= (a)`},
+		{"fewer vantages", sec("nodes", "a@h:1,b@h:2", "vantages", "1", "store", "/s"), "a", pjsip.ErrValue,
+			`q.conf:4: section "c": invalid value: vantages=1 with 2 nodes: this qualifyd has every node probe every contact; set vantages=2 (more than 3 nodes need it written)`},
+	}
+	for _, tt := range tests {
+		_, _, err := ClusterConfig(tt.conf, tt.node)
+		if err == nil || err.Error() != tt.want || (tt.is != nil && !errors.Is(err, tt.is)) {
+			t.Errorf("%s: %v, want %s", tt.name, err, tt.want)
+		}
+	}
+	cfg, ok, err := ClusterConfig(sec("nodes", "a@h:1,b@h:2", "store", "/s", "quorum", "any"), "b")
+	if err != nil || !ok || cfg.Self != "b" || cfg.Quorum != cluster.Any || cfg.Vantages != 2 {
+		t.Fatalf("ClusterConfig = %+v, %v, %v", cfg, ok, err)
+	}
+	if _, ok, err := ClusterConfig(&pjsip.Config{}, ""); ok || err != nil {
+		t.Fatalf("no section: ok %v, err %v; want a single node", ok, err)
+	}
+}
+
+// TestClusterKeysAndVerdictLine: a contact's key is AoR/URI both ways,
+// and the log's line of a cluster verdict lists the votes.
+func TestClusterKeysAndVerdictLine(t *testing.T) {
+	if k := ContactKey("t", "sip:t@192.0.2.1"); k != "t/sip:t@192.0.2.1" {
+		t.Fatalf("ContactKey %q", k)
+	}
+	for _, key := range []string{"t/sip:t@192.0.2.1", "a/b/sips:x@h", "/sip:h"} {
+		aor, uri, ok := splitContactKey(key)
+		if !ok || ContactKey(aor, uri) != key {
+			t.Errorf("splitContactKey(%q) = %q, %q, %v", key, aor, uri, ok)
+		}
+	}
+	if _, _, ok := splitContactKey("t/h"); ok {
+		t.Error("a key without a SIP URI split")
+	}
+	v := cluster.Verdict{Contact: "t/sip:h", Status: qualify.Unreachable, Votes: []cluster.Vote{
+		{Node: "a", Status: qualify.Unreachable}, {Node: "b", Status: qualify.Unreachable}, {Node: "c", Status: qualify.Reachable}}}
+	if got, want := verdictLine("t", "sip:h", v), "qualifyd: cluster: Contact t/sip:h is now Unreachable (2 of 3 vantages: a=Unreachable b=Unreachable c=Reachable)"; got != want {
+		t.Errorf("verdict line %q, want %q", got, want)
+	}
+}
+
+// healthy reports whether base answers.
+func healthy(base string) bool {
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
+}
+
+// TestClusterFileDisagreement: a node whose file assigns another AoR than
+// the leader's is listed in every node's disagree, and logged.
+func TestClusterFileDisagreement(t *testing.T) {
+	l := &clusterLab{peer: newDropper(t), quorum: "majority"}
+	l.extra = func(i int) []pjsip.AoR {
+		if i != 2 {
+			return nil
+		}
+		return []pjsip.AoR{{AoR: probe.AoR{Name: "u", Contacts: []string{"sip:u@192.0.2.1"}, Policy: &qualify.Policy{}}}}
+	}
+	startClusterLab(t, l, 3)
+	lead := l.leader(t)
+	want := "c"
+	if lead.name == "c" {
+		want = "a,b"
+	}
+	for _, nd := range l.nodes {
+		waitUntil(t, 2*clusterTTL*time.Second, nd.name+" lists the disagreeing nodes", func() bool {
+			v, _ := nd.d.clusterView()
+			return strings.Join(v.Disagree, ",") == want
+		})
+		waitUntil(t, time.Second, nd.name+" logs them", func() bool {
+			return strings.Contains(nd.log.String(), "cluster: the configuration of "+want+" assigns other AoRs than the leader's ("+lead.name+")")
+		})
+	}
+}
