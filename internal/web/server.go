@@ -94,14 +94,6 @@ type Config struct {
 	Logger *slog.Logger
 	// Panicked, if set, is called once per handler panic (for a metric).
 	Panicked func()
-	// Cluster, if set, returns this node's view for GET /api/v1/cluster;
-	// ok false when the daemon runs without a type=cluster section (the
-	// route then answers 404 "not a cluster node").
-	Cluster func() (api.Cluster, bool)
-	// Votes, if set, returns the cluster's status of a contact and each
-	// live vantage's vote (node, status); ok false outside cluster mode or
-	// for an unknown contact.
-	Votes func(aor, uri string) (cluster qualify.Status, votes []api.Vote, ok bool)
 }
 
 // Server is the HTTP interface. Create it with New, serve Handler, and run
