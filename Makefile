@@ -22,7 +22,7 @@ export QUALIFYD_ASTERISK ?= $(ASTERISK)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state screenshot clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster screenshot clean
 
 all: build
 
@@ -169,6 +169,14 @@ bench-daemon: build
 	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
 	bin/qualifyd-bench daemon --qualifyd bin/qualifyd --contacts 1000000 --frequency 60s --duration 30s
 	bin/qualifyd-bench daemon --qualifyd bin/qualifyd --contacts 1000000 --frequency 60s --duration 30s --dead-share 1
+
+# bench-cluster runs bin/qualifyd as a single node, as 3 clustered nodes
+# (vantages=3) and as a single node again on 100,000 contacts: the cost of
+# a node against the single one, the verdict latency of a flip of a tenth
+# of the contacts, and a kill -9 of the leader (docs/performance.md).
+bench-cluster: build
+	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
+	bin/qualifyd-bench cluster --qualifyd bin/qualifyd --contacts 100000 --frequency 10s --duration 30s
 
 # screenshot refreshes docs/status-page.png, the README's picture of the
 # status page, from the browser test that renders it (needs chromium).

@@ -199,6 +199,12 @@ type daemonChild struct {
 // startDaemon runs bin on conf with the HTTP front on a free loopback
 // port; the child inherits the environment (GOGC, GOMEMLIMIT).
 func startDaemon(ctx context.Context, bin, conf string) (*daemonChild, error) {
+	return startDaemonLog(ctx, bin, conf, nil)
+}
+
+// startDaemonLog is startDaemon with the daemon's log also written to
+// log (nil: only counted) and extra arguments to `qualifyd run`.
+func startDaemonLog(ctx context.Context, bin, conf string, log io.Writer, extra ...string) (*daemonChild, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -206,8 +212,12 @@ func startDaemon(ctx context.Context, bin, conf string) (*daemonChild, error) {
 	addr := l.Addr().String()
 	_ = l.Close()
 	d := &daemonChild{base: "http://" + addr, lines: &lineCounter{}, start: time.Now()}
-	d.cmd = exec.CommandContext(ctx, bin, "run", "--config", conf, "--http", addr, "--sip-bind", "127.0.0.1:0")
-	d.cmd.Stdout, d.cmd.Stderr = d.lines, os.Stderr
+	args := append([]string{"run", "--config", conf, "--http", addr, "--sip-bind", "127.0.0.1:0"}, extra...)
+	d.cmd = exec.CommandContext(ctx, bin, args...)
+	d.cmd.Stdout, d.cmd.Stderr = io.Writer(d.lines), os.Stderr
+	if log != nil {
+		d.cmd.Stdout = io.MultiWriter(d.lines, log)
+	}
 	if err := d.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", bin, err)
 	}

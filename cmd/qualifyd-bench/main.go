@@ -21,7 +21,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: qualifyd-bench engine|scale|daemon|state [options]   (see -h of each)")
+		fmt.Fprintln(stderr, "usage: qualifyd-bench engine|scale|daemon|state|cluster [options]   (see -h of each)")
 		return 2
 	}
 	switch args[0] {
@@ -33,6 +33,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runDaemon(ctx, args[1:], stdout, stderr)
 	case "state":
 		return runState(ctx, args[1:], stdout, stderr)
+	case "cluster":
+		return runCluster(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "qualifyd-bench: unknown benchmark %q\n", args[0])
 	return 2

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 
 	"github.com/qualifyd/qualifyd/internal/responder"
 )
@@ -19,18 +20,23 @@ import (
 type ports struct {
 	Live []netip.AddrPort `json:"live"`
 	Dead []netip.AddrPort `json:"dead"`
+	// Flip are the sockets that answer until told "flip", then drop.
+	Flip []netip.AddrPort `json:"flip,omitempty"`
 }
 
 // runResponder is `scale responder`: the scale benchmark's peer,
 // run as a child process so that its CPU is not counted as the prober's.
 // It answers OPTIONS on --live sockets and drops them on --dead sockets,
-// prints the ports as one JSON line, then answers each "counts" line on
-// stdin with "answered dropped ignored". It exits when stdin closes.
+// answers them on --flip sockets until a "flip" line on stdin, then drops
+// them there until an "unflip" line (each answered "flipped"), prints the ports as one
+// JSON line, then answers each "counts" line on stdin with "answered
+// dropped ignored". It exits when stdin closes.
 func runResponder(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("responder", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	live := fs.Int("live", 16, "answering sockets")
 	dead := fs.Int("dead", 0, "silent sockets")
+	flip := fs.Int("flip", 0, "sockets that answer until told to flip, then drop")
 	host := fs.String("host", "127.0.0.1", "loopback address to listen on")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -47,13 +53,26 @@ func runResponder(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return 1
 	}
 	defer dg.Close()
-	b, _ := json.Marshal(ports{Live: lg.Addrs(), Dead: dg.Addrs()})
+	var flipped atomic.Bool
+	fg, err := responder.ListenGroup(*host, *flip, func(netip.AddrPort) responder.Action { return responder.Action{Drop: flipped.Load()} })
+	if err != nil {
+		fmt.Fprintln(stderr, "qualifyd-bench responder:", err)
+		return 1
+	}
+	defer fg.Close()
+	b, _ := json.Marshal(ports{Live: lg.Addrs(), Dead: dg.Addrs(), Flip: fg.Addrs()})
 	fmt.Fprintln(stdout, string(b))
 	sc := bufio.NewScanner(stdin)
 	for sc.Scan() && ctx.Err() == nil {
+		if cmd := sc.Text(); cmd == "flip" || cmd == "unflip" {
+			flipped.Store(cmd == "flip")
+			fmt.Fprintln(stdout, "flipped")
+			continue
+		}
 		a, _, i := lg.Counts()
 		_, d, i2 := dg.Counts()
-		fmt.Fprintln(stdout, a, d, i+i2)
+		a3, d3, i3 := fg.Counts()
+		fmt.Fprintln(stdout, a+a3, d+d3, i+i2+i3)
 	}
 	return 0
 }
@@ -68,11 +87,16 @@ type child struct {
 
 // startResponder re-executes this binary as `scale responder`.
 func startResponder(ctx context.Context, live, dead int) (*child, error) {
+	return spawnResponder(ctx, "--live", fmt.Sprint(live), "--dead", fmt.Sprint(dead))
+}
+
+// spawnResponder runs `scale responder` with args and reads its ports.
+func spawnResponder(ctx context.Context, args ...string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "scale", "responder", "--live", fmt.Sprint(live), "--dead", fmt.Sprint(dead))
+	cmd := exec.CommandContext(ctx, self, append([]string{"scale", "responder"}, args...)...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -108,6 +132,22 @@ func (c *child) counts() (answered, dropped, ignored uint64, err error) {
 	}
 	_, err = fmt.Sscan(strings.TrimSpace(c.out.Text()), &answered, &dropped, &ignored)
 	return answered, dropped, ignored, err
+}
+
+// flip makes the child's flip sockets drop every request from now on
+// (drop true) or answer again (false).
+func (c *child) flip(drop bool) error {
+	cmd := "unflip\n"
+	if drop {
+		cmd = "flip\n"
+	}
+	if _, err := io.WriteString(c.in, cmd); err != nil {
+		return err
+	}
+	if !c.out.Scan() || c.out.Text() != "flipped" {
+		return fmt.Errorf("responder child: flip not acknowledged")
+	}
+	return nil
 }
 
 // pid returns the child's process ID.
