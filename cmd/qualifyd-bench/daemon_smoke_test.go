@@ -15,7 +15,9 @@ import (
 // silent, against responders in the test's process, and checks what an operator
 // would, correctness only: every contact logged once, in the
 // status its peer deserves, every event either logged or counted as
-// dropped, RSS under 1 KiB per contact beside the histories' bound, a reload through the API logged,
+// dropped, RSS under 1 KiB per contact beside the histories' bound
+// (over the RSS of the same binary on one contact: the code and the
+// runtime it links), a reload through the API logged,
 // and a clean stop. It asserts no timing; waits are on the daemon's log
 // lines, with generous bounds against a hang.
 func TestDaemonSmoke(t *testing.T) {
@@ -25,6 +27,7 @@ func TestDaemonSmoke(t *testing.T) {
 	const n = 100_000
 	bin := qualifydBinary(t)
 	ctx := t.Context()
+	base := baseRSS(t, bin)
 	pop := smokePopulation(t, n) // in this process: a re-executed test binary would run the tests
 	conf := filepath.Join(t.TempDir(), "qualifyd.conf")
 	if _, err := writeConfig(conf, pop, daemonOpts{freq: 10 * time.Second, timeout: time.Second}); err != nil {
@@ -54,8 +57,9 @@ func TestDaemonSmoke(t *testing.T) {
 	if got, ok := m["qualifyd_log_lines_dropped_total"]; !ok || got != 0 {
 		t.Errorf("qualifyd_log_lines_dropped_total %v (exported: %v), want 0: the test reads every line", got, ok)
 	}
-	if rss := procStatusOf(d.pid(), "VmRSS:"); rss >= 1024*n+historyBound {
-		t.Errorf("RSS %d B, %d B per contact, want under 1 KiB per contact and %d MiB of histories", rss, rss/n, historyBound>>20)
+	if rss := procStatusOf(d.pid(), "VmRSS:") - base; rss >= 1024*n+historyBound {
+		t.Errorf("RSS %d B over the %d B of one contact, %d B per contact, want under 1 KiB per contact and %d MiB of histories",
+			rss, base, rss/n, historyBound>>20)
 	}
 	if err := d.post("/api/v1/reload"); err != nil {
 		t.Fatal(err)
@@ -65,6 +69,27 @@ func TestDaemonSmoke(t *testing.T) {
 	if d.err != nil {
 		t.Errorf("qualifyd exited with %v after SIGTERM", d.err)
 	}
+}
+
+// baseRSS is the RSS of bin running one contact, once it is logged: what
+// the binary's code, data and runtime take whatever the contacts.
+func baseRSS(t *testing.T, bin string) int64 {
+	t.Helper()
+	pop := smokePopulation(t, 1)
+	conf := filepath.Join(t.TempDir(), "one.conf")
+	if _, err := writeConfig(conf, pop, daemonOpts{freq: 10 * time.Second, timeout: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := startDaemon(t.Context(), bin, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop()
+	if _, err := d.waitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	awaitLines(t, d, 2, time.Minute) // "started", the contact's line
+	return procStatusOf(d.pid(), "VmRSS:")
 }
 
 // historyBound is what the histories of the default --history-aors
