@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/qualifyd/qualifyd/internal/sink"
 	"github.com/qualifyd/qualifyd/internal/sipuri"
 )
 
@@ -186,6 +187,9 @@ func checkURI(uri string) error {
 	}
 	if err := sipuri.Check(uri); err != nil {
 		return fmt.Errorf("destination %q: %v (Kamailio skips the line)", uri, err)
+	}
+	if _, ok := sink.HostPort(uri); !ok {
+		return fmt.Errorf("destination %q has no host and port the kamailio sink can match", uri)
 	}
 	return nil
 }
