@@ -30,6 +30,10 @@ const clusterTTLs = 3
 // clusterTTL is clusterTTLs as a duration.
 const clusterTTL = clusterTTLs * time.Second
 
+// clusterFailOpen is the lab's sinks' failopen_after, in seconds: more
+// than a failover can take (2 x lease_ttl), as the daemon requires.
+const clusterFailOpen = 2*clusterTTLs + 1
+
 // procNode is one `qualifyd run` of the lab.
 type procNode struct {
 	name     string
@@ -106,10 +110,10 @@ func newClusterProcs(t *testing.T) *clusterProcs {
 		routes = append(routes, fmt.Sprintf("%s@127.0.0.1:%d", n.name, freePort(t, "tcp")))
 	}
 	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n"+
-		"[edge]\ntype=sink\ndriver=kamailio\nurl=%s\naors=t\nresync_interval=2\nheartbeat_interval=1\nfailopen_after=3\n\n"+
-		"[hook]\ntype=sink\ndriver=webhook\nurl=%s\naors=t\nheartbeat_interval=1\nfailopen_after=3\n\n"+
+		"[edge]\ntype=sink\ndriver=kamailio\nurl=%s\naors=t\nresync_interval=2\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
+		"[hook]\ntype=sink\ndriver=webhook\nurl=%s\naors=t\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
 		"[c]\ntype=cluster\nnodes=%s\nstore=cluster\nmember_ttl=%d\nlease_ttl=%d\n",
-		l.trunk.contact, liveOptions, l.k.rpc, srv.URL, strings.Join(routes, ","), clusterTTLs, clusterTTLs))
+		l.trunk.contact, liveOptions, l.k.rpc, clusterFailOpen, srv.URL, clusterFailOpen, strings.Join(routes, ","), clusterTTLs, clusterTTLs))
 	for _, n := range l.nodes {
 		l.start(t, n)
 	}
@@ -317,7 +321,7 @@ func TestClusterTwoOfThreeKilled(t *testing.T) {
 	})
 	t.Logf("the survivor %s logged the loss %v after the kills", survivor.name, time.Since(killed))
 	took := l.k.failedOpen(l.trunk.dest, killed)
-	t.Logf("Kamailio failed open %v after two of three nodes were killed (failopen_after %v)", took, testFailOpen)
+	t.Logf("Kamailio failed open %v after two of three nodes were killed (failopen_after %ds)", took, clusterFailOpen)
 	if now := survivor.own(t); now != own {
 		t.Fatalf("the survivor's own status %s, want %s as before (it keeps probing)", now, own)
 	}

@@ -39,7 +39,7 @@ func ClusterConfig(conf *pjsip.Config, node string) (cfg cluster.Config, ok bool
 	if node == "" {
 		node = shortHostname()
 	}
-	return cfg, true, finishCluster(sec, &cfg, node)
+	return cfg, true, finishCluster(conf, &cfg, node)
 }
 
 // CheckCluster reads conf's cluster section as ClusterConfig does, for
@@ -56,7 +56,7 @@ func CheckCluster(conf *pjsip.Config) (cfg cluster.Config, ok bool, err error) {
 	if len(cfg.Nodes) > 0 {
 		self = cfg.Nodes[0].Name
 	}
-	return cfg, true, finishCluster(sec, &cfg, self)
+	return cfg, true, finishCluster(conf, &cfg, self)
 }
 
 // setCluster applies each option of sec.
@@ -71,14 +71,31 @@ func setCluster(sec *pjsip.Cluster) (cluster.Config, error) {
 }
 
 // finishCluster finishes cfg for node and refuses fewer vantages than
-// nodes, which this qualifyd does not assign yet.
-func finishCluster(sec *pjsip.Cluster, cfg *cluster.Config, node string) error {
+// nodes, which this qualifyd does not assign yet, and a sink whose
+// router would fail open during a failover.
+func finishCluster(conf *pjsip.Config, cfg *cluster.Config, node string) error {
+	sec := conf.Cluster
 	if err := cfg.Finish(node); err != nil {
 		return sec.SectionError(err, cluster.ErrUnknownOption)
 	}
 	if cfg.Vantages < len(cfg.Nodes) {
 		return sec.SectionError(fmt.Errorf("%w: vantages=%d with %d nodes: this qualifyd has every node probe every contact; set vantages=%d (more than 3 nodes need it written)",
 			cluster.ErrValue, cfg.Vantages, len(cfg.Nodes), len(cfg.Nodes)), cluster.ErrUnknownOption)
+	}
+	return checkFailover(conf.Sinks, cfg.LeaseTTL)
+}
+
+// checkFailover refuses a sink whose failopen_after is no longer than a
+// failover can take (2 x lease_ttl: the lease expires, then the new
+// leader's stream is elected): no leader heartbeats meanwhile, and its
+// router would route every destination in the middle of every failover.
+func checkFailover(sinks []*pjsip.Sink, lease time.Duration) error {
+	for _, s := range sinks {
+		if s.HeartbeatInterval > 0 && s.FailOpenAfter <= 2*lease {
+			return &pjsip.Error{File: s.File, Line: s.Line, Section: s.Name, Option: "failopen_after",
+				Err: fmt.Errorf("%w: %v s is no longer than a failover of the cluster can take (2 x lease_ttl = %v s): the router would fail open during it",
+					pjsip.ErrValue, s.FailOpenAfter.Seconds(), (2 * lease).Seconds())}
+		}
 	}
 	return nil
 }

@@ -331,6 +331,17 @@ func TestClusterConfigErrors(t *testing.T) {
 		{"fewer vantages", sec("nodes", "a@h:1,b@h:2", "vantages", "1", "store", "/s"), "a", pjsip.ErrValue,
 			`q.conf:4: section "c": invalid value: vantages=1 with 2 nodes: this qualifyd has every node probe every contact; set vantages=2 (more than 3 nodes need it written)`},
 	}
+	shortWindow := sec("nodes", "a@h:1,b@h:2", "store", "/s", "lease_ttl", "6")
+	shortWindow.Sinks = []*pjsip.Sink{{Name: "edge", Driver: "kamailio", File: "q.conf", Line: 9,
+		HeartbeatInterval: 2 * time.Second, FailOpenAfter: 12 * time.Second}}
+	tests = append(tests, struct {
+		name string
+		conf *pjsip.Config
+		node string
+		is   error
+		want string
+	}{"failopen within a failover", shortWindow, "a", pjsip.ErrValue,
+		`q.conf:9: section "edge": option "failopen_after": invalid value: 12 s is no longer than a failover of the cluster can take (2 x lease_ttl = 12 s): the router would fail open during it`})
 	for _, tt := range tests {
 		_, _, err := ClusterConfig(tt.conf, tt.node)
 		if err == nil || err.Error() != tt.want || (tt.is != nil && !errors.Is(err, tt.is)) {
