@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -222,6 +223,13 @@ func (n *procNode) own(t *testing.T) string {
 	return body
 }
 
+// unreachableVotes counts the votes Unreachable n's API shows for the
+// trunk.
+func (n *procNode) unreachableVotes(t *testing.T) int {
+	_, body := get(t, "GET", "http://"+n.http+"/api/v1/aors/t", "")
+	return len(regexp.MustCompile(`\{"node":"[a-z]","status":"Unreachable"\}`).FindAllString(body, -1))
+}
+
 // downByTwo takes the lab to the trunk down by the vantage quorum: a's
 // probes dropped (a alone says Unreachable: no push), then b's too
 // (Kamailio inactive within one node's detection + 1 s); it returns how
@@ -282,6 +290,18 @@ func TestClusterLeaderKilledWhileTrunkDown(t *testing.T) {
 	l.downByTwo(t)
 	l.setDrop(true, l.nodes[2])
 	eventually(t, liveDetection+peerBound, "c's own status Unreachable", func() bool { return l.nodes[2].own(t) == "Unreachable" })
+	// Every node has counted every vote Unreachable before the kill: the
+	// survivors then decide with two votes down. (A vote still on its way
+	// when the leader dies leaves two live vantages that disagree; that
+	// case is not this test's.)
+	eventually(t, peerBound, "every node counts three votes Unreachable", func() bool {
+		for _, n := range l.nodes {
+			if n.unreachableVotes(t) != 3 {
+				return false
+			}
+		}
+		return true
+	})
 	old := l.leader(t, nil)
 	s := l.k.watch(l.trunk.dest)
 	before := len(l.hook.pushes())
