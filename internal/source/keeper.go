@@ -241,8 +241,9 @@ func (r *Round) Commit() error {
 
 // Refresh reads every source whose refresh_interval has passed and
 // reports whether one of them changed; the changes wait, pending, for
-// a round without read. A read that fails or is refused keeps the last
-// good list; its error is returned in notices.
+// a round without read; a read of the last good list again drops the
+// change pending. A read that fails or is refused keeps the last good
+// list; its error is returned in notices.
 func (k *Keeper) Refresh(ctx context.Context) (changed bool, notices []string) {
 	for _, src := range k.due() {
 		list, err := k.readOne(ctx, src, false)
@@ -252,7 +253,9 @@ func (k *Keeper) Refresh(ctx context.Context) (changed bool, notices []string) {
 		}
 		k.mu.Lock()
 		e := k.entry(src)
-		if !equalLists(list, e.good) {
+		if equalLists(list, e.good) {
+			e.pending, e.hasPending = nil, false // the router is back to the applied list
+		} else {
 			e.pending, e.hasPending, changed = list, true, true
 		}
 		k.mu.Unlock()
