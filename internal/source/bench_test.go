@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 )
@@ -51,6 +52,26 @@ func BenchmarkDriverRead100k(b *testing.B) {
 	for b.Loop() {
 		if _, err := d.Read(context.Background()); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRefreshUnchanged100k is one refresh of a 100,000-destination
+// list file that has not changed since it was applied: the steady state.
+func BenchmarkRefreshUnchanged100k(b *testing.B) {
+	src := benchList(b, 100_000)
+	src.RefreshInterval = time.Second
+	now := time.Unix(1700000000, 0)
+	k := &Keeper{Now: func() time.Time { return now }}
+	r := k.Round(context.Background(), true, false)
+	if _, err := r.Import(src); err != nil || r.Commit() != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Second)
+		if changed, notices := k.Refresh(context.Background()); changed || notices != nil {
+			b.Fatal(changed, notices)
 		}
 	}
 }
