@@ -55,28 +55,15 @@ func (m *Metrics) WatchPanic(reg prometheus.Registerer, state func() PanicStats)
 	if reg == nil || state == nil {
 		return errors.New("metrics: no registerer or no panic state")
 	}
-	return reg.Register(panicCollector(state))
-}
-
-// panicCollector computes the panic series at scrape time.
-type panicCollector func() PanicStats
-
-// Describe implements prometheus.Collector.
-func (c panicCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descPanic
-	ch <- descDestinations
-}
-
-// Collect implements prometheus.Collector.
-func (c panicCollector) Collect(ch chan<- prometheus.Metric) {
-	p := c()
-	active := 0.0
-	if p.Active {
-		active = 1
-	}
-	ch <- prometheus.MustNewConstMetric(descPanic, prometheus.GaugeValue, active)
-	ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Destinations), "all")
-	ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Down), "down")
+	return reg.Register(funcCollector{
+		descs: []*prometheus.Desc{descPanic, descDestinations},
+		collect: func(ch chan<- prometheus.Metric) {
+			p := state()
+			ch <- prometheus.MustNewConstMetric(descPanic, prometheus.GaugeValue, gauge(p.Active))
+			ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Destinations), "all")
+			ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Down), "down")
+		},
+	})
 }
 
 // WatchSinks registers with reg the sink series, read from sinks at
@@ -85,37 +72,25 @@ func (m *Metrics) WatchSinks(reg prometheus.Registerer, sinks func() []SinkStats
 	if reg == nil || sinks == nil {
 		return errors.New("metrics: no registerer or no sinks")
 	}
-	return reg.Register(sinkCollector(sinks))
+	return reg.Register(funcCollector{
+		descs: []*prometheus.Desc{descSinkUp, descSinkPushes, descSinkPending, descSinkLast},
+		collect: func(ch chan<- prometheus.Metric) {
+			for _, s := range sinks() {
+				collectSink(ch, s)
+			}
+		},
+	})
 }
 
-// sinkCollector computes the sink series at scrape time.
-type sinkCollector func() []SinkStats
-
-// Describe implements prometheus.Collector.
-func (c sinkCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSinkUp, descSinkPushes, descSinkPending, descSinkLast} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c sinkCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range c() {
-		up, last := 0.0, 0.0
-		if s.Up {
-			up = 1
-		}
-		if !s.LastSuccess.IsZero() {
-			last = float64(s.LastSuccess.UnixNano()) / 1e9
-		}
-		ch <- prometheus.MustNewConstMetric(descSinkUp, prometheus.GaugeValue, up, s.Name)
-		ch <- prometheus.MustNewConstMetric(descSinkPending, prometheus.GaugeValue, float64(s.Pending), s.Name)
-		ch <- prometheus.MustNewConstMetric(descSinkLast, prometheus.GaugeValue, last, s.Name)
-		for _, r := range []struct {
-			label string
-			n     uint64
-		}{{"ok", s.OK}, {"error", s.Error}, {"dropped", s.Dropped}} {
-			ch <- prometheus.MustNewConstMetric(descSinkPushes, prometheus.CounterValue, float64(r.n), s.Name, r.label)
-		}
+// collectSink sends one sink's series.
+func collectSink(ch chan<- prometheus.Metric, s SinkStats) {
+	ch <- prometheus.MustNewConstMetric(descSinkUp, prometheus.GaugeValue, gauge(s.Up), s.Name)
+	ch <- prometheus.MustNewConstMetric(descSinkPending, prometheus.GaugeValue, float64(s.Pending), s.Name)
+	ch <- prometheus.MustNewConstMetric(descSinkLast, prometheus.GaugeValue, unixSeconds(s.LastSuccess), s.Name)
+	for _, r := range []struct {
+		label string
+		n     uint64
+	}{{"ok", s.OK}, {"error", s.Error}, {"dropped", s.Dropped}} {
+		ch <- prometheus.MustNewConstMetric(descSinkPushes, prometheus.CounterValue, float64(r.n), s.Name, r.label)
 	}
 }

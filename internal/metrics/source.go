@@ -39,32 +39,20 @@ func (m *Metrics) WatchSources(reg prometheus.Registerer, sources func() []Sourc
 	if reg == nil || sources == nil {
 		return errors.New("metrics: no registerer or no sources")
 	}
-	return reg.Register(sourceCollector(sources))
+	return reg.Register(funcCollector{
+		descs: []*prometheus.Desc{descSourceUp, descSourceAoRs, descSourceLast, descSourceErrors},
+		collect: func(ch chan<- prometheus.Metric) {
+			for _, s := range sources() {
+				collectSource(ch, s)
+			}
+		},
+	})
 }
 
-// sourceCollector computes the source series at scrape time.
-type sourceCollector func() []SourceStats
-
-// Describe implements prometheus.Collector.
-func (c sourceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSourceUp, descSourceAoRs, descSourceLast, descSourceErrors} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c sourceCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range c() {
-		up, last := 0.0, 0.0
-		if s.Up {
-			up = 1
-		}
-		if !s.LastSuccess.IsZero() {
-			last = float64(s.LastSuccess.UnixNano()) / 1e9
-		}
-		ch <- prometheus.MustNewConstMetric(descSourceUp, prometheus.GaugeValue, up, s.Name)
-		ch <- prometheus.MustNewConstMetric(descSourceAoRs, prometheus.GaugeValue, float64(s.AoRs), s.Name)
-		ch <- prometheus.MustNewConstMetric(descSourceLast, prometheus.GaugeValue, last, s.Name)
-		ch <- prometheus.MustNewConstMetric(descSourceErrors, prometheus.CounterValue, float64(s.Errors), s.Name)
-	}
+// collectSource sends one source's series.
+func collectSource(ch chan<- prometheus.Metric, s SourceStats) {
+	ch <- prometheus.MustNewConstMetric(descSourceUp, prometheus.GaugeValue, gauge(s.Up), s.Name)
+	ch <- prometheus.MustNewConstMetric(descSourceAoRs, prometheus.GaugeValue, float64(s.AoRs), s.Name)
+	ch <- prometheus.MustNewConstMetric(descSourceLast, prometheus.GaugeValue, unixSeconds(s.LastSuccess), s.Name)
+	ch <- prometheus.MustNewConstMetric(descSourceErrors, prometheus.CounterValue, float64(s.Errors), s.Name)
 }

@@ -57,15 +57,6 @@ const (
 	DefaultSourceTimeout   = 5 * time.Second
 )
 
-// Equal reports whether s and o configure the same source.
-func (s *Source) Equal(o *Source) bool {
-	a, b := *s, *o
-	a.File, a.Line, b.File, b.Line = "", 0, "", 0
-	return a.Name == b.Name && a.Driver == b.Driver && a.URL == b.URL && a.Path == b.Path &&
-		a.DSNFile == b.DSNFile && a.DSN == b.DSN && slices.Equal(a.Sets, b.Sets) && a.Template == b.Template &&
-		a.RefreshInterval == b.RefreshInterval && a.Timeout == b.Timeout
-}
-
 // Wants reports whether the source imports the destinations of set.
 func (s *Source) Wants(set int) bool {
 	return s.Sets == nil || slices.Contains(s.Sets, set)

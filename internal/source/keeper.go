@@ -177,7 +177,10 @@ func (k *Keeper) readOne(ctx context.Context, src *pjsip.Source, force bool) ([]
 // same option in a file is checked, whatever the driver: a list with a
 // broken value (a destination that is no SIP URI, a row Asterisk would
 // refuse) fails the read, counted, and the last good list stays, rather
-// than failing every reload it would be applied in.
+// than failing every reload it would be applied in. A list equal to the
+// last good one, which a configuration was built with (in this run or,
+// restored, an earlier one), is not checked again: that is a refresh's
+// usual read.
 func (k *Keeper) read(ctx context.Context, src *pjsip.Source) ([]pjsip.Object, error) {
 	newDriver := k.Driver
 	if newDriver == nil {
@@ -191,10 +194,21 @@ func (k *Keeper) read(ctx context.Context, src *pjsip.Source) ([]pjsip.Object, e
 	if err != nil {
 		return nil, err
 	}
+	if k.isGood(src, objs) {
+		return objs, nil
+	}
 	if err := pjsip.CheckObjects(objs); err != nil {
 		return nil, errors.New(pjsip.Brief(err))
 	}
 	return objs, nil
+}
+
+// isGood reports whether list is src's last good list.
+func (k *Keeper) isGood(src *pjsip.Source, list []pjsip.Object) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.entry(src)
+	return e.known && equalLists(list, e.good)
 }
 
 // shrink is the source's own shrink guard (qualify-semantics §8's rule
@@ -241,8 +255,9 @@ func (r *Round) Commit() error {
 
 // Refresh reads every source whose refresh_interval has passed and
 // reports whether one of them changed; the changes wait, pending, for
-// a round without read. A read that fails or is refused keeps the last
-// good list; its error is returned in notices.
+// a round without read; a read of the last good list again drops the
+// change pending. A read that fails or is refused keeps the last good
+// list; its error is returned in notices.
 func (k *Keeper) Refresh(ctx context.Context) (changed bool, notices []string) {
 	for _, src := range k.due() {
 		list, err := k.readOne(ctx, src, false)
@@ -252,7 +267,9 @@ func (k *Keeper) Refresh(ctx context.Context) (changed bool, notices []string) {
 		}
 		k.mu.Lock()
 		e := k.entry(src)
-		if !equalLists(list, e.good) {
+		if equalLists(list, e.good) {
+			e.pending, e.hasPending = nil, false // the router is back to the applied list
+		} else {
 			e.pending, e.hasPending, changed = list, true, true
 		}
 		k.mu.Unlock()

@@ -209,3 +209,30 @@ func TestBrokenValueFailsTheRead(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+// TestRefreshBackToGood: a refresh that reads the last good list again
+// drops a change still pending (its reload failed), so that a later
+// round without read does not apply a list the router no longer has.
+func TestRefreshBackToGood(t *testing.T) {
+	f := &fakeDriver{list: aors(2)}
+	k := newKeeper(t, f)
+	now := time.Unix(1700000000, 0)
+	k.Now = func() time.Time { return now }
+	if _, _, err := load(t, k, true, false); err != nil {
+		t.Fatal(err)
+	}
+	f.list = aors(3)
+	now = now.Add(30 * time.Second)
+	if changed, _ := k.Refresh(context.Background()); !changed {
+		t.Fatal("a new destination is no change")
+	}
+	f.list = aors(2)
+	now = now.Add(30 * time.Second)
+	if changed, _ := k.Refresh(context.Background()); changed {
+		t.Fatal("the last good list again is a change")
+	}
+	list, err := k.Round(context.Background(), false, false).Import(edge)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("round without read: %d AoRs, %v; want the router's 2", len(list), err)
+	}
+}

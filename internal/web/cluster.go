@@ -1,11 +1,7 @@
 package web
 
 import (
-	"errors"
-	"maps"
 	"net/http"
-	"net/url"
-	"slices"
 
 	"github.com/qualifyd/qualifyd/internal/api"
 )
@@ -14,12 +10,8 @@ import (
 const errNotCluster = "not a cluster: qualifyd runs without a type=cluster section"
 
 // cluster serves GET /api/v1/cluster: this node's view of its cluster, or
-// 404 outside cluster mode. It takes no parameter.
-func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
-	if err := parseNoParams(r.URL.RawQuery); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
+// 404 outside cluster mode.
+func (s *Server) cluster(w http.ResponseWriter, _ *http.Request) {
 	v, ok := s.clusterView()
 	if !ok {
 		writeError(w, http.StatusNotFound, errNotCluster)
@@ -45,17 +37,4 @@ func (s *Server) clusterView() (api.Cluster, bool) {
 		v.Disagree = []string{}
 	}
 	return v, true
-}
-
-// parseNoParams refuses any parameter in the query of a route that takes
-// none, so that a misspelt option is an error rather than ignored.
-func parseNoParams(rawQuery string) error {
-	q, err := url.ParseQuery(rawQuery)
-	if err != nil {
-		return errors.New("bad query: " + err.Error())
-	}
-	if len(q) > 0 {
-		return errors.New("unknown parameter " + quote(slices.Sorted(maps.Keys(q))[0]) + ": the route takes none")
-	}
-	return nil
 }

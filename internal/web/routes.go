@@ -29,10 +29,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/aors/{name}/history", s.history)
 	s.mux.HandleFunc("GET /api/v1/endpoints", s.endpoints)
 	s.mux.HandleFunc("GET /api/v1/endpoints/{name}", s.endpoint)
-	s.mux.HandleFunc("GET /api/v1/sinks", s.sinks)
+	s.mux.HandleFunc("GET /api/v1/sinks", noParams(s.sinks))
 	s.mux.HandleFunc("GET /api/v1/sinks/{name}", s.sinkDetail)
-	s.mux.HandleFunc("GET /api/v1/sources", s.sources)
-	s.mux.HandleFunc("GET /api/v1/cluster", s.cluster)
+	s.mux.HandleFunc("GET /api/v1/sources", noParams(s.sources))
+	s.mux.HandleFunc("GET /api/v1/cluster", noParams(s.cluster))
 	s.mux.HandleFunc("GET /api/v1/events", s.events)
 	s.mux.Handle("POST /api/v1/aors/{name}/qualify", s.authorize(http.HandlerFunc(s.qualify)))
 	s.mux.Handle("POST /api/v1/reload", s.authorize(http.HandlerFunc(s.reload)))
@@ -196,6 +196,30 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 // "forc=1" is not taken as a plain reload.
 func parseReload(rawQuery string) (force bool, err error) {
 	return parseBoolParam(rawQuery, "force")
+}
+
+// noParams serves h on a route that takes no parameter: any parameter
+// is a 400, so that a misspelt option is an error rather than ignored.
+func noParams(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := parseNoParams(r.URL.RawQuery); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		h(w, r)
+	}
+}
+
+// parseNoParams refuses any parameter in rawQuery.
+func parseNoParams(rawQuery string) error {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return errors.New("bad query: " + err.Error())
+	}
+	if len(q) > 0 {
+		return errors.New("unknown parameter " + quote(slices.Sorted(maps.Keys(q))[0]) + ": the route takes none")
+	}
+	return nil
 }
 
 // parseBoolParam reads a query of at most one parameter, name, given

@@ -15,12 +15,8 @@ type Sinks interface {
 }
 
 // sinks serves GET /api/v1/sinks: every sink in configuration order. No
-// secret is part of a sink's state. It takes no parameter.
-func (s *Server) sinks(w http.ResponseWriter, r *http.Request) {
-	if err := parseNoParams(r.URL.RawQuery); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
+// secret is part of a sink's state.
+func (s *Server) sinks(w http.ResponseWriter, _ *http.Request) {
 	out := api.SinkList{Sinks: []api.Sink{}}
 	if s.cfg.Sinks != nil {
 		p := newPanic(s.cfg.Sinks.Panic())
@@ -72,13 +68,8 @@ func newSink(st sink.Status) api.Sink {
 		LastSuccess: api.At(st.LastSuccess), LastError: st.LastError}
 }
 
-// sources serves GET /api/v1/sources: every source, sorted by name. It
-// takes no parameter.
-func (s *Server) sources(w http.ResponseWriter, r *http.Request) {
-	if err := parseNoParams(r.URL.RawQuery); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
+// sources serves GET /api/v1/sources: every source, sorted by name.
+func (s *Server) sources(w http.ResponseWriter, _ *http.Request) {
 	out := api.SourceList{Sources: []api.Source{}}
 	if s.cfg.Sources != nil {
 		out.Sources = append(out.Sources, s.cfg.Sources()...)
