@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -128,17 +129,13 @@ type node struct {
 
 	lead chan struct{} // capacity 1: the Leading hook changed leading
 
-	mu       sync.Mutex // guards the fields below
-	leading  bool       // the Leading hook's last edge
-	digest   string     // this node's configuration digest
-	disagree []string   // the nodes whose digest differs from the leader's
-	in       bool       // InCluster as the watch last logged it
-	leader   string     // the leader as the watch last logged it
+	mu      sync.Mutex // guards leading
+	leading bool       // the Leading hook's last edge
 }
 
 // newNode builds the Cluster of cfg; its hooks feed the sinks and the log.
 func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
-	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), in: true}
+	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1)}
 	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict})
 	if err != nil {
 		return nil, err
@@ -315,11 +312,7 @@ func digestOf(conf *pjsip.Config) string {
 // configured announces the applied configuration's digest and how many
 // contacts this node probes.
 func (n *node) configured(conf *pjsip.Config) {
-	d := digestOf(conf)
-	n.mu.Lock()
-	n.digest = d
-	n.mu.Unlock()
-	n.c.SetDigest(d)
+	n.c.SetDigest(digestOf(conf))
 	n.c.SetProbes(sizeOf(conf).contacts)
 }
 
@@ -327,50 +320,46 @@ func (n *node) configured(conf *pjsip.Config) {
 // logged last.
 const watchEvery = 500 * time.Millisecond
 
+// logged is what the watch last logged of the cluster.
+type logged struct {
+	in       bool     // InCluster
+	leader   string   // the leader
+	disagree []string // the nodes whose digest differs from the leader's
+}
+
 // watch logs the cluster's changes this node sees, until ctx ends: its
 // leaving and rejoining the cluster, the leader, and the nodes whose
 // configuration differs from the leader's.
 func (n *node) watch(ctx context.Context) {
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
+	last := logged{in: true}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		n.check(n.c.View())
+		last = n.check(last, n.c.View())
 	}
 }
 
-// check logs what changed in v since the last check.
-func (n *node) check(v cluster.View) {
-	n.mu.Lock()
-	wasIn, wasLeader, wasDisagree := n.in, n.leader, n.disagree
-	n.in, n.leader = v.InCluster, v.Leader
-	n.disagree = disagreeing(v)
-	disagree := n.disagree
-	n.mu.Unlock()
+// check logs what changed in v since last, and returns what it logged.
+func (n *node) check(last logged, v cluster.View) logged {
+	disagree := disagreeing(v)
 	switch {
-	case wasIn && !v.InCluster:
+	case last.in && !v.InCluster:
 		n.d.log.Notice(slog.LevelError, "cluster: this node lost the cluster (NATS, or its JetStream quorum): it probes and serves its own view and pushes nothing; the routers fail open after their failopen_after")
-	case !wasIn && v.InCluster:
+	case !last.in && v.InCluster:
 		n.d.log.Notice(slog.LevelInfo, "cluster: this node is in the cluster again")
 	}
-	if v.InCluster && v.Leader != wasLeader {
-		n.d.log.Notice(slog.LevelInfo, "cluster: leader is "+cmpOr(v.Leader, "none"))
+	if v.InCluster && v.Leader != last.leader {
+		n.d.log.Notice(slog.LevelInfo, "cluster: leader is "+cmp.Or(v.Leader, "none"))
 	}
-	if !slices.Equal(disagree, wasDisagree) && len(disagree) > 0 {
+	if !slices.Equal(disagree, last.disagree) && len(disagree) > 0 {
 		n.d.log.Notice(slog.LevelWarn, "cluster: the configuration of "+strings.Join(disagree, ",")+" assigns other AoRs than the leader's ("+v.Leader+"): reload every node with the same file")
 	}
-}
-
-// cmpOr is s, or def when s is empty.
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+	return logged{in: v.InCluster, leader: v.Leader, disagree: disagree}
 }
 
 // disagreeing lists the live nodes whose digest differs from the

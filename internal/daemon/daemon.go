@@ -53,6 +53,9 @@ type Daemon struct {
 	idle     chan struct{} // the log's follower has taken every event
 	notified sync.Once     // a failure to notify is logged once
 	sources  *source.Keeper
+	// sourcesSet wakes the sources' refresh loop after an applied round
+	// (capacity 1).
+	sourcesSet chan struct{}
 	// cluster is this node's part in a cluster; nil for a single node.
 	cluster *node
 }
@@ -77,7 +80,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: log, errs: newLogWriter(orDiscard(cfg.Errors), errorsBuffer), idle: make(chan struct{}, 1),
-		sources: newSources(cfg)}
+		sources: newSources(cfg), sourcesSet: make(chan struct{}, 1)}
 	if err := d.start(); err != nil {
 		d.closeLogs()
 		return nil, err

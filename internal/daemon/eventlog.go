@@ -40,26 +40,16 @@ func newLog(w io.Writer, format string, stamp func(dst []byte, t time.Time) []by
 	if stamp == nil {
 		stamp = wallStamp
 	}
-	l := &Log{now: time.Now, stamp: stamp}
-	switch format {
-	case "text", "":
-	case "json":
-		l.json = slog.New(slog.NewJSONHandler(writerFunc(l.write), nil))
-	default:
+	if format != "text" && format != "" && format != "json" {
 		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}
-	l.out = newLogWriter(w, limit)
+	l := &Log{now: time.Now, stamp: stamp, out: newLogWriter(w, limit)}
+	if format == "json" {
+		l.json = slog.New(slog.NewJSONHandler(l.out, nil))
+	}
 	l.out.notice = l.droppedLine
 	return l, nil
 }
-
-// writerFunc is an io.Writer calling itself.
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// write logs p, one record of the JSON handler.
-func (l *Log) write(p []byte) (int, error) { return l.out.Write(p) }
 
 // droppedLine appends to dst the notice that n lines were dropped.
 func (l *Log) droppedLine(dst []byte, n uint64) []byte {

@@ -37,40 +37,53 @@ func (d *Daemon) sourceNotices(r *source.Round) {
 	}
 }
 
-// commitSources records the applied round's lists as the last good ones.
+// commitSources records the applied round's lists as the last good ones,
+// and wakes the refresh loop: the round may have added, removed or
+// re-timed a source.
 func (d *Daemon) commitSources(r *source.Round) {
 	if err := r.Commit(); err != nil {
 		d.log.Notice(slog.LevelWarn, "cannot write the sources file: "+err.Error())
 	}
+	select {
+	case d.sourcesSet <- struct{}{}:
+	default:
+	}
 }
-
-// sourceIdle is how long the refresh loop waits when no source is
-// configured, before it looks again (a reload may add one).
-const sourceIdle = 5 * time.Second
 
 // refreshSources re-reads each source every refresh_interval until ctx
 // is done; a change is applied as a reload that reads nothing again.
+// Without a source it sleeps until an applied configuration may have
+// brought one (commitSources).
 func (d *Daemon) refreshSources(ctx context.Context) {
-	t := time.NewTimer(sourceIdle)
+	t := time.NewTimer(0)
+	t.Stop()
 	defer t.Stop()
 	for {
-		wait := sourceIdle
+		var due <-chan time.Time
 		if next := d.sources.Next(); !next.IsZero() {
-			wait = max(time.Until(next), 0)
+			t.Reset(max(time.Until(next), 0))
+			due = t.C
 		}
-		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-d.sourcesSet:
+			t.Stop()
+			continue
+		case <-due:
 		}
-		changed, notices := d.sources.Refresh(ctx)
-		for _, n := range notices {
-			d.log.Notice(slog.LevelWarn, n)
-		}
-		if changed {
-			_ = d.reload(ctx, false, false) // logged by reload
-		}
+		d.refreshDue(ctx)
+	}
+}
+
+// refreshDue reads the sources that are due and reloads when one changed.
+func (d *Daemon) refreshDue(ctx context.Context) {
+	changed, notices := d.sources.Refresh(ctx)
+	for _, n := range notices {
+		d.log.Notice(slog.LevelWarn, n)
+	}
+	if changed {
+		_ = d.reload(ctx, false, false) // logged by reload
 	}
 }
 
