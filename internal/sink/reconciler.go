@@ -428,7 +428,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (r *Reconciler) session(ctx context.Context, step *int) error {
 	tm := newTimers(r.iv)
 	defer tm.stop()
-	if err := r.ticks(ctx, tm, true, true, step); err != nil {
+	if err := r.ticks(ctx, true, true, step); err != nil {
 		return err
 	}
 	for {
@@ -444,12 +444,11 @@ func (r *Reconciler) session(ctx context.Context, step *int) error {
 			r.requeue(r.reasserts)
 		case <-tm.resync:
 			tm.resetResync(r.iv.Resync)
-			if err := r.ticks(ctx, tm, true, false, step); err != nil {
+			if err := r.ticks(ctx, true, false, step); err != nil {
 				return err
 			}
 		case <-tm.heartbeat:
-			tm.resetHeartbeat(r.iv.Heartbeat)
-			if err := r.ticks(ctx, tm, false, true, step); err != nil {
+			if err := r.beatDue(ctx, tm, step); err != nil {
 				return err
 			}
 		}
@@ -460,10 +459,7 @@ func (r *Reconciler) session(ctx context.Context, step *int) error {
 // goes first: once renewed, the router cannot fail open (and reset its
 // state) behind the read-back that follows, and a restarted qualifyd
 // renews it before its first push.
-func (r *Reconciler) ticks(ctx context.Context, tm *timers, resync, beat bool, step *int) error {
-	// The heartbeat first: a router that failed open while qualifyd was
-	// away resets its states when the heartbeat lapsed, and must have it
-	// renewed before the read-back and the pushes that follow it.
+func (r *Reconciler) ticks(ctx context.Context, resync, beat bool, step *int) error {
 	if hb, ok := r.drv.(heartbeater); ok && beat && r.iv.Heartbeat > 0 {
 		if err := r.beat(ctx, hb, step); err != nil {
 			return err
@@ -616,19 +612,24 @@ func (r *Reconciler) pushAll(ctx context.Context, tm *timers, step *int) error {
 	}
 }
 
-// beatIfDue sends the heartbeat if its timer has fired, and restarts the
-// timer.
+// beatIfDue sends the heartbeat if its timer has fired (see beatDue).
 func (r *Reconciler) beatIfDue(ctx context.Context, tm *timers, step *int) error {
 	if tm == nil {
 		return nil
 	}
 	select {
 	case <-tm.heartbeat:
-		tm.resetHeartbeat(r.iv.Heartbeat)
-		return r.ticks(ctx, tm, false, true, step)
+		return r.beatDue(ctx, tm, step)
 	default:
 		return nil
 	}
+}
+
+// beatDue is the heartbeat timer's tick, whether the loop waits (session)
+// or pushes (beatIfDue): it restarts the timer and sends the heartbeat.
+func (r *Reconciler) beatDue(ctx context.Context, tm *timers, step *int) error {
+	tm.resetHeartbeat(r.iv.Heartbeat)
+	return r.ticks(ctx, false, true, step)
 }
 
 // take moves up to maxBatch queued objects that need a push into buf.
