@@ -163,6 +163,13 @@ func (n *notes) notice(_ slog.Level, msg string, _ ...slog.Attr) {
 	n.mu.Unlock()
 }
 
+// all returns every line.
+func (n *notes) all() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.lines)
+}
+
 // matching returns the lines that start with prefix.
 func (n *notes) matching(prefix string) []string {
 	n.mu.Lock()
