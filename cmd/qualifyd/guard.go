@@ -27,6 +27,10 @@ type guardOptions struct {
 // defaultGuardInterval is how often the guard reads the heartbeat.
 const defaultGuardInterval = 2 * time.Second
 
+// guardLogBound is how long the log's writer is given at exit to write
+// the lines logged before it, as the daemon's.
+const guardLogBound = 2 * time.Second
+
 func parseGuard(args []string, stderr io.Writer) (guardOptions, error) {
 	var o guardOptions
 	fs := flag.NewFlagSet("guard", flag.ContinueOnError)
@@ -79,6 +83,7 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	log, _ := daemon.NewLog(stdout, o.logFormat, nil)
+	defer log.Close(guardLogBound)
 	var wg sync.WaitGroup
 	for _, def := range defs {
 		g := &sink.Guard{Name: def.Name, AMI: sink.NewAMI(def, nil), Endpoints: endpointsOf(load, def.Name),

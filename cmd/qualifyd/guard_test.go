@@ -40,3 +40,24 @@ func TestGuardRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardWritesItsLogBeforeExit: the guard's lines go through the
+// daemon's asynchronous log; every line logged before it returns is
+// written by then (the log is closed on exit, as the daemon's is).
+func TestGuardWritesItsLogBeforeExit(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "qualifyd.conf")
+	writeFile(t, filepath.Join(dir, "s"), "x\n")
+	writeFile(t, conf, "[a]\ntype=aor\ncontact=sip:a@192.0.2.1\nqualify_frequency=30\n\n"+
+		"[e]\ntype=endpoint\naors=a\n\n"+
+		"[m]\ntype=sink\ndriver=ami\nmethod=maintenance\naddress=127.0.0.1:1\nusername=q\nsecret_file=s\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the guard checks once and returns
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"guard", "--config", conf}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	if want := "guard: sink m: guarding 127.0.0.1:1 every 2s"; !strings.Contains(stdout.String(), want) {
+		t.Fatalf("stdout %q when the guard returned, want %q", stdout.String(), want)
+	}
+}

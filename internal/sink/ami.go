@@ -140,11 +140,11 @@ func (a *AMI) push(_ context.Context, o Object) error {
 
 // The astdb keys of the heartbeat: Family qualifyd, these keys.
 const (
-	// KeyFailOpenAt holds the unix second after which the router treats
+	// keyFailOpenAt holds the unix second after which the router treats
 	// the verdicts as stale.
-	KeyFailOpenAt = "failopen_at"
-	// KeyHeartbeat holds the unix second of the last beat.
-	KeyHeartbeat = "heartbeat"
+	keyFailOpenAt = "failopen_at"
+	// keyHeartbeat holds the unix second of the last beat.
+	keyHeartbeat = "heartbeat"
 )
 
 // heartbeat writes failopen_at, then the beat's time. The deadline is in
@@ -154,10 +154,10 @@ const (
 func (a *AMI) heartbeat(context.Context) error {
 	now := time.Now()
 	until := now.Add(a.FailOpenAfter).Unix()
-	if _, err := a.action("DBPut", "Family", "qualifyd", "Key", KeyFailOpenAt, "Val", strconv.FormatInt(until, 10)); err != nil {
+	if _, err := a.action("DBPut", "Family", "qualifyd", "Key", keyFailOpenAt, "Val", strconv.FormatInt(until, 10)); err != nil {
 		return err
 	}
-	_, err := a.action("DBPut", "Family", "qualifyd", "Key", KeyHeartbeat, "Val", strconv.FormatInt(now.Unix(), 10))
+	_, err := a.action("DBPut", "Family", "qualifyd", "Key", keyHeartbeat, "Val", strconv.FormatInt(now.Unix(), 10))
 	return err
 }
 

@@ -3,7 +3,8 @@
 // JSON-RPC (kamailio.go), and any HTTP receiver through a signed webhook
 // (webhook.go).
 //
-// Every driver sits behind one level-based reconciler (reconciler.go).
+// Every driver sits behind one level-based reconciler (reconciler.go:
+// the objects and their levels; session.go: its loop and timers).
 // For each object a sink manages (an Asterisk device, a dispatcher
 // destination's host and port, a webhook's contact, AoR or endpoint) it
 // holds the level qualifyd wants and the level the router last

@@ -98,7 +98,7 @@ func (g *Guard) round(ctx context.Context) error {
 		return err
 	}
 	now := time.Now()
-	if !Stale(now, until, ok) {
+	if !pastDeadline(now, until, ok) {
 		if g.stale {
 			g.notice(slog.LevelInfo, "the heartbeat is fresh again: qualifyd steers maintenance")
 		}
@@ -108,17 +108,17 @@ func (g *Guard) round(ctx context.Context) error {
 	return g.release(now, until, ok)
 }
 
-// Stale reports whether a heartbeat deadline until (unix seconds; ok
+// pastDeadline reports whether a heartbeat deadline until (unix seconds; ok
 // false when there is none) is past at now: as the README's dial plan
 // compares ${EPOCH} > failopen_at.
-func Stale(now time.Time, until int64, ok bool) bool {
+func pastDeadline(now time.Time, until int64, ok bool) bool {
 	return !ok || now.Unix() > until
 }
 
 // deadline reads qualifyd/failopen_at: ok is false when Asterisk has
 // none (or not a number: a deadline nobody can read vouches for nothing).
 func (g *Guard) deadline() (until int64, ok bool, err error) {
-	events, err := g.AMI.list("DBGet", "Family", "qualifyd", "Key", KeyFailOpenAt)
+	events, err := g.AMI.list("DBGet", "Family", "qualifyd", "Key", keyFailOpenAt)
 	var rej *Rejected
 	if errors.As(err, &rej) {
 		return 0, false, nil
@@ -145,7 +145,7 @@ func (g *Guard) release(now time.Time, until int64, ok bool) error {
 	if err != nil {
 		return err
 	}
-	names := Releasable(in, g.managed)
+	names := releasable(in, g.managed)
 	var done []string
 	for _, name := range names {
 		_, err := g.AMI.action("PJSIPSetMaintenance", "Endpoint", name, "State", "off")
@@ -177,9 +177,9 @@ func (g *Guard) refresh() {
 	g.managed = m
 }
 
-// Releasable returns, sorted, the endpoints in maintenance (in) that the
+// releasable returns, sorted, the endpoints in maintenance (in) that the
 // sink manages.
-func Releasable(in, managed map[string]bool) []string {
+func releasable(in, managed map[string]bool) []string {
 	var out []string
 	for name := range in {
 		if managed[name] {

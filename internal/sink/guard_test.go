@@ -3,37 +3,17 @@ package sink
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
-// guardLog collects a guard's notices.
-type guardLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *guardLog) notice(_ slog.Level, msg string, _ ...slog.Attr) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, msg)
-}
-
-func (l *guardLog) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.lines...)
-}
-
 // startGuard runs a guard of the sink "pbx" over f, managing pbx07 and
 // pbx08, checking every second.
-func startGuard(t *testing.T, f *fakeManager, endpoints func() (map[string]bool, error)) (*guardLog, func()) {
-	log := &guardLog{}
+func startGuard(t *testing.T, f *fakeManager, endpoints func() (map[string]bool, error)) (*notes, func()) {
+	log := &notes{}
 	if endpoints == nil {
 		endpoints = func() (map[string]bool, error) { return map[string]bool{"pbx07": true, "pbx08": true}, nil }
 	}

@@ -113,16 +113,16 @@ func (a aggregate) level() Level {
 	return Down
 }
 
-// hostPort returns a SIP URI's host and port as a dispatcher destination
-// is matched: the host lower case (IP literals in their canonical form,
-// IPv6 in brackets), the port 5060 when the URI gives none (5061 for
-// sips:). ok is false for a URI without a host.
 // HostPort returns the host and port a SIP URI is sent to, as the
 // kamailio sink matches destinations to contacts: "host:port", the
 // port 5060 (5061 for sips:) when the URI has none, an IPv6 host in
 // brackets.
 func HostPort(uri string) (string, bool) { return hostPort(uri) }
 
+// hostPort returns a SIP URI's host and port as a dispatcher destination
+// is matched: the host lower case (IP literals in their canonical form,
+// IPv6 in brackets), the port 5060 when the URI gives none (5061 for
+// sips:). ok is false for a URI without a host.
 func hostPort(uri string) (string, bool) {
 	lower := strings.ToLower(strings.TrimSpace(uri))
 	port := "5060"

@@ -98,7 +98,7 @@ func (r *Reconciler) mayHoldDown(o object) bool {
 // learns the router's objects (a Kamailio's destinations).
 func (r *Reconciler) drain(ctx context.Context) {
 	r.reconnect(ctx, func(step *int) error {
-		if err := r.ticks(ctx, nil, true, false, step); err != nil {
+		if err := r.ticks(ctx, true, false, step); err != nil {
 			return err
 		}
 		r.requeue(false)

@@ -143,6 +143,14 @@ func trunks(n int, rule pjsip.Panic, sinks ...*pjsip.Sink) (*pjsip.Config, *fake
 	return c, src
 }
 
+// setTrunk sets trunk i's contact of src to st and tells g, as the
+// engine's change events do.
+func setTrunk(g *Group, src *fakeEngine, i int, st qualify.Status) {
+	name := fmt.Sprintf("trunk%d", i)
+	src.set(name, st)
+	g.AoRChanged(name)
+}
+
 // notes records the Group's log lines.
 type notes struct {
 	mu    sync.Mutex
@@ -153,6 +161,13 @@ func (n *notes) notice(_ slog.Level, msg string, _ ...slog.Attr) {
 	n.mu.Lock()
 	n.lines = append(n.lines, msg)
 	n.mu.Unlock()
+}
+
+// all returns every line.
+func (n *notes) all() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.lines)
 }
 
 // matching returns the lines that start with prefix.
@@ -206,22 +221,17 @@ func TestPanicPushesUpAndBack(t *testing.T) {
 		g := NewGroup(Config{Source: src, Dial: f.dial, Notice: log.notice})
 		g.Configure(c)
 		runGroup(t, g)
-		set := func(i int, st qualify.Status) {
-			name := fmt.Sprintf("trunk%d", i)
-			src.set(name, st)
-			g.AoRChanged(name)
-		}
 		for i := range 10 {
-			set(i, qualify.Reachable)
+			setTrunk(g, src, i, qualify.Reachable)
 		}
 		for i := range 5 {
-			set(i, qualify.Unreachable)
+			setTrunk(g, src, i, qualify.Unreachable)
 		}
 		synctest.Wait()
 		if got := devices(f, 10); got != "UUUUU....." || g.Panic().Active {
 			t.Fatalf("devices %s, panic %+v: half down is a real outage, pushed", got, g.Panic())
 		}
-		set(5, qualify.Unreachable)
+		setTrunk(g, src, 5, qualify.Unreachable)
 		synctest.Wait()
 		p := g.Panic()
 		if got := devices(f, 10); got != ".........." || !p.Active || p.Down != 6 || p.Destinations != 10 {
@@ -231,14 +241,14 @@ func TestPanicPushesUpAndBack(t *testing.T) {
 		if st.Held != 6 || st.Pending != 0 || !objs[0].Held || objs[0].Want != Up {
 			t.Fatalf("status %+v, first object %+v: want 6 held, up", st, objs[0])
 		}
-		set(6, qualify.Unreachable) // deeper: still one panic
-		set(6, qualify.Reachable)
+		setTrunk(g, src, 6, qualify.Unreachable) // deeper: still one panic
+		setTrunk(g, src, 6, qualify.Reachable)
 		synctest.Wait()
 		if got := log.matching("panic"); len(got) != 1 ||
 			got[0] != "panic: 6 of 10 destinations are down (more than 50%), more likely a fault of qualifyd's own: every sink pushes up what it holds down until they are back (panic_threshold)" {
 			t.Fatalf("log %q: want one entry line", got)
 		}
-		set(5, qualify.Reachable)
+		setTrunk(g, src, 5, qualify.Reachable)
 		synctest.Wait()
 		if got := devices(f, 10); got != "UUUUU....." || g.Panic().Active {
 			t.Fatalf("devices %s, panic %+v: exactly half down ends the panic", got, g.Panic())
@@ -271,9 +281,7 @@ func TestPanicNeverBelowItsPopulation(t *testing.T) {
 				g.Configure(conf)
 				runGroup(t, g)
 				for i := range c.n {
-					name := fmt.Sprintf("trunk%d", i)
-					src.set(name, qualify.Unreachable)
-					g.AoRChanged(name)
+					setTrunk(g, src, i, qualify.Unreachable)
 				}
 				synctest.Wait()
 				if got := devices(f, c.n); got != c.wantD || g.Panic().Active {
@@ -463,13 +471,8 @@ func TestPanicSetsKamailioActive(t *testing.T) {
 	src.aors["trunk0"][0].URI, src.aors["trunk1"][0].URI = "sip:127.0.0.1:5080", "sip:192.0.2.10"
 	g := NewGroup(Config{Source: src})
 	g.Configure(c)
-	set := func(i int, st qualify.Status) {
-		name := fmt.Sprintf("trunk%d", i)
-		src.set(name, st)
-		g.AoRChanged(name)
-	}
 	for i := range 10 {
-		set(i, qualify.Reachable)
+		setTrunk(g, src, i, qualify.Reachable)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
@@ -477,16 +480,16 @@ func TestPanicSetsKamailioActive(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	const trunk0, trunk1 = "sip:127.0.0.1:5080", "sip:192.0.2.10:5060"
 	settle(t, f, map[string]byte{trunk0: 'A', trunk1: 'A'}) // the connect pushes every level
-	set(0, qualify.Unreachable)
+	setTrunk(g, src, 0, qualify.Unreachable)
 	settle(t, f, map[string]byte{trunk0: 'I', trunk1: 'A'}) // one trunk down is pushed
 	for i := 1; i <= 5; i++ {
-		set(i, qualify.Unreachable)
+		setTrunk(g, src, i, qualify.Unreachable)
 	}
 	if !g.Panic().Active {
 		t.Fatalf("6 of 10 down is no panic: %+v", g.Panic())
 	}
 	settle(t, f, map[string]byte{trunk0: 'A', trunk1: 'A'})
-	set(1, qualify.Reachable)
+	setTrunk(g, src, 1, qualify.Reachable)
 	if g.Panic().Active {
 		t.Fatalf("5 of 10 down is still a panic: %+v", g.Panic())
 	}

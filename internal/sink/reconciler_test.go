@@ -472,6 +472,13 @@ func (b *beatingDriver) heartbeat(context.Context) error {
 	return nil
 }
 
+// counts returns how many heartbeats and pushes reached b.
+func (b *beatingDriver) counts() (beats, pushes int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.beats), len(b.pushes)
+}
+
 // TestBurstKeepsTheHeartbeat: a burst of pushes that takes longer than
 // the fail-open window (100 pushes of 1 s, heartbeat every 10 s) still
 // sends every heartbeat on time, between two pushes, so that the router
@@ -534,18 +541,14 @@ func TestHeartbeatWithheldWhileUnvouched(t *testing.T) {
 		r.Set(key("a"), Down, 0)
 		time.Sleep(2 * time.Second) // a push takes 1 s
 		synctest.Wait()
-		f.mu.Lock()
-		beats, pushes := len(f.beats), len(f.pushes)
-		f.mu.Unlock()
+		beats, pushes := f.counts()
 		if beats != 1 || pushes != 1 {
 			t.Fatalf("stalled for 60 s: %d heartbeats (want the connect's only), %d pushes (want 1)", beats, pushes)
 		}
 		stalled.Store(false)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		f.mu.Lock()
-		beats = len(f.beats)
-		f.mu.Unlock()
+		beats, _ = f.counts()
 		if beats != 2 {
 			t.Fatalf("%d heartbeats after the stall ended, want 2", beats)
 		}
@@ -576,9 +579,7 @@ func TestGateWithholdsPushesAndHeartbeats(t *testing.T) {
 		defer stop()
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
-		f.mu.Lock()
-		beats, pushes := len(f.beats), len(f.pushes)
-		f.mu.Unlock()
+		beats, pushes := f.counts()
 		if beats != 0 || pushes != 0 {
 			t.Fatalf("gate closed for 5 min: %d heartbeats, %d pushes; want none", beats, pushes)
 		}
