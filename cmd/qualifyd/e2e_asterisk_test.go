@@ -34,6 +34,9 @@ const (
 	// astFailOpenBound is when a fail-open must have happened after
 	// qualifyd is killed.
 	astFailOpenBound = astFailOpenAfter + 10*time.Second
+	// astBound is the bound of the waits on Asterisk: it only stops a
+	// broken run.
+	astBound = 30 * time.Second
 )
 
 // pbx is a real Asterisk with the trunk pbx07, its peer, and qualifyd's
@@ -129,7 +132,7 @@ func (p *pbx) routine(t *testing.T) string {
 		t.Fatal(err)
 	}
 	var got string
-	waitFor(t, "the routine's result in astdb", func() bool {
+	eventually(t, astBound, "the routine's result in astdb", func() bool {
 		out, err := p.ast.CLI(fmt.Sprintf("database get e2e %d", p.runs))
 		got = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Value: "))
 		return err == nil && (got == "0" || got == "1")
@@ -155,19 +158,6 @@ func (p *pbx) inMaintenance(t *testing.T) map[string]bool {
 	return in
 }
 
-// waitFor polls cond until it holds; the 30 s bound only stops a broken
-// run.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after 30 s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // kill kills qualifyd with SIGKILL and returns when.
 func kill(t *testing.T, d *daemonProc) time.Time {
 	t.Helper()
@@ -187,13 +177,13 @@ func TestAsteriskDevstateFailsOpen(t *testing.T) {
 	p := newPBX(t, "[asterisk]\ntype=sink\ndriver=ami\n")
 	d := p.qualifyd(t)
 	d.expect("Endpoint pbx07 is now Reachable")
-	waitFor(t, "Custom:pbx07 NOT_INUSE", func() bool { return p.devstate(t) == "NOT_INUSE" })
+	eventually(t, astBound, "Custom:pbx07 NOT_INUSE", func() bool { return p.devstate(t) == "NOT_INUSE" })
 	if got := p.routine(t); got != "0" {
 		t.Fatalf("routine %s with the trunk up", got)
 	}
 	p.drop.Store(true)
 	d.expect("Endpoint pbx07 is now Unreachable")
-	waitFor(t, "Custom:pbx07 UNAVAILABLE", func() bool { return p.devstate(t) == "UNAVAILABLE" })
+	eventually(t, astBound, "Custom:pbx07 UNAVAILABLE", func() bool { return p.devstate(t) == "UNAVAILABLE" })
 	if got := p.routine(t); got != "1" {
 		t.Fatalf("routine %s with the trunk down and qualifyd alive", got)
 	}
@@ -201,7 +191,7 @@ func TestAsteriskDevstateFailsOpen(t *testing.T) {
 	if got := p.routine(t); got != "1" {
 		t.Fatalf("routine %s right after the kill: the window has not passed", got)
 	}
-	waitFor(t, "fail-open", func() bool { return p.routine(t) == "0" })
+	eventually(t, astBound, "fail-open", func() bool { return p.routine(t) == "0" })
 	took := time.Since(killed)
 	t.Logf("devstate: the routine failed open %v after kill -9 (failopen_after %v, heartbeat 1 s)", took.Round(10*time.Millisecond), astFailOpenAfter)
 	if took > astFailOpenBound {
@@ -238,9 +228,9 @@ func TestAsteriskMaintenanceFailsOpen(t *testing.T) {
 	g := p.startGuard(t)
 	g.expect("guard: sink asterisk: guarding 127.0.0.1:")
 	d := p.trunkDown(t)
-	waitFor(t, "pbx07 in maintenance", func() bool { return p.inMaintenance(t)["pbx07"] })
+	eventually(t, astBound, "pbx07 in maintenance", func() bool { return p.inMaintenance(t)["pbx07"] })
 	killed := kill(t, d)
-	waitFor(t, "pbx07 out of maintenance", func() bool { return !p.inMaintenance(t)["pbx07"] })
+	eventually(t, astBound, "pbx07 out of maintenance", func() bool { return !p.inMaintenance(t)["pbx07"] })
 	took := time.Since(killed)
 	t.Logf("maintenance: the guard released pbx07 %v after kill -9 (failopen_after %v, heartbeat 1 s, guard every 1 s)", took.Round(10*time.Millisecond), astFailOpenAfter)
 	if took > astFailOpenBound {
@@ -252,7 +242,7 @@ func TestAsteriskMaintenanceFailsOpen(t *testing.T) {
 		t.Fatalf("guard line %q", l)
 	}
 	d = p.qualifyd(t)
-	waitFor(t, "pbx07 in maintenance again", func() bool { return p.inMaintenance(t)["pbx07"] })
+	eventually(t, astBound, "pbx07 in maintenance again", func() bool { return p.inMaintenance(t)["pbx07"] })
 	g.expect("guard: sink asterisk: the heartbeat is fresh again: qualifyd steers maintenance")
 }
 
@@ -263,14 +253,14 @@ func TestAsteriskMaintenanceFailsOpen(t *testing.T) {
 func TestAsteriskRestartReasserts(t *testing.T) {
 	p := newPBX(t, "[dev]\ntype=sink\ndriver=ami\n", "[maint]\ntype=sink\ndriver=ami\nmethod=maintenance\n")
 	d := p.trunkDown(t)
-	waitFor(t, "pbx07 down in Asterisk", func() bool { return p.devstate(t) == "UNAVAILABLE" && p.inMaintenance(t)["pbx07"] })
+	eventually(t, astBound, "pbx07 down in Asterisk", func() bool { return p.devstate(t) == "UNAVAILABLE" && p.inMaintenance(t)["pbx07"] })
 	p.ast.Stop()
 	p.ast.Start()
 	restarted := time.Now()
 	if got := p.devstate(t); got != "UNAVAILABLE" {
 		t.Fatalf("Custom:pbx07 %q after the restart: astdb keeps it", got)
 	}
-	waitFor(t, "pbx07 in maintenance after the restart", func() bool { return p.inMaintenance(t)["pbx07"] })
+	eventually(t, astBound, "pbx07 in maintenance after the restart", func() bool { return p.inMaintenance(t)["pbx07"] })
 	d.expect("sink maint: connected")
 	if got := p.routine(t); got != "1" {
 		t.Fatalf("routine %s after the restart, with qualifyd alive", got)
@@ -289,19 +279,19 @@ func TestAsteriskStalledQualifydFailsOpen(t *testing.T) {
 	g := p.startGuard(t)
 	g.expect("guard: sink maint: guarding 127.0.0.1:")
 	d := p.trunkDown(t)
-	waitFor(t, "pbx07 down in Asterisk", func() bool { return p.devstate(t) == "UNAVAILABLE" && p.inMaintenance(t)["pbx07"] })
+	eventually(t, astBound, "pbx07 down in Asterisk", func() bool { return p.devstate(t) == "UNAVAILABLE" && p.inMaintenance(t)["pbx07"] })
 	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	waitFor(t, "fail-open of both sinks", func() bool { return !p.inMaintenance(t)["pbx07"] && p.routine(t) == "0" })
+	eventually(t, astBound, "fail-open of both sinks", func() bool { return !p.inMaintenance(t)["pbx07"] && p.routine(t) == "0" })
 	if took := time.Since(stopped); took > astFailOpenBound {
 		t.Fatalf("failed open %v after the stall, want within %v", took, astFailOpenBound)
 	}
 	if err := d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "qualifyd's verdict back in Asterisk", func() bool { return p.inMaintenance(t)["pbx07"] && p.routine(t) == "1" })
+	eventually(t, astBound, "qualifyd's verdict back in Asterisk", func() bool { return p.inMaintenance(t)["pbx07"] && p.routine(t) == "1" })
 	g.expect("guard: sink maint: the heartbeat is fresh again")
 }
 
@@ -312,9 +302,9 @@ func TestAsteriskStalledQualifydFailsOpen(t *testing.T) {
 func TestAsteriskGuardDeadThenBack(t *testing.T) {
 	p := newPBX(t, "[asterisk]\ntype=sink\ndriver=ami\nmethod=maintenance\n")
 	d := p.trunkDown(t)
-	waitFor(t, "pbx07 in maintenance", func() bool { return p.inMaintenance(t)["pbx07"] })
+	eventually(t, astBound, "pbx07 in maintenance", func() bool { return p.inMaintenance(t)["pbx07"] })
 	kill(t, d)
-	waitFor(t, "a stale heartbeat", func() bool {
+	eventually(t, astBound, "a stale heartbeat", func() bool {
 		out, err := p.ast.CLI("database get qualifyd failopen_at")
 		until, perr := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Value: ")), 10, 64)
 		return err == nil && perr == nil && time.Now().Unix() > until
@@ -325,6 +315,6 @@ func TestAsteriskGuardDeadThenBack(t *testing.T) {
 	started := time.Now()
 	g := p.startGuard(t)
 	g.expect("maintenance off for 1 endpoint: pbx07")
-	waitFor(t, "pbx07 out of maintenance", func() bool { return !p.inMaintenance(t)["pbx07"] })
+	eventually(t, astBound, "pbx07 out of maintenance", func() bool { return !p.inMaintenance(t)["pbx07"] })
 	t.Logf("a guard started on a stale heartbeat released pbx07 in %v", time.Since(started).Round(10*time.Millisecond))
 }

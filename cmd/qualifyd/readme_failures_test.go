@@ -40,6 +40,9 @@ func moduleTests(t *testing.T, root string) map[string]bool {
 	return names
 }
 
+// testName is a test named in a row of the README's failure table.
+var testName = regexp.MustCompile("`(Test[A-Za-z0-9_]+)`")
+
 // TestREADMEFailureTableNamesRealTests checks that every row of the
 // README's "When qualifyd fails" table is backed by at least one test
 // and that every test it names exists, so that the table cannot promise
@@ -53,7 +56,7 @@ func TestREADMEFailureTableNamesRealTests(t *testing.T) {
 			continue
 		}
 		rows++
-		named := regexp.MustCompile("`(Test[A-Za-z0-9_]+)`").FindAllStringSubmatch(line, -1)
+		named := testName.FindAllStringSubmatch(line, -1)
 		if len(named) == 0 {
 			t.Errorf("row names no test: %s", line)
 		}

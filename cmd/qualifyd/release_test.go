@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,9 +34,7 @@ func TestReleaseCommand(t *testing.T) {
 		"[trunk]\ntype=endpoint\naors=pbx07\n" +
 		"[hook]\ntype=sink\ndriver=webhook\nurl=" + hook.URL + "/q\n" +
 		"[dead]\ntype=sink\ndriver=kamailio\nurl=http://127.0.0.1:1/RPC\ntimeout=1\n"
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, conf, text)
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"release", "--config", conf, "hook"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())

@@ -100,19 +100,14 @@ func (a *Asterisk) Start() {
 	if err := a.cmd.Start(); err != nil {
 		a.t.Fatalf("start asterisk: %v", err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, err := a.CLI("core waitfullybooted")
-		if err == nil {
-			err = a.managerUp()
+	err := awaitUp(20*time.Second, nil, func(context.Context) error {
+		if _, err := a.CLI("core waitfullybooted"); err != nil {
+			return err
 		}
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("asterisk did not boot: %v\n%s", err, a.Log)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return a.managerUp()
+	})
+	if err != nil {
+		a.t.Fatalf("asterisk did not boot: %v\n%s", err, a.Log)
 	}
 }
 

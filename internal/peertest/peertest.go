@@ -11,6 +11,7 @@ package peertest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -128,16 +129,31 @@ func StartKamailio(t testing.TB, cfg, dslist string) *Kamailio {
 	k.Log = Start(t, "kamailio", "-f", cfg, "-DD", "-E", "-w", dir, "-Y", dir, "-P", filepath.Join(dir, "kamailio.pid"),
 		"-M", "64", "-A", "LISTEN=udp:"+k.SIP, "-A", "HTTP_PORT="+strconv.Itoa(httpPort),
 		"-A", fmt.Sprintf("DSLIST=%q", dslist), "-A", fmt.Sprintf("CTLSOCK=%q", k.Ctl))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	if err := awaitUp(20*time.Second, nil, k.answers); err != nil {
+		t.Fatalf("kamailio did not answer on %s: %v", k.RPC, err)
+	}
+	return k
+}
+
+// errExited is awaitUp's error when the peer's process has ended.
+var errExited = errors.New("the process exited")
+
+// awaitUp polls up every 50 ms until it returns nil. It gives up with
+// up's last error once bound has passed, or with errExited once exited
+// is closed (a nil exited never is). The bound only stops a broken start.
+func awaitUp(bound time.Duration, exited <-chan struct{}, up func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	for {
-		err := k.answers(ctx)
+		err := up(ctx)
 		if err == nil {
-			return k
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("kamailio did not answer on %s: %v", k.RPC, err)
+			return err
+		case <-exited:
+			return errExited
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -2,6 +2,7 @@ package peertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -143,21 +144,18 @@ func (p *Postgres) Start() {
 	}
 	p.ended = make(chan struct{})
 	go func(cmd *exec.Cmd, ended chan struct{}) { _ = cmd.Wait(); close(ended) }(p.cmd, p.ended)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
+	err := awaitUp(30*time.Second, p.ended, func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, p.DSN("postgres", AdminPassword, "postgres"))
 		if err == nil {
 			conn.Close(ctx)
-			return
 		}
-		select {
-		case <-ctx.Done():
-			p.t.Fatalf("postgres did not accept connections in %s: %v\n%s", p.Dir, err, p.Log)
-		case <-p.ended:
-			p.t.Fatalf("postgres exited:\n%s", p.Log)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return err
+	})
+	switch {
+	case errors.Is(err, errExited):
+		p.t.Fatalf("postgres exited:\n%s", p.Log)
+	case err != nil:
+		p.t.Fatalf("postgres did not accept connections in %s: %v\n%s", p.Dir, err, p.Log)
 	}
 }
 
