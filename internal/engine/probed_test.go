@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+const other = "sip:pbx08@192.0.2.8:5060"
+
+// not returns the Probed test that takes uri off probing.
+func not(uri string) Probed { return func(_, u string) bool { return u != uri } }
+
+// contactOf returns the snapshot of the contact uri of the AoR pbx.
+func contactOf(t *testing.T, e *Engine, uri string) ContactSnapshot {
+	t.Helper()
+	a, _ := e.AoR("pbx")
+	for _, c := range a.Contacts {
+		if c.URI == uri {
+			return c
+		}
+	}
+	t.Fatalf("no contact %s in %+v", uri, a)
+	return ContactSnapshot{}
+}
+
+// TestSetProbedTakesOffAndPutsBack: a contact taken off probing is
+// probed no more and goes NonQualified with its event; put back, it has a
+// new contact's first probe (a random fraction of F, not a full F); the
+// contact that stays keeps its state and schedule throughout.
+func TestSetProbedTakesOffAndPutsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Rand: func() float64 { return 0.5 }}, answersUntil(time.Hour))
+		h.apply(AoR{Name: "pbx", Contacts: []string{trunk, other}, Policy: new(referencePolicy())})
+		h.until(20 * time.Second) // both probed at 15 (0.5 x F), Reachable
+		if n := h.e.SetProbed(not(other)); n != 1 {
+			t.Fatalf("SetProbed says %d contacts probed here, want 1", n)
+		}
+		synctest.Wait()
+		c := contactOf(t, h.e, other)
+		if c.Status != qualify.NonQualified || !c.Elsewhere || !c.NextProbe.IsZero() || c.Failures != 0 {
+			t.Fatalf("taken off: %+v", c)
+		}
+		if s := h.e.Summary(); s.Elsewhere != 1 || s.ByStatus[qualify.Reachable] != 1 || s.ByStatus[qualify.NonQualified] != 1 {
+			t.Fatalf("summary %+v", s)
+		}
+		h.until(40 * time.Second)
+		h.e.SetProbed(nil)
+		h.until(80 * time.Second)
+		if got, want := h.prober.sentTo(other), durations(15, 55); !slices.Equal(got, want) {
+			t.Fatalf("probes of the contact taken off at 20 s and back at 40 s: %v, want %v", got, want)
+		}
+		if got, want := h.prober.sentTo(trunk), durations(15, 45, 75); !slices.Equal(got, want) {
+			t.Fatalf("probes of the contact that stays: %v, want %v", got, want)
+		}
+		checkEdges(t, h, []edge{
+			{StatusChanged, 15.01, qualify.NonQualified, qualify.Reachable, 0, 45},
+			{StatusChanged, 15.01, qualify.NonQualified, qualify.Reachable, 0, 45},
+			{StatusChanged, 20, qualify.Reachable, qualify.NonQualified, 0, 0},
+			{StatusChanged, 55.01, qualify.NonQualified, qualify.Reachable, 0, 85},
+		})
+		if ev := h.eventsOf(StatusChanged)[2]; ev.URI != other || !ev.Routable {
+			t.Fatalf("take-off event %+v", ev)
+		}
+	})
+}
+
+// TestSetProbedInFlight: a probe in flight when its contact is taken off
+// is not applied, and the contact is left with nothing scheduled or in
+// flight.
+func TestSetProbedInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{After: 2 * time.Second} })
+		h.apply(AoR{Name: "pbx", Contacts: []string{trunk}, Policy: new(referencePolicy())})
+		h.until(time.Second)
+		h.e.SetProbed(not(trunk))
+		h.until(100 * time.Second)
+		if got := h.prober.sentTo(trunk); !slices.Equal(got, durations(0)) {
+			t.Fatalf("probes %v, want only the one at 0", got)
+		}
+		if c := contactOf(t, h.e, trunk); c.Status != qualify.NonQualified || c.InFlight || !c.NextProbe.IsZero() || c.Stats.Probes != 0 {
+			t.Fatalf("after the unapplied probe: %+v", c)
+		}
+		if evs := h.eventsOf(StatusChanged); len(evs) != 0 {
+			t.Fatalf("events %+v, want none", evs)
+		}
+	})
+}
+
+// TestSetProbedManualQualify: a manual qualify does not probe a contact
+// probed elsewhere and says so; it probes the others.
+func TestSetProbedManualQualify(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, answersUntil(time.Hour))
+		h.apply(AoR{Name: "pbx", Contacts: []string{trunk, other}, Policy: new(referencePolicy())})
+		h.e.SetProbed(not(other))
+		h.until(10 * time.Second)
+		rs, err := h.e.Qualify(t.Context(), "pbx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 2 || rs[0].Err != nil || !rs[0].OK || !errors.Is(rs[1].Err, ErrElsewhere) {
+			t.Fatalf("manual qualify %+v", rs)
+		}
+		if got := h.prober.sentTo(other); len(got) != 0 {
+			t.Fatalf("probes of the contact probed elsewhere: %v", got)
+		}
+	})
+}
+
+// TestApplyProbedElsewhere: Apply gives each new or renewed contact the
+// Probed test's answer; a kept contact keeps its own, and the counts
+// follow.
+func TestApplyProbedElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, answersUntil(time.Hour))
+		h.e.SetProbed(not(other))
+		h.apply(AoR{Name: "pbx", Contacts: []string{trunk, other}, Policy: new(referencePolicy())})
+		h.until(10 * time.Second)
+		if got := h.prober.sentTo(other); len(got) != 0 {
+			t.Fatalf("new contact probed elsewhere was probed at %v", got)
+		}
+		slower := referencePolicy()
+		slower.Frequency = 60 * time.Second
+		h.apply(AoR{Name: "pbx", Contacts: []string{trunk, other}, Policy: &slower}) // both renewed
+		h.until(100 * time.Second)
+		if got := h.prober.sentTo(other); len(got) != 0 {
+			t.Fatalf("renewed contact probed elsewhere was probed at %v", got)
+		}
+		if got, want := h.prober.sentTo(trunk), durations(0, 10, 70); !slices.Equal(got, want) {
+			t.Fatalf("probes of the contact probed here %v, want %v", got, want)
+		}
+		if c := contactOf(t, h.e, other); !c.Elsewhere || c.Status != qualify.NonQualified || !c.NextProbe.IsZero() {
+			t.Fatalf("renewed contact probed elsewhere: %+v", c)
+		}
+		if s := h.e.Summary(); s.Elsewhere != 1 {
+			t.Fatalf("summary %+v, want 1 elsewhere", s)
+		}
+	})
+}
