@@ -27,39 +27,58 @@ var ErrElsewhere = errors.New("contact not probed here (another node is its vant
 // statistics stay. A contact the test puts back is scheduled as a new
 // contact: its first probe is delayed at random within min(F,
 // max_initial_qualify_time) (qualify-semantics §7). The others keep their
-// state and schedule. It returns how many contacts this engine probes
-// now (of qualify-off AoRs too; see Summary.Elsewhere).
+// state and schedule. moved, if set, is told of each contact moved, once
+// the move is done. It returns how many contacts this engine probes now
+// (of qualify-off AoRs too; see Summary.Elsewhere).
 //
-// probed is called without the engine's lock, one contact at a time,
-// during SetProbed and Apply only.
-func (e *Engine) SetProbed(probed Probed) int {
+// probed and moved are called without the engine's lock, one contact at
+// a time: probed during SetProbed and Apply only, moved during SetProbed.
+func (e *Engine) SetProbed(probed Probed, moved Moved) int {
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
 	e.probed = probed
 	flips := e.flips(probed)
 	now := e.cfg.Now()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, id := range flips {
-		if e.slots[id].elsewhere {
-			e.probeHere(id, now)
+	for _, f := range flips {
+		if e.slots[f.id].elsewhere {
+			e.probeHere(f.id, now)
 		} else {
-			e.probeElsewhere(id, now)
+			e.probeElsewhere(f.id, now)
 		}
 	}
-	return e.sum.contacts() - e.sum.Elsewhere
+	n := e.sum.Probed()
+	e.mu.Unlock()
+	if moved != nil {
+		for _, f := range flips {
+			moved(f.aor.name, e.slots[f.id].uri, f.here)
+		}
+	}
+	return n
 }
 
-// flips returns the slots whose contact probed moves here or elsewhere.
-// It reads the AoRs, their ids and the slots' URIs and flags without mu:
-// only Apply and SetProbed change them, and the caller holds applyMu.
-func (e *Engine) flips(probed Probed) []uint32 {
-	var out []uint32
+// Moved is told of each contact a SetProbed moved: here, when this
+// engine probes it from now on, or not.
+type Moved func(aor, uri string, here bool)
+
+// flip is a contact that SetProbed moves: of aor, in slot id, to here.
+type flip struct {
+	aor  *aorState
+	id   uint32
+	here bool
+}
+
+// flips returns the contacts whose answer of probed differs from their
+// flag. It reads the AoRs, their ids and the slots' URIs and flags
+// without mu: only Apply and SetProbed change them, and the caller holds
+// applyMu.
+func (e *Engine) flips(probed Probed) []flip {
+	var out []flip
 	for _, a := range e.order {
 		for _, id := range a.ids {
 			c := &e.slots[id]
 			if here := probed == nil || probed(a.name, c.uri); here == c.elsewhere {
-				out = append(out, id)
+				out = append(out, flip{a, id, here})
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -37,8 +38,12 @@ func TestSetProbedTakesOffAndPutsBack(t *testing.T) {
 		h := newHarness(t, Config{Rand: func() float64 { return 0.5 }}, answersUntil(time.Hour))
 		h.apply(AoR{Name: "pbx", Contacts: []string{trunk, other}, Policy: new(referencePolicy())})
 		h.until(20 * time.Second) // both probed at 15 (0.5 x F), Reachable
-		if n := h.e.SetProbed(not(other)); n != 1 {
+		var moved []string
+		if n := h.e.SetProbed(not(other), func(aor, uri string, here bool) { moved = append(moved, fmt.Sprintln(aor, uri, here)) }); n != 1 {
 			t.Fatalf("SetProbed says %d contacts probed here, want 1", n)
+		}
+		if want := []string{"pbx " + other + " false\n"}; !slices.Equal(moved, want) {
+			t.Fatalf("moved %q, want %q", moved, want)
 		}
 		synctest.Wait()
 		c := contactOf(t, h.e, other)
@@ -49,7 +54,7 @@ func TestSetProbedTakesOffAndPutsBack(t *testing.T) {
 			t.Fatalf("summary %+v", s)
 		}
 		h.until(40 * time.Second)
-		h.e.SetProbed(nil)
+		h.e.SetProbed(nil, nil)
 		h.until(80 * time.Second)
 		if got, want := h.prober.sentTo(other), durations(15, 55); !slices.Equal(got, want) {
 			t.Fatalf("probes of the contact taken off at 20 s and back at 40 s: %v, want %v", got, want)
@@ -77,7 +82,7 @@ func TestSetProbedInFlight(t *testing.T) {
 		h := newHarness(t, Config{}, func(string, time.Duration) reply { return reply{After: 2 * time.Second} })
 		h.apply(AoR{Name: "pbx", Contacts: []string{trunk}, Policy: new(referencePolicy())})
 		h.until(time.Second)
-		h.e.SetProbed(not(trunk))
+		h.e.SetProbed(not(trunk), nil)
 		h.until(100 * time.Second)
 		if got := h.prober.sentTo(trunk); !slices.Equal(got, durations(0)) {
 			t.Fatalf("probes %v, want only the one at 0", got)
@@ -97,7 +102,7 @@ func TestSetProbedManualQualify(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(time.Hour))
 		h.apply(AoR{Name: "pbx", Contacts: []string{trunk, other}, Policy: new(referencePolicy())})
-		h.e.SetProbed(not(other))
+		h.e.SetProbed(not(other), nil)
 		h.until(10 * time.Second)
 		rs, err := h.e.Qualify(t.Context(), "pbx")
 		if err != nil {
@@ -118,7 +123,7 @@ func TestSetProbedManualQualify(t *testing.T) {
 func TestApplyProbedElsewhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, answersUntil(time.Hour))
-		h.e.SetProbed(not(other))
+		h.e.SetProbed(not(other), nil)
 		h.apply(AoR{Name: "pbx", Contacts: []string{trunk, other}, Policy: new(referencePolicy())})
 		h.until(10 * time.Second)
 		if got := h.prober.sentTo(other); len(got) != 0 {

@@ -248,6 +248,10 @@ func (e *Engine) Summary() Summary {
 	return s
 }
 
+// Probed returns how many contacts the engine probes: every contact but
+// those Elsewhere.
+func (s Summary) Probed() int { return s.contacts() - s.Elsewhere }
+
 // contacts returns how many contacts s counts.
 func (s Summary) contacts() int {
 	n := 0
