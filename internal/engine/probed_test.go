@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -144,6 +145,37 @@ func TestApplyProbedElsewhere(t *testing.T) {
 		}
 		if s := h.e.Summary(); s.Elsewhere != 1 {
 			t.Fatalf("summary %+v, want 1 elsewhere", s)
+		}
+	})
+}
+
+// TestRestoreSkipsProbedElsewhere: a saved state of a contact another
+// node probes is not restored: the contact stays NonQualified.
+func TestRestoreSkipsProbedElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := New(Config{Prober: &fakeProber{script: answersUntil(time.Hour)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := referencePolicy()
+		e.SetProbed(not(other), nil)
+		if err := e.Apply([]AoR{{Name: "pbx", Contacts: []string{trunk, other}, Policy: &p}}); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		saved := func(uri string) Saved {
+			return Saved{AoR: "pbx", URI: uri, State: qualify.State{Status: qualify.Unreachable}, Last: LastResult{At: now, Reason: qualify.ReasonTimeout},
+				Policy: &p, Probe: new(probe.Options)}
+		}
+		r := e.Restore([]Saved{saved(trunk), saved(other)}, nil)
+		if r.Restored != 1 || r.Stale != 1 {
+			t.Fatalf("restored %+v, want 1 restored and 1 left out", r)
+		}
+		if c := contactOf(t, e, other); c.Status != qualify.NonQualified {
+			t.Fatalf("contact probed elsewhere restored as %v", c.Status)
+		}
+		if c := contactOf(t, e, trunk); c.Status != qualify.Unreachable {
+			t.Fatalf("contact probed here restored as %v, want Unreachable", c.Status)
 		}
 	})
 }

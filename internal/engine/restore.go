@@ -40,7 +40,8 @@ func (r *Restored) Add(o Restored) {
 // result; its next probe stays where Apply put it (a first probe, spread
 // as max_initial_qualify_time spreads them). States too old, of contacts
 // with qualify off, or of contacts already probed by this engine are left
-// out, and so are those of contacts another node probes (SetProbed). Each restored status change is published as a StatusChanged from
+// out, and so are those of contacts another node probes (SetProbed). Each
+// restored status change is published as a StatusChanged from
 // NonQualified with the saved result's reason, code and RTT, and each AoR
 // that loses its availability as an AvailabilityChanged, at the time of
 // the call: subscribers see a restored contact as if its verdict had just
