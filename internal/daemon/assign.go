@@ -56,10 +56,7 @@ func (n *node) membersEdge(live []string) {
 func (n *node) assignPending() {
 	select {
 	case <-n.moved:
-		n.mu.Lock()
-		live := n.live
-		n.mu.Unlock()
-		n.assign(live)
+		n.assignLatest()
 	default:
 	}
 }
@@ -74,11 +71,16 @@ func (n *node) runAssign(ctx context.Context) {
 			return
 		case <-n.moved:
 		}
-		n.mu.Lock()
-		live := n.live
-		n.mu.Unlock()
-		n.assign(live)
+		n.assignLatest()
 	}
+}
+
+// assignLatest assigns the live set the Members hook gave last.
+func (n *node) assignLatest() {
+	n.mu.Lock()
+	live := n.live
+	n.mu.Unlock()
+	n.assign(live)
 }
 
 // assign makes the engine probe this node's share of live, withdraws
