@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -177,5 +178,44 @@ func TestRestoreSkipsProbedElsewhere(t *testing.T) {
 		if c := contactOf(t, e, trunk); c.Status != qualify.Unreachable {
 			t.Fatalf("contact probed here restored as %v, want Unreachable", c.Status)
 		}
+	})
+}
+
+// BenchmarkMembershipChange100k is what a node of 100,000 contacts does
+// when a third of them move to it and back (a node of three leaving and
+// rejoining, vantages=2), against a reload of the same unchanged set
+// (reload; reload-single without a Probed test, as a single node), each
+// with the longest wait for the engine's lock meanwhile (lock-wait-s).
+func BenchmarkMembershipChange100k(b *testing.B) {
+	third := func(_, uri string) bool { return crc32.ChecksumIEEE([]byte(uri))%3 != 0 }
+	for _, probed := range []struct {
+		name string
+		test Probed
+	}{{"reload-single", nil}, {"reload", third}} {
+		b.Run(probed.name, func(b *testing.B) {
+			e, aors := loaded(b, 100_000, referencePolicy())
+			e.SetProbed(probed.test, nil)
+			stop := watchLock(e)
+			for b.Loop() {
+				if err := e.Apply(aors); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(stop().Seconds(), "lock-wait-s")
+		})
+	}
+	b.Run("move-third", func(b *testing.B) {
+		e, _ := loaded(b, 100_000, referencePolicy())
+		e.SetProbed(third, nil)
+		stop := watchLock(e)
+		i := 0
+		for b.Loop() {
+			if i++; i%2 == 1 {
+				e.SetProbed(nil, nil)
+			} else {
+				e.SetProbed(third, nil)
+			}
+		}
+		b.ReportMetric(stop().Seconds(), "lock-wait-s")
 	})
 }
