@@ -84,9 +84,10 @@ func (n *node) assignLatest() {
 }
 
 // assign makes the engine probe this node's share of live, withdraws
-// this node's vote of each contact that moved (one taken off must not
-// count later, one taken back has no probe of this node's yet), and
-// announces how many contacts it probes.
+// this node's vote of each contact that moves (one taken off must not
+// count later, one taken back has no probe of this node's yet), before
+// the move, so that the vote of a taken-back contact's first probe comes
+// after the withdrawal, and announces how many contacts it probes.
 func (n *node) assign(live []string) {
 	moves := 0
 	probed := n.d.eng.SetProbed(n.probedBy(live), func(aor, uri string, _ bool) {

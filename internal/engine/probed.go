@@ -27,8 +27,9 @@ var ErrElsewhere = errors.New("contact not probed here (another node is its vant
 // statistics stay. A contact the test puts back is scheduled as a new
 // contact: its first probe is delayed at random within min(F,
 // max_initial_qualify_time) (qualify-semantics §7). The others keep their
-// state and schedule. moved, if set, is told of each contact moved, once
-// the move is done. It returns how many contacts this engine probes now
+// state and schedule. moved, if set, is told of each contact about to
+// move, before the move: before any result of a contact put back, and
+// before the StatusChanged of one taken off. It returns how many contacts this engine probes now
 // (of qualify-off AoRs too; see Summary.Elsewhere).
 //
 // probed and moved are called without the engine's lock, one contact at
@@ -38,27 +39,26 @@ func (e *Engine) SetProbed(probed Probed, moved Moved) int {
 	defer e.applyMu.Unlock()
 	e.probed = probed
 	flips := e.flips(probed)
-	now := e.cfg.Now()
-	e.mu.Lock()
-	for _, f := range flips {
-		if e.slots[f.id].elsewhere {
-			e.probeHere(f.id, now)
-		} else {
-			e.probeElsewhere(f.id, now)
-		}
-	}
-	n := e.sum.Probed()
-	e.mu.Unlock()
 	if moved != nil {
 		for _, f := range flips {
 			moved(f.aor.name, e.slots[f.id].uri, f.here)
 		}
 	}
-	return n
+	now := e.cfg.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range flips {
+		if f.here {
+			e.probeHere(f.id, now)
+		} else {
+			e.probeElsewhere(f.id, now)
+		}
+	}
+	return e.sum.Probed()
 }
 
-// Moved is told of each contact a SetProbed moved: here, when this
-// engine probes it from now on, or not.
+// Moved is told of each contact a SetProbed is about to move: here, when
+// this engine probes it from then on, or not.
 type Moved func(aor, uri string, here bool)
 
 // flip is a contact that SetProbed moves: of aor, in slot id, to here.

@@ -41,7 +41,13 @@ func TestSetProbedTakesOffAndPutsBack(t *testing.T) {
 		h.apply(AoR{Name: "pbx", Contacts: []string{trunk, other}, Policy: new(referencePolicy())})
 		h.until(20 * time.Second) // both probed at 15 (0.5 x F), Reachable
 		var moved []string
-		if n := h.e.SetProbed(not(other), func(aor, uri string, here bool) { moved = append(moved, fmt.Sprintln(aor, uri, here)) }); n != 1 {
+		before := func(aor, uri string, here bool) {
+			moved = append(moved, fmt.Sprintln(aor, uri, here))
+			if c := contactOf(t, h.e, uri); c.Elsewhere || c.Status != qualify.Reachable {
+				t.Errorf("moved told after the move: %+v", c) // the daemon withdraws the vote before it
+			}
+		}
+		if n := h.e.SetProbed(not(other), before); n != 1 {
 			t.Fatalf("SetProbed says %d contacts probed here, want 1", n)
 		}
 		if want := []string{"pbx " + other + " false\n"}; !slices.Equal(moved, want) {
