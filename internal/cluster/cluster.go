@@ -27,6 +27,11 @@ type Hooks struct {
 	// Verdict is called on each change of the cluster's status of a
 	// contact.
 	Verdict func(Verdict)
+	// Members is called with the live nodes, sorted, each time they
+	// change (the first time once this node has seen the members), after
+	// the verdicts have been decided again for them: the daemon then
+	// probes the contacts Probes(key, live, Vantages, Self) gives it.
+	Members func(live []string)
 }
 
 // Member is one node as this node sees it.

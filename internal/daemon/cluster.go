@@ -71,17 +71,11 @@ func setCluster(sec *pjsip.Cluster) (cluster.Config, error) {
 	return cfg, nil
 }
 
-// finishCluster finishes cfg for node and refuses fewer vantages than
-// nodes, which this qualifyd does not assign yet, and a sink whose
-// router would fail open during a failover.
+// finishCluster finishes cfg for node and refuses a sink whose router
+// would fail open during a failover.
 func finishCluster(conf *pjsip.Config, cfg *cluster.Config, node string) error {
-	sec := conf.Cluster
 	if err := cfg.Finish(node); err != nil {
-		return sec.SectionError(err, cluster.ErrUnknownOption)
-	}
-	if cfg.Vantages < len(cfg.Nodes) {
-		return sec.SectionError(fmt.Errorf("%w: vantages=%d with %d nodes: this qualifyd has every node probe every contact; set vantages=%d (more than 3 nodes need it written)",
-			cluster.ErrValue, cfg.Vantages, len(cfg.Nodes), len(cfg.Nodes)), cluster.ErrUnknownOption)
+		return conf.Cluster.SectionError(err, cluster.ErrUnknownOption)
 	}
 	return checkFailover(conf.Sinks, cfg.LeaseTTL)
 }
@@ -127,16 +121,19 @@ type node struct {
 	cfg cluster.Config
 	raw []pjsip.ClusterOption // the section as read at start, to warn when a reload changes it
 
-	lead chan struct{} // capacity 1: the Leading hook changed leading
+	lead  chan struct{} // capacity 1: the Leading hook changed leading
+	moved chan struct{} // capacity 1: the Members hook changed live
 
-	mu      sync.Mutex // guards leading
+	mu      sync.Mutex // guards leading and live
 	leading bool       // the Leading hook's last edge
+	live    []string   // the Members hook's last edge
 }
 
-// newNode builds the Cluster of cfg; its hooks feed the sinks and the log.
+// newNode builds the Cluster of cfg; its hooks feed the sinks, the
+// assignment and the log.
 func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
-	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1)}
-	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict})
+	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
+	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Members: n.membersEdge})
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +310,7 @@ func digestOf(conf *pjsip.Config) string {
 // contacts this node probes.
 func (n *node) configured(conf *pjsip.Config) {
 	n.c.SetDigest(digestOf(conf))
-	n.c.SetProbes(sizeOf(conf).contacts)
+	n.announceProbes()
 }
 
 // watchEvery is how often the node compares its view with the one it

@@ -60,6 +60,8 @@ type clusterLab struct {
 	routes []string
 	stores []string
 	quorum string
+	// vantages, if set, is the section's vantages=.
+	vantages string
 	// extra, if set, adds AoRs to node i's configuration (a file not yet
 	// reloaded everywhere).
 	extra func(i int) []pjsip.AoR
@@ -114,10 +116,13 @@ func (l *clusterLab) start(t *testing.T, i int) *testNode {
 	}
 	conf := &pjsip.Config{
 		AoRs: []pjsip.AoR{{AoR: probe.AoR{Name: labAoR, Contacts: []string{l.labContact()},
-			Policy: &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 2, RetryInterval: 200 * time.Millisecond}}}},
+			Policy: labPolicy()}}},
 		Cluster: &pjsip.Cluster{Name: "c", File: "q.conf", Line: 1, Options: []pjsip.ClusterOption{
 			{Key: "nodes", Value: strings.Join(nodes, ",")}, {Key: "store", Value: l.stores[i]}, {Key: "quorum", Value: l.quorum},
 			{Key: "member_ttl", Value: fmt.Sprint(clusterTTL)}, {Key: "lease_ttl", Value: fmt.Sprint(clusterTTL)}}},
+	}
+	if l.vantages != "" {
+		conf.Cluster.Options = append(conf.Cluster.Options, pjsip.ClusterOption{Key: "vantages", Value: l.vantages})
 	}
 	if l.extra != nil {
 		conf.AoRs = append(conf.AoRs, l.extra(i)...)
@@ -140,6 +145,11 @@ func (l *clusterLab) start(t *testing.T, i int) *testNode {
 		}
 	})
 	return nd
+}
+
+// labPolicy is the lab's qualify policy: F 1 s, T 0.3 s, N 2, R 0.2 s.
+func labPolicy() *qualify.Policy {
+	return &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 2, RetryInterval: 200 * time.Millisecond}
 }
 
 // leader waits until exactly one node leads and returns it.
@@ -328,8 +338,6 @@ func TestClusterConfigErrors(t *testing.T) {
 			`q.conf:5: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl`},
 		{"node not listed", sec("nodes", "a@h:1", "store", "/s"), "z", pjsip.ErrValue,
 			`q.conf:4: section "c": invalid value: node "z" is not in nodes= (a)`},
-		{"fewer vantages", sec("nodes", "a@h:1,b@h:2", "vantages", "1", "store", "/s"), "a", pjsip.ErrValue,
-			`q.conf:4: section "c": invalid value: vantages=1 with 2 nodes: this qualifyd has every node probe every contact; set vantages=2 (more than 3 nodes need it written)`},
 	}
 	shortWindow := sec("nodes", "a@h:1,b@h:2", "store", "/s", "lease_ttl", "6")
 	shortWindow.Sinks = []*pjsip.Sink{{Name: "edge", Driver: "kamailio", File: "q.conf", Line: 9,
@@ -351,6 +359,10 @@ func TestClusterConfigErrors(t *testing.T) {
 	cfg, ok, err := ClusterConfig(sec("nodes", "a@h:1,b@h:2", "store", "/s", "quorum", "any"), "b")
 	if err != nil || !ok || cfg.Self != "b" || cfg.Quorum != cluster.Any || cfg.Vantages != 2 {
 		t.Fatalf("ClusterConfig = %+v, %v, %v", cfg, ok, err)
+	}
+	cfg, ok, err = ClusterConfig(sec("nodes", "a@h:1,b@h:2,c@h:3,d@h:4", "store", "/s"), "d")
+	if err != nil || !ok || cfg.Vantages != 3 {
+		t.Fatalf("4 nodes, vantages by default: %+v, %v, %v; want 3 vantages", cfg, ok, err)
 	}
 	if _, ok, err := ClusterConfig(&pjsip.Config{}, ""); ok || err != nil {
 		t.Fatalf("no section: ok %v, err %v; want a single node", ok, err)
