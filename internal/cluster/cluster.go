@@ -98,6 +98,7 @@ type Cluster struct {
 	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
 
 	rewatches atomic.Uint64 // counts the times every watch was started again
+	lagged    atomic.Uint64 // counts the watches started again because they lagged
 
 	leadingMu sync.Mutex // serialises the Leading hook
 	verdictMu sync.Mutex // serialises deciding and the Verdict hook, so that edges keep their order
