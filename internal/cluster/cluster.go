@@ -27,6 +27,13 @@ type Hooks struct {
 	// Verdict is called on each change of the cluster's status of a
 	// contact.
 	Verdict func(Verdict)
+	// Configured reports whether this node's configuration has contact
+	// now; nil means every contact. It is a query, not an edge: the
+	// leader asks it before it deletes the verdict of a contact no vote
+	// holds (forget.go), and a starting node before it withdraws its
+	// votes of contacts its file no longer has. It must not call the
+	// Cluster.
+	Configured func(contact string) bool
 }
 
 // Member is one node as this node sees it.
@@ -308,10 +315,13 @@ func (c *Cluster) setLeading(held bool, sent time.Time) {
 	c.mu.Lock()
 	edge := held != c.held
 	c.held, c.heldSent = held, sent
+	var orphans []string
 	if edge && held {
 		c.queueUnrecorded()
+		orphans = c.orphansLocked()
 	}
 	c.mu.Unlock()
+	c.dropOrphans(orphans)
 	if edge && c.hooks.Leading != nil {
 		c.hooks.Leading(held)
 	}

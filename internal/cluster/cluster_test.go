@@ -88,6 +88,12 @@ func testConfigs(t testing.TB, n int, q Quorum) []Config {
 // startNode starts one node and stops it at the test's end.
 func startNode(t testing.TB, cfg Config) *testNode {
 	t.Helper()
+	return startNodeWith(t, cfg, nil)
+}
+
+// startNodeWith is startNode with the Configured hook configured.
+func startNodeWith(t testing.TB, cfg Config, configured func(string) bool) *testNode {
+	t.Helper()
 	n := &testNode{cfg: cfg, done: make(chan struct{}), verdicts: make(chan Verdict, 1024)}
 	hooks := Hooks{
 		Leading: func(l bool) {
@@ -99,7 +105,8 @@ func startNode(t testing.TB, cfg Config) *testNode {
 			n.edges = append(n.edges, edge{l, at, sent})
 			n.mu.Unlock()
 		},
-		Verdict: func(v Verdict) { n.verdicts <- v },
+		Verdict:    func(v Verdict) { n.verdicts <- v },
+		Configured: configured,
 	}
 	c, err := New(cfg, hooks)
 	if err != nil {

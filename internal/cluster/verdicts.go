@@ -42,7 +42,11 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 		case <-ch:
 		}
 	}
-	c.watch(ctx, b.votes, c.voteEntry, once(c.ready), false)
+	ready := once(c.ready)
+	c.watch(ctx, b.votes, c.voteEntry, func(seen map[string]bool) {
+		c.withdrawUnconfigured()
+		ready(seen)
+	}, false)
 	wg.Wait()
 }
 
@@ -53,6 +57,10 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 func (c *Cluster) recordEntry(e jetstream.KeyValueEntry) {
 	contact, ok := parseContactKey(e.Key())
 	if !ok {
+		return
+	}
+	if removed(e) {
+		c.forget(contact)
 		return
 	}
 	s := statusOf(e)
@@ -77,6 +85,9 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 		}
 		return nil
 	})
+	if s != qualify.Reachable && s != qualify.Unreachable {
+		c.dropOrphans([]string{contact})
+	}
 }
 
 // statusOf is the status an entry holds: NonQualified for a removal or a
