@@ -250,6 +250,24 @@ func (c *Cluster) Status(contact string) qualify.Status {
 	return c.tally.status[contact]
 }
 
+// Verdicts counts the contacts the cluster has a verdict of (Reachable
+// or Unreachable) as this node holds them now, and of those the
+// Unreachable.
+func (c *Cluster) Verdicts() (total, unreachable int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.tally.status {
+		switch s {
+		case qualify.Unreachable:
+			unreachable++
+			total++
+		case qualify.Reachable:
+			total++
+		}
+	}
+	return total, unreachable
+}
+
 // MaxContactLen bounds a contact's key: a NATS subject of more than 4 KiB
 // would close the connection, and base64 makes the key 4/3 as long.
 const MaxContactLen = 2048

@@ -136,12 +136,25 @@ type node struct {
 // newNode builds the Cluster of cfg; its hooks feed the sinks and the log.
 func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
 	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1)}
-	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict})
+	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Configured: n.configuredContact})
 	if err != nil {
 		return nil, err
 	}
 	n.c = c
 	return n, nil
+}
+
+// configuredContact is the Configured hook: whether the running
+// configuration has the contact of key (the engine's table).
+func (n *node) configuredContact(key string) bool {
+	aor, uri, ok := splitContactKey(key)
+	return ok && n.hasContact(aor, uri)
+}
+
+// hasContact reports whether the engine has the contact uri of aor.
+func (n *node) hasContact(aor, uri string) bool {
+	a, ok := n.d.eng.AoR(aor)
+	return ok && slices.ContainsFunc(a.Contacts, func(c engine.ContactSnapshot) bool { return c.URI == uri })
 }
 
 // leadingEdge is the Leading hook: it hands the edge to runSinks.
@@ -397,8 +410,7 @@ func (n *node) View() api.Cluster {
 // Votes is the web hook of a contact's votes: the cluster's status and
 // each live vantage's; ok false for a contact the engine does not have.
 func (n *node) Votes(aor, uri string) (qualify.Status, []api.Vote, bool) {
-	a, ok := n.d.eng.AoR(aor)
-	if !ok || !slices.ContainsFunc(a.Contacts, func(c engine.ContactSnapshot) bool { return c.URI == uri }) {
+	if !n.hasContact(aor, uri) {
 		return qualify.NonQualified, nil, false
 	}
 	key := ContactKey(aor, uri)
@@ -419,6 +431,8 @@ func (n *node) waitReady(ctx context.Context) {
 	select {
 	case <-n.c.Ready():
 		n.d.log.Notice(slog.LevelInfo, "cluster: joined as "+n.cfg.Self+": the cluster's verdicts read back")
+		total, down := n.c.Verdicts()
+		n.d.log.Notice(slog.LevelInfo, fmt.Sprintf("cluster: took %d verdicts back from the cluster (%d Unreachable)", total, down))
 	case <-t.C:
 		n.d.log.Notice(slog.LevelError, fmt.Sprintf("cluster: no cluster within %v: this node probes and serves its own view and pushes nothing until it joins", readyBound))
 	case <-ctx.Done():

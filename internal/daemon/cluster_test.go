@@ -61,8 +61,12 @@ type clusterLab struct {
 	stores []string
 	quorum string
 	// extra, if set, adds AoRs to node i's configuration (a file not yet
-	// reloaded everywhere).
+	// reloaded everywhere); sinks, if set, adds sinks. Each load of node
+	// i's file calls them again, so that a test changes the file by
+	// changing what they return (under mu) and reloading.
 	extra func(i int) []pjsip.AoR
+	sinks func(i int) []*pjsip.Sink
+	mu    sync.Mutex
 }
 
 const labAoR = "t"
@@ -112,18 +116,25 @@ func (l *clusterLab) start(t *testing.T, i int) *testNode {
 	for j, r := range l.routes {
 		nodes = append(nodes, fmt.Sprintf("%c@%s", 'a'+j, r))
 	}
-	conf := &pjsip.Config{
-		AoRs: []pjsip.AoR{{AoR: probe.AoR{Name: labAoR, Contacts: []string{l.labContact()},
-			Policy: &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 2, RetryInterval: 200 * time.Millisecond}}}},
-		Cluster: &pjsip.Cluster{Name: "c", File: "q.conf", Line: 1, Options: []pjsip.ClusterOption{
-			{Key: "nodes", Value: strings.Join(nodes, ",")}, {Key: "store", Value: l.stores[i]}, {Key: "quorum", Value: l.quorum},
-			{Key: "member_ttl", Value: fmt.Sprint(clusterTTL)}, {Key: "lease_ttl", Value: fmt.Sprint(clusterTTL)}}},
-	}
-	if l.extra != nil {
-		conf.AoRs = append(conf.AoRs, l.extra(i)...)
+	load := func() (*pjsip.Config, error) {
+		conf := &pjsip.Config{
+			AoRs: []pjsip.AoR{labAoRs(l.labContact())},
+			Cluster: &pjsip.Cluster{Name: "c", File: "q.conf", Line: 1, Options: []pjsip.ClusterOption{
+				{Key: "nodes", Value: strings.Join(nodes, ",")}, {Key: "store", Value: l.stores[i]}, {Key: "quorum", Value: l.quorum},
+				{Key: "member_ttl", Value: fmt.Sprint(clusterTTL)}, {Key: "lease_ttl", Value: fmt.Sprint(clusterTTL)}}},
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.extra != nil {
+			conf.AoRs = append(conf.AoRs, l.extra(i)...)
+		}
+		if l.sinks != nil {
+			conf.Sinks = l.sinks(i)
+		}
+		return conf, nil
 	}
 	out := &peertest.Output{}
-	d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, Node: name,
+	d, err := New(Config{Load: load, Node: name,
 		SIPBind: fmt.Sprintf("127.0.0.1:%d", sip), HTTPAddr: "127.0.0.1:0", Log: out})
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +151,14 @@ func (l *clusterLab) start(t *testing.T, i int) *testNode {
 		}
 	})
 	return nd
+}
+
+// labAoRs is an AoR of the lab's policy with one contact, named after
+// the contact's user part ("sip:u@..." is AoR u).
+func labAoRs(contact string) pjsip.AoR {
+	name, _, _ := strings.Cut(strings.TrimPrefix(contact, "sip:"), "@")
+	return pjsip.AoR{AoR: probe.AoR{Name: name, Contacts: []string{contact},
+		Policy: &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 2, RetryInterval: 200 * time.Millisecond}}}
 }
 
 // leader waits until exactly one node leads and returns it.
@@ -299,8 +318,10 @@ func TestClusterRestartTakesVerdictsBack(t *testing.T) {
 	if s := l.clusterStatus(c); s != qualify.Unreachable {
 		t.Fatalf("the restarted node's first answers: cluster status %v, want Unreachable taken back from the cluster", s)
 	}
-	if !strings.Contains(c.log.String(), "cluster: joined as c: the cluster's verdicts read back") {
-		t.Fatalf("the restarted node's log does not say it joined:\n%s", c.log.String())
+	for _, line := range []string{"cluster: joined as c: the cluster's verdicts read back", "cluster: took 1 verdicts back from the cluster (1 Unreachable)"} {
+		if !strings.Contains(c.log.String(), line) {
+			t.Fatalf("the restarted node's log does not say %q:\n%s", line, c.log.String())
+		}
 	}
 	waitUntil(t, labBound, "c finds t Reachable itself", func() bool { return l.own(c) == qualify.Reachable })
 	if s := l.clusterStatus(c); s != qualify.Unreachable {
@@ -416,4 +437,50 @@ func TestClusterFileDisagreement(t *testing.T) {
 			return strings.Contains(nd.log.String(), "cluster: the configuration of "+want+" assigns other AoRs than the leader's ("+lead.name+")")
 		})
 	}
+}
+
+// TestClusterReloadWithdrawsRemovedContact: a reload that removes a
+// contact withdraws each node's vote of it through the daemon's event
+// path (Removed), and the cluster's verdict of it goes from every node;
+// the contact that stays keeps its verdict.
+func TestClusterReloadWithdrawsRemovedContact(t *testing.T) {
+	l := &clusterLab{peer: newDropper(t), quorum: "majority"}
+	removed := false
+	l.extra = func(int) []pjsip.AoR {
+		if removed {
+			return nil
+		}
+		return []pjsip.AoR{labAoRs(strings.Replace(l.labContact(), "sip:t@", "sip:u@", 1))}
+	}
+	startClusterLab(t, l, 3)
+	u := ContactKey("u", strings.Replace(l.labContact(), "sip:t@", "sip:u@", 1))
+	verdicts := func(nd *testNode, want int) bool { n, _ := nd.d.cluster.c.Verdicts(); return n == want }
+	for _, nd := range l.nodes {
+		waitUntil(t, labBound, nd.name+" has the verdicts of t and u", func() bool { return verdicts(nd, 2) })
+	}
+	l.mu.Lock()
+	removed = true
+	l.mu.Unlock()
+	for _, nd := range l.nodes {
+		if err := nd.d.Reload(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, nd := range l.nodes {
+		waitUntil(t, labBound, nd.name+" counts no vote of u", func() bool {
+			return countVotes(apiVotes(nd.d.cluster.c.Votes(u)), "Reachable") == 0
+		})
+		waitUntil(t, labBound, nd.name+" forgets u's verdict and keeps t's", func() bool {
+			return verdicts(nd, 1) && nd.d.cluster.c.Status(u) == qualify.NonQualified && l.clusterStatus(nd) == qualify.Reachable
+		})
+	}
+}
+
+// apiVotes is votes as the API lists them.
+func apiVotes(votes []cluster.Vote) []api.Vote {
+	out := make([]api.Vote, len(votes))
+	for i, v := range votes {
+		out[i] = api.Vote{Node: v.Node, Status: v.Status.String()}
+	}
+	return out
 }
