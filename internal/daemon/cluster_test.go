@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -483,4 +485,97 @@ func apiVotes(votes []cluster.Vote) []api.Vote {
 		out[i] = api.Vote{Node: v.Node, Status: v.Status.String()}
 	}
 	return out
+}
+
+// bodies is a webhook receiver that keeps the kind and the expires of
+// every body, with the time it arrived.
+type bodies struct {
+	mu   sync.Mutex
+	seen []body
+}
+
+// body is one body a receiver got.
+type body struct {
+	kind    string
+	expires time.Time
+	at      time.Time
+}
+
+func (b *bodies) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var p struct {
+		Kind    string    `json:"kind"`
+		Expires time.Time `json:"expires"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&p)
+	b.mu.Lock()
+	b.seen = append(b.seen, body{p.Kind, p.Expires, time.Now()})
+	b.mu.Unlock()
+}
+
+// all returns the bodies so far.
+func (b *bodies) all() []body {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]body(nil), b.seen...)
+}
+
+// TestClusterRemovedSinkFailsOpenWithoutItsLeader: a sink removed from
+// the file of every node but the leader, which dies before it reloads:
+// the new leader never ran the sink and releases nothing, so its router
+// hears nothing more and fails open by itself once the last heartbeat's
+// expires has passed, while the sink every file keeps goes on
+// heartbeating from the new leader.
+func TestClusterRemovedSinkFailsOpenWithoutItsLeader(t *testing.T) {
+	keep, gone := &bodies{}, &bodies{}
+	keepSrv, goneSrv := httptest.NewServer(keep), httptest.NewServer(gone)
+	t.Cleanup(keepSrv.Close)
+	t.Cleanup(goneSrv.Close)
+	l := &clusterLab{peer: newDropper(t), quorum: "majority"}
+	removed := map[int]bool{}
+	hook := func(name, url string) *pjsip.Sink {
+		return &pjsip.Sink{Name: name, Driver: "webhook", URL: url, AoRs: []string{labAoR}, File: "q.conf", Line: 9,
+			Timeout: 5 * time.Second, HeartbeatInterval: time.Second, FailOpenAfter: 3 * clusterTTL * time.Second}
+	}
+	l.sinks = func(i int) []*pjsip.Sink {
+		if removed[i] {
+			return []*pjsip.Sink{hook("keep", keepSrv.URL)}
+		}
+		return []*pjsip.Sink{hook("keep", keepSrv.URL), hook("gone", goneSrv.URL)}
+	}
+	startClusterLab(t, l, 3)
+	lead := l.leader(t)
+	waitUntil(t, labBound, "the leader heartbeats both sinks", func() bool { return len(keep.all()) > 0 && len(gone.all()) > 0 })
+	l.mu.Lock()
+	for i, nd := range l.nodes {
+		removed[i] = nd != lead
+	}
+	l.mu.Unlock()
+	for _, nd := range l.nodes {
+		if nd != lead {
+			if err := nd.d.Reload(context.Background(), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	lead.stop()
+	stopped := time.Now()
+	last := gone.all()
+	keptBefore := len(keep.all())
+	waitUntil(t, labBound, "the new leader heartbeats the kept sink", func() bool {
+		n := 0
+		for _, b := range keep.all()[keptBefore:] {
+			if b.kind == "heartbeat" {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	if got := gone.all(); len(got) != len(last) {
+		t.Fatalf("the removed sink's router got %+v after its leader stopped, want nothing (the new leader never ran it)", got[len(last):])
+	}
+	expires := last[len(last)-1].expires
+	t.Logf("the removed sink's last body expires %v after its leader stopped (failopen_after %ds)", expires.Sub(stopped), 3*clusterTTL)
+	if expires.IsZero() || expires.After(stopped.Add(3*clusterTTL*time.Second)) {
+		t.Fatalf("the removed sink's last body expires at %v: want its router to fail open within failopen_after of the stop", expires)
+	}
 }
