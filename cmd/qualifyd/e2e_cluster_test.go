@@ -359,15 +359,16 @@ func TestClusterLeaderKilledWhileTrunkDown(t *testing.T) {
 	}
 	old.kill(t)
 	next := l.leader(t, old)
-	// The old lease lives the TTL after its last renewal, at most a third
-	// of the TTL before the kill; the new leader takes it once it is
-	// removed, after a stream leader election if the dead node led the
-	// lease's stream (TestLeaseOneLeaderThenFailover holds the servers'
-	// stamps to it).
+	// The old lease lives the TTL after its last renewal, sent at most a
+	// third of the TTL before the kill; the lease's stream is led by
+	// another server than the holder's (TestLeaseHolderHandsItsStreamOn),
+	// so no stream leader election comes first; a candidate that missed
+	// the removal tries again a third of the TTL later
+	// (TestLeaseOneLeaderThenFailover holds the servers' stamps to it).
 	took := next.waitStamped(t, from[next], "cluster: this node leads").Sub(old.killedAt)
 	t.Logf("leader %s killed; %s logged that it leads %v later (lease TTL %v)", old.name, next.name, took, clusterTTL)
-	if took > 2*clusterTTL {
-		t.Errorf("the new leader logged that it leads %v after the kill, want within the lease TTL %v and a stream leader election (2 x TTL)", took, clusterTTL)
+	if took > clusterTTL+clusterTTL/3 {
+		t.Errorf("the new leader logged that it leads %v after the kill, want within the lease TTL %v (and a third, a campaign's retry)", took, clusterTTL)
 	}
 	l.k.renewals(4) // the new leader's heartbeats, over 3 s
 	s.end(t, l.trunk.dest, "I")

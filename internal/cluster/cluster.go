@@ -83,6 +83,7 @@ type Cluster struct {
 	wake   chan struct{} // the publisher's, capacity 1
 	vacant chan struct{} // the candidate's, capacity 1
 	ready  chan struct{} // closed once the verdicts are read back
+	yield  chan struct{} // yieldLeaseStream's, capacity 1
 
 	mu         sync.Mutex // guards the fields below
 	members    map[string]Member
@@ -100,6 +101,7 @@ type Cluster struct {
 	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
 
 	rewatches atomic.Uint64 // counts the times every watch was started again
+	stepDowns atomic.Uint64 // counts the lease stream's leaderships this node's server handed on
 
 	leadingMu sync.Mutex // serialises the Leading hook
 	verdictMu sync.Mutex // serialises deciding and the Verdict hook, so that edges keep their order
@@ -118,7 +120,7 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: the configuration was not finished (Config.Finish): %v", err)
 	}
 	c := &Cluster{cfg: cfg, hooks: hooks, lease: term{cfg.LeaseTTL}, member: term{cfg.MemberTTL},
-		start: time.Now(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1),
+		start: time.Now(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1), yield: make(chan struct{}, 1),
 		ready: make(chan struct{}), members: map[string]Member{},
 		tally: newTally(cfg.Quorum, cfg.Vantages), recorded: map[string]qualify.Status{},
 		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}}
@@ -183,6 +185,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 	wg.Go(func() { c.watchLease(ctx, b.lease) })
 	wg.Go(func() { c.publish(ctx, b) })
 	wg.Go(func() { c.watchVerdicts(ctx, b, announced) })
+	wg.Go(func() { c.yieldLeaseStream(ctx) })
 	wg.Go(func() {
 		l := &lease{t: c.lease, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant, set: c.setLeading}
 		l.run(ctx)
@@ -340,6 +343,9 @@ func (c *Cluster) setLeading(held bool, sent time.Time) {
 	}
 	c.mu.Unlock()
 	c.dropOrphans(orphans)
+	if held {
+		c.pokeYield()
+	}
 	if edge && c.hooks.Leading != nil {
 		c.hooks.Leading(held)
 	}
