@@ -17,6 +17,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/cluster"
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/metrics"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
@@ -129,8 +130,9 @@ type node struct {
 
 	lead chan struct{} // capacity 1: the Leading hook changed leading
 
-	mu      sync.Mutex // guards leading
-	leading bool       // the Leading hook's last edge
+	mu      sync.Mutex           // guards leading and taken
+	leading bool                 // the Leading hook's last edge
+	taken   metrics.ClusterStats // the verdicts taken back at the join
 }
 
 // newNode builds the Cluster of cfg; its hooks feed the sinks and the log.
@@ -155,6 +157,13 @@ func (n *node) configuredContact(key string) bool {
 func (n *node) hasContact(aor, uri string) bool {
 	a, ok := n.d.eng.AoR(aor)
 	return ok && slices.ContainsFunc(a.Contacts, func(c engine.ContactSnapshot) bool { return c.URI == uri })
+}
+
+// stats is the node's metrics state.
+func (n *node) stats() metrics.ClusterStats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.taken
 }
 
 // leadingEdge is the Leading hook: it hands the edge to runSinks.
@@ -432,6 +441,9 @@ func (n *node) waitReady(ctx context.Context) {
 	case <-n.c.Ready():
 		n.d.log.Notice(slog.LevelInfo, "cluster: joined as "+n.cfg.Self+": the cluster's verdicts read back")
 		total, down := n.c.Verdicts()
+		n.mu.Lock()
+		n.taken = metrics.ClusterStats{Reachable: total - down, Unreachable: down}
+		n.mu.Unlock()
 		n.d.log.Notice(slog.LevelInfo, fmt.Sprintf("cluster: took %d verdicts back from the cluster (%d Unreachable)", total, down))
 	case <-t.C:
 		n.d.log.Notice(slog.LevelError, fmt.Sprintf("cluster: no cluster within %v: this node probes and serves its own view and pushes nothing until it joins", readyBound))

@@ -325,6 +325,12 @@ func TestClusterRestartTakesVerdictsBack(t *testing.T) {
 			t.Fatalf("the restarted node's log does not say %q:\n%s", line, c.log.String())
 		}
 	}
+	m := fetch(t, c.d.URL()+"/metrics")
+	for _, series := range []string{`qualifyd_cluster_verdicts_taken_back{status="Reachable"} 0`, `qualifyd_cluster_verdicts_taken_back{status="Unreachable"} 1`} {
+		if !strings.Contains(m, "\n"+series+"\n") {
+			t.Errorf("the restarted node's metrics lack %s", series)
+		}
+	}
 	waitUntil(t, labBound, "c finds t Reachable itself", func() bool { return l.own(c) == qualify.Reachable })
 	if s := l.clusterStatus(c); s != qualify.Unreachable {
 		t.Fatalf("after c's own Reachable: cluster %v, want Unreachable (2 of 3)", s)

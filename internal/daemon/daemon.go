@@ -161,6 +161,9 @@ func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) 
 			return err
 		}
 		scfg.Source, scfg.Gate = clusterSource{d.eng, d.cluster.c}, d.cluster.gate
+		if err := d.metrics.WatchCluster(d.reg, d.cluster.stats); err != nil {
+			return err
+		}
 	}
 	d.sinks = sink.NewGroup(scfg)
 	if err := watchSinks(d.metrics, d.reg, d.sinks); err != nil {
