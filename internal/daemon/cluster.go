@@ -88,9 +88,10 @@ func finishCluster(conf *pjsip.Config, cfg *cluster.Config, node string) error {
 }
 
 // checkFailover refuses a sink whose failopen_after is no longer than a
-// failover can take (2 x lease_ttl: the lease expires, then the new
-// leader's stream is elected): no leader heartbeats meanwhile, and its
-// router would route every destination in the middle of every failover.
+// failover can take (lease_ttl and a third after the leader died, the
+// new leader's campaign included; 2 x lease_ttl leaves room for a loaded
+// host): no leader heartbeats meanwhile, and its router would route every
+// destination in the middle of every failover.
 func checkFailover(sinks []*pjsip.Sink, lease time.Duration) error {
 	for _, s := range sinks {
 		if s.HeartbeatInterval > 0 && s.FailOpenAfter <= 2*lease {
