@@ -43,13 +43,15 @@ func (c *Cluster) withdrawUnconfigured() {
 	}
 }
 
-// orphansLocked lists the contacts with a status that no vote holds;
-// c.mu held.
+// orphansLocked lists the contacts with a status or a record that no
+// vote holds; c.mu held.
 func (c *Cluster) orphansLocked() []string {
 	var out []string
-	for contact := range c.tally.status {
-		if len(c.tally.votes[contact]) == 0 {
-			out = append(out, contact)
+	for _, m := range []map[string]qualify.Status{c.tally.status, c.recorded} {
+		for contact := range m {
+			if len(c.tally.votes[contact]) == 0 {
+				out = append(out, contact)
+			}
 		}
 	}
 	return out
@@ -86,15 +88,24 @@ func (c *Cluster) dropOrphans(contacts []string) {
 	}
 }
 
-// forget follows the removal of contact's verdict: the record goes and,
-// unless a vote came meanwhile, the cluster's status too; the Verdict
-// hook hears the change (nothing is recorded for it: the record is gone).
-func (c *Cluster) forget(contact string) {
+// forget drops the cluster's status of contact once neither a vote nor
+// a record holds it: at the record's removal (gone: the record goes
+// first), or at the removal of the last vote when the record went
+// before it (the votes and the verdicts come through two watches, in
+// either order). The Verdict hook hears the change; nothing is recorded
+// for it.
+func (c *Cluster) forget(contact string, gone bool) {
 	c.verdictMu.Lock()
 	defer c.verdictMu.Unlock()
 	c.mu.Lock()
-	delete(c.recorded, contact)
-	v, changed := c.tally.forget(contact)
+	if gone {
+		delete(c.recorded, contact)
+	}
+	var v Verdict
+	changed := false
+	if _, held := c.recorded[contact]; !held {
+		v, changed = c.tally.forget(contact)
+	}
 	c.mu.Unlock()
 	if changed && c.hooks.Verdict != nil {
 		c.hooks.Verdict(v)

@@ -99,7 +99,8 @@ func slicesContains(s []string, v string) bool {
 
 // TestVerdictRemovalForgetsStatus: the removal of a verdict no vote holds
 // takes the contact's status from the node (the hook hears it go to
-// NonQualified); a contact that still has a vote keeps its status.
+// NonQualified); a contact that still has a vote keeps its status until
+// that vote goes too.
 func TestVerdictRemovalForgetsStatus(t *testing.T) {
 	var heard []Verdict
 	c := bare(false, nil)
@@ -122,6 +123,13 @@ func TestVerdictRemovalForgetsStatus(t *testing.T) {
 	}
 	if len(heard) != 1 || heard[0].Contact != gone || heard[0].Status != qualify.NonQualified || heard[0].From != qualify.Unreachable {
 		t.Fatalf("the hook heard %+v, want %s from Unreachable to NonQualified", heard, gone)
+	}
+	// The record went before the last vote (two watches, either order):
+	// the vote's removal forgets the status.
+	heard = nil
+	c.voteEntry(voted(held, "b", qualify.NonQualified))
+	if _, ok := c.tally.status[held]; ok || len(heard) != 1 || heard[0].Contact != held {
+		t.Fatalf("after the last vote of %s went: statuses %v, the hook heard %+v; want it forgotten", held, c.tally.status, heard)
 	}
 }
 

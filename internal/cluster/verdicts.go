@@ -60,15 +60,19 @@ func (c *Cluster) recordEntry(e jetstream.KeyValueEntry) {
 		return
 	}
 	if removed(e) {
-		c.forget(contact)
+		c.forget(contact, true)
 		return
 	}
 	s := statusOf(e)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.recorded[contact] = s
 	if !c.seeded {
 		c.tally.seed(contact, s)
+	}
+	orphan := c.seeded && len(c.tally.votes[contact]) == 0
+	c.mu.Unlock()
+	if orphan {
+		c.dropOrphans([]string{contact}) // a record written after its last vote went
 	}
 }
 
@@ -86,6 +90,7 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 		return nil
 	})
 	if s != qualify.Reachable && s != qualify.Unreachable {
+		c.forget(contact, false)
 		c.dropOrphans([]string{contact})
 	}
 }
