@@ -123,6 +123,18 @@ func startNodeWith(t testing.TB, cfg Config, configured func(string) bool) *test
 	return n
 }
 
+// jetStream is n's connection's JetStream, and a context that bounds a
+// request by the TTL.
+func (n *testNode) jetStream(t *testing.T) (jetstream.JetStream, context.Context, context.CancelFunc) {
+	t.Helper()
+	js, err := jetstream.New(n.c.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTTL)
+	return js, ctx, cancel
+}
+
 // stop ends the node's Run and waits for it.
 func (n *testNode) stop() {
 	n.cancel()

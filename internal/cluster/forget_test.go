@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -146,11 +145,7 @@ func (r *removable) has(k string) bool { r.mu.Lock(); defer r.mu.Unlock(); retur
 // bucketHas reports whether node n's view of bucket holds key now.
 func bucketHas(t *testing.T, n *testNode, bucket, key string) bool {
 	t.Helper()
-	js, err := jetstream.New(n.c.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTTL)
+	js, ctx, cancel := n.jetStream(t)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, bucket)
 	if err != nil {

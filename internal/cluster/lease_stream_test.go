@@ -1,21 +1,14 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // streamLeader is the server that leads stream now, as n's server says.
 func streamLeader(t *testing.T, n *testNode, stream string) string {
 	t.Helper()
-	js, err := jetstream.New(n.c.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTTL)
+	js, ctx, cancel := n.jetStream(t)
 	defer cancel()
 	s, err := js.Stream(ctx, stream)
 	if err != nil || s.CachedInfo().Cluster == nil {
