@@ -63,7 +63,22 @@ func (t *tally) vote(contact, node string, s qualify.Status) (Verdict, bool) {
 	} else {
 		delete(vs, node)
 	}
-	return t.decide(contact)
+	v, changed := t.decide(contact)
+	if len(vs) == 0 {
+		delete(t.votes, contact)
+	}
+	return v, changed
+}
+
+// forget removes the cluster's status of contact if no vote holds it,
+// and returns the change.
+func (t *tally) forget(contact string) (Verdict, bool) {
+	from, ok := t.status[contact]
+	if !ok || len(t.votes[contact]) > 0 {
+		return Verdict{}, false
+	}
+	delete(t.status, contact)
+	return Verdict{Contact: contact, Status: qualify.NonQualified, From: from, Votes: t.ballot(contact)}, from != qualify.NonQualified
 }
 
 // members replaces the live nodes and returns the contacts whose status

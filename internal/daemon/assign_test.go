@@ -94,7 +94,7 @@ const survivorVotes = 30 * time.Second
 func TestClusterVantagesAssign(t *testing.T) {
 	l := assignLab(t)
 	a, b, c := l.nodes[0], l.nodes[1], l.nodes[2]
-	everyContactSays(t, qualify.Reachable, labDetection, l.nodes...)
+	everyContactSays(t, qualify.Reachable, labBound, l.nodes...)
 	assigned := probers(t, l.nodes...)
 	wantAssigned(t, assigned, []string{"a", "b", "c"})
 	counts := map[string]int{}
@@ -127,7 +127,7 @@ func TestClusterVantagesAssign(t *testing.T) {
 	}
 
 	for _, nd := range l.nodes {
-		waitUntil(t, labDetection, nd.name+" counts each contact's two vantages' votes", func() bool {
+		waitUntil(t, labBound, nd.name+" counts each contact's two vantages' votes", func() bool {
 			for key, want := range assigned {
 				aor, uri, _ := splitContactKey(key)
 				_, votes, _ := nd.d.votes(aor, uri)
@@ -140,7 +140,7 @@ func TestClusterVantagesAssign(t *testing.T) {
 	}
 
 	for _, nd := range l.nodes {
-		waitUntil(t, 2*labDetection, nd.name+" keeps probing its share (3 probes each)", func() bool {
+		waitUntil(t, 2*labBound, nd.name+" keeps probing its share (3 probes each)", func() bool {
 			for _, ct := range nd.d.eng.Contacts() {
 				if !ct.Elsewhere && ct.Stats.Probes < 3 {
 					return false
@@ -192,5 +192,5 @@ func TestClusterVantagesAssign(t *testing.T) {
 		return true
 	})
 	l.peer.Set(true, a.sip, b.sip)
-	everyContactSays(t, qualify.Unreachable, labDetection, survivors...)
+	everyContactSays(t, qualify.Unreachable, labBound, survivors...)
 }

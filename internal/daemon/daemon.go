@@ -162,6 +162,9 @@ func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) 
 		}
 		scfg.Source, scfg.Gate = clusterSource{d.eng, d.cluster.c}, d.cluster.gate
 		d.eng.SetProbed(d.cluster.probedBy(d.cluster.assumed()), nil)
+		if err := d.metrics.WatchCluster(d.reg, d.cluster.stats); err != nil {
+			return err
+		}
 	}
 	d.sinks = sink.NewGroup(scfg)
 	if err := watchSinks(d.metrics, d.reg, d.sinks); err != nil {
