@@ -104,6 +104,7 @@ type Cluster struct {
 	seeded     bool                      // the first pass over the verdicts bucket is done
 	votesOut   map[string]qualify.Status // this node's votes to publish, by contact
 	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
+	sending    int                       // the votes and verdicts publish is writing now (stats.go)
 
 	rewatches atomic.Uint64 // counts the times every watch was started again
 	lagged    atomic.Uint64 // counts the watches started again because they lagged

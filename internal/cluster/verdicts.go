@@ -121,9 +121,11 @@ func (c *Cluster) publish(ctx context.Context, b *buckets) {
 		if !c.leadingAt(time.Now()) {
 			records = nil // only the leader records verdicts
 		}
+		c.sending = len(votes) + len(records)
 		c.mu.Unlock()
 		failed := c.write(ctx, b.votes, votes, func(contact string) string { return voteKey(contact, c.cfg.Self) })
 		failedRecords := c.write(ctx, b.verdicts, records, contactKey)
+		c.sent()
 		if len(failed)+len(failedRecords) > 0 {
 			c.requeue(failed, failedRecords)
 			sleepUntil(ctx, time.Now().Add(c.member.retry()))

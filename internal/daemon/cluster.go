@@ -157,11 +157,23 @@ func (n *node) hasContact(aor, uri string) bool {
 	return ok && slices.ContainsFunc(a.Contacts, func(c engine.ContactSnapshot) bool { return c.URI == uri })
 }
 
-// stats is the node's metrics state.
+// stats is the node's metrics state: the verdicts taken back at the
+// join, and the cluster as this node sees it now.
 func (n *node) stats() metrics.ClusterStats {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.taken
+	s := n.taken
+	n.mu.Unlock()
+	v, cs := n.c.View(), n.c.Stats()
+	s.InCluster, s.Leading = v.InCluster, v.Leading
+	for _, m := range v.Members {
+		if m.Up {
+			s.Up++
+		} else {
+			s.Down++
+		}
+	}
+	s.Probed, s.Stale, s.Lagged, s.Pending = cs.Probes, cs.Stale, cs.Lagged, cs.Pending
+	return s
 }
 
 // leadingEdge is the Leading hook: it hands the edge to runSinks.

@@ -344,6 +344,37 @@ func TestClusterRestartTakesVerdictsBack(t *testing.T) {
 	if s := l.clusterStatus(c); s != qualify.Unreachable {
 		t.Fatalf("after c's own Reachable: cluster %v, want Unreachable (2 of 3)", s)
 	}
+	l.metricsShowOneLeader(t)
+}
+
+// metricsShowOneLeader waits until every node's /metrics says it is in
+// the cluster with every node up, probes the one contact, has no vote
+// pending, and exactly one node says it leads.
+func (l *clusterLab) metricsShowOneLeader(t *testing.T) {
+	t.Helper()
+	each := []string{"qualifyd_cluster_in_cluster 1", fmt.Sprintf(`qualifyd_cluster_members{state="up"} %d`, len(l.nodes)),
+		`qualifyd_cluster_members{state="down"} 0`, "qualifyd_cluster_contacts_probed 1", "qualifyd_cluster_votes_pending 0"}
+	var leading []string
+	waitUntil(t, labBound, "every node's metrics: in the cluster, every node up, one leader", func() bool {
+		leading = nil
+		for _, nd := range l.nodes {
+			m := fetch(t, nd.d.URL()+"/metrics")
+			for _, series := range each {
+				if !strings.Contains(m, "\n"+series+"\n") {
+					return false
+				}
+			}
+			if strings.Contains(m, "\nqualifyd_cluster_leading 1\n") {
+				leading = append(leading, nd.name)
+			} else if !strings.Contains(m, "\nqualifyd_cluster_leading 0\n") {
+				return false
+			}
+		}
+		return len(leading) == 1
+	})
+	if lead := l.leader(t); lead.name != leading[0] {
+		t.Errorf("qualifyd_cluster_leading is 1 on %s, the cluster's view says %s leads", leading[0], lead.name)
+	}
 }
 
 // TestClusterConfigErrors: the section's errors name its file and line,

@@ -130,8 +130,12 @@ func TestPanicThroughTheDaemon(t *testing.T) {
 		!strings.Contains(body, `"held":12,`) { // 6 contacts and their 6 AoRs
 		t.Fatalf("sinks %s", body)
 	}
-	if m := fetch(t, d.URL()+"/metrics"); !strings.Contains(m, "\nqualifyd_panic 1\n") {
+	m := fetch(t, d.URL()+"/metrics")
+	if !strings.Contains(m, "\nqualifyd_panic 1\n") {
 		t.Fatal("qualifyd_panic is not 1")
+	}
+	if strings.Contains(m, "qualifyd_cluster_") {
+		t.Error("a single node exports qualifyd_cluster_ series")
 	}
 	for i := 1; i <= 5; i++ {
 		down[i].Store(false)

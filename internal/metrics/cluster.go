@@ -6,15 +6,47 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// ClusterStats is a cluster node's state that the metrics export.
+// ClusterStats is a cluster node's state that the metrics export, as
+// the node sees it at the scrape.
 type ClusterStats struct {
 	// Reachable and Unreachable count the verdicts the node took back
 	// from the cluster when it joined, by status; zero until it joins.
 	Reachable, Unreachable int
+	// InCluster is whether the node's membership was renewed within its
+	// deadline (false: it lost NATS, or NATS its JetStream quorum).
+	InCluster bool
+	// Leading is whether the node holds the sink lease now.
+	Leading bool
+	// Up and Down count the configured nodes by state.
+	Up, Down int
+	// Probed counts the contacts this node probes (its share of them when
+	// vantages is less than the nodes).
+	Probed int
+	// Stale and Lagged count the watches started again, by reason: every
+	// watch because the members watch stopped delivering the node's own
+	// renewals, or one watch because it lagged behind its bucket.
+	Stale, Lagged uint64
+	// Pending counts the node's votes (and, leading, verdicts) NATS has
+	// not taken yet.
+	Pending int
 }
 
-var descTakenBack = prometheus.NewDesc("qualifyd_cluster_verdicts_taken_back",
-	"Verdicts this node took back from the cluster when it joined, by status (Reachable, Unreachable); 0 until it joins.", []string{"status"}, nil)
+var (
+	descTakenBack = prometheus.NewDesc("qualifyd_cluster_verdicts_taken_back",
+		"Verdicts this node took back from the cluster when it joined, by status (Reachable, Unreachable); 0 until it joins.", []string{"status"}, nil)
+	descInCluster = prometheus.NewDesc("qualifyd_cluster_in_cluster",
+		"1 while this node is in the cluster: its membership renewed within its deadline; 0 when it lost NATS or NATS its JetStream quorum.", nil, nil)
+	descLeading = prometheus.NewDesc("qualifyd_cluster_leading",
+		"1 while this node holds the lease and runs the sinks.", nil, nil)
+	descMembers = prometheus.NewDesc("qualifyd_cluster_members",
+		"The configured nodes by state (up, down) as this node sees them.", []string{"state"}, nil)
+	descProbed = prometheus.NewDesc("qualifyd_cluster_contacts_probed",
+		"Contacts this node probes as one of their vantages.", nil, nil)
+	descRestarts = prometheus.NewDesc("qualifyd_cluster_watch_restarts_total",
+		"Bucket watches started again, by reason: stale (every watch, the members watch stopped delivering this node's renewals), lagged (one watch behind its bucket).", []string{"reason"}, nil)
+	descPending = prometheus.NewDesc("qualifyd_cluster_votes_pending",
+		"This node's votes (and, leading, verdicts) that NATS has not taken yet; grows while NATS is away.", nil, nil)
+)
 
 // WatchCluster registers with reg a cluster node's series, read from
 // state at scrape time; a single node registers none.
@@ -23,11 +55,25 @@ func (m *Metrics) WatchCluster(reg prometheus.Registerer, state func() ClusterSt
 		return errors.New("metrics: no registerer or no cluster state")
 	}
 	return reg.Register(funcCollector{
-		descs: []*prometheus.Desc{descTakenBack},
+		descs: []*prometheus.Desc{descTakenBack, descInCluster, descLeading, descMembers, descProbed, descRestarts, descPending},
 		collect: func(ch chan<- prometheus.Metric) {
 			s := state()
 			ch <- prometheus.MustNewConstMetric(descTakenBack, prometheus.GaugeValue, float64(s.Reachable), "Reachable")
 			ch <- prometheus.MustNewConstMetric(descTakenBack, prometheus.GaugeValue, float64(s.Unreachable), "Unreachable")
+			collectClusterState(ch, s)
 		},
 	})
+}
+
+// collectClusterState sends the node's cluster series other than the
+// verdicts taken back.
+func collectClusterState(ch chan<- prometheus.Metric, s ClusterStats) {
+	ch <- prometheus.MustNewConstMetric(descInCluster, prometheus.GaugeValue, gauge(s.InCluster))
+	ch <- prometheus.MustNewConstMetric(descLeading, prometheus.GaugeValue, gauge(s.Leading))
+	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(s.Up), "up")
+	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(s.Down), "down")
+	ch <- prometheus.MustNewConstMetric(descProbed, prometheus.GaugeValue, float64(s.Probed))
+	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Stale), "stale")
+	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Lagged), "lagged")
+	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(s.Pending))
 }

@@ -1,0 +1,36 @@
+package cluster
+
+// Stats are this node's counters of its part in the cluster, for the
+// metrics; plain values, read at once.
+type Stats struct {
+	// Stale counts the times every watch was started again because the
+	// members watch had stopped delivering this node's own renewals.
+	Stale uint64
+	// Lagged counts the watches started again because they lagged behind
+	// their bucket's stream.
+	Lagged uint64
+	// Pending counts this node's votes and, while it leads, the cluster's
+	// verdicts that NATS has not taken yet: queued, or being written. It
+	// grows while NATS is away; a contact whose newer status waits behind
+	// the one being written counts twice until that write ends.
+	Pending int
+	// Probes is how many contacts this node probes, as SetProbes last set
+	// it.
+	Probes int
+}
+
+// Stats returns this node's counters now.
+func (c *Cluster) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Stats{Stale: c.rewatches.Load(), Lagged: c.lagged.Load(),
+		Pending: len(c.votesOut) + len(c.recordsOut) + c.sending, Probes: c.probes}
+}
+
+// sent records that the publisher's writes have ended; what NATS refused
+// goes back to the queue right after (requeue).
+func (c *Cluster) sent() {
+	c.mu.Lock()
+	c.sending = 0
+	c.mu.Unlock()
+}
