@@ -87,7 +87,6 @@ type Cluster struct {
 	probes     int
 	digest     string
 	tally      *tally
-	recorded   map[string]qualify.Status // the verdicts bucket, as last seen
 	seeded     bool                      // the first pass over the verdicts bucket is done
 	votesOut   map[string]qualify.Status // this node's votes to publish, by contact
 	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
@@ -113,7 +112,7 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, hooks: hooks, lease: term{cfg.LeaseTTL}, member: term{cfg.MemberTTL},
 		start: time.Now(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1),
 		ready: make(chan struct{}), members: map[string]Member{},
-		tally: newTally(cfg.Quorum, cfg.Vantages), recorded: map[string]qualify.Status{},
+		tally:    newTally(cfg.Quorum, cfg.Vantages),
 		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}}
 	if err := c.connect(); err != nil {
 		c.Close()
@@ -240,7 +239,7 @@ func (c *Cluster) Probes(contact string) bool {
 func (c *Cluster) Status(contact string) qualify.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.tally.status[contact]
+	return c.tally.status(contact)
 }
 
 // MaxContactLen bounds a contact's key: a NATS subject of more than 4 KiB
@@ -321,11 +320,7 @@ func (c *Cluster) setLeading(held bool, sent time.Time) {
 // queueUnrecorded queues every status the verdicts bucket does not hold;
 // c.mu held.
 func (c *Cluster) queueUnrecorded() {
-	for contact, s := range c.tally.status {
-		if c.recorded[contact] != s {
-			c.recordsOut[contact] = s
-		}
-	}
+	c.tally.unrecorded(func(contact string, s qualify.Status) { c.recordsOut[contact] = s })
 }
 
 // decide runs f, which changes the tally under c.mu and returns the

@@ -270,7 +270,7 @@ func nextVerdict(t *testing.T, o *testNode, step int) Verdict {
 	case v := <-o.verdicts:
 		return v
 	case <-time.After(2 * testTTL):
-		t.Fatalf("step %d: no verdict on %s (status %v)", step, o.cfg.Self, o.c.tally.status)
+		t.Fatalf("step %d: no verdict on %s (statuses %v)", step, o.cfg.Self, o.c.tally.contacts)
 	}
 	return Verdict{}
 }
@@ -369,7 +369,7 @@ func sortedVotes(v Verdict) Verdict {
 func (n *testNode) vote(contact, node string) qualify.Status {
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
-	return n.c.tally.votes[contact][node]
+	return n.c.tally.voteOf(contact, node)
 }
 
 // TestRestartTakesVerdictsBack: a node restarted while the votes alone
@@ -393,7 +393,7 @@ func TestRestartTakesVerdictsBack(t *testing.T) {
 	waitFor(t, 3*testTTL, "c sees the recorded verdict", func() bool {
 		nodes[2].c.mu.Lock()
 		defer nodes[2].c.mu.Unlock()
-		return nodes[2].c.recorded[contact] == qualify.Unreachable
+		return nodes[2].c.tally.recorded(contact) == qualify.Unreachable
 	})
 
 	nodes[2].stop()

@@ -46,12 +46,12 @@ func TestTallySeedKeepsRecordedStatus(t *testing.T) {
 	tl.members([]string{"a", "b", "c"})
 	tl.seed("k", U)
 	tl.vote("k", "a", U)
-	if _, ok := tl.vote("k", "b", R); ok || tl.status["k"] != U {
-		t.Fatalf("split after a recorded Unreachable: %v", tl.status["k"])
+	if _, ok := tl.vote("k", "b", R); ok || tl.status("k") != U {
+		t.Fatalf("split after a recorded Unreachable: %v", tl.status("k"))
 	}
 	tl.vote("k", "c", R)
 	tl.seed("k", U)
-	if tl.status["k"] != R {
-		t.Fatalf("a seed overwrote the decided status: %v", tl.status["k"])
+	if tl.status("k") != R {
+		t.Fatalf("a seed overwrote the decided status: %v", tl.status("k"))
 	}
 }
