@@ -127,24 +127,35 @@ type sent struct {
 // write puts each status under key(contact) of bucket, removing the key
 // for a status that is no vote, and returns those NATS refused or did
 // not acknowledge within the publisher's timeout. The writes are
-// pipelined: each is sent without waiting for the one before to be
-// acknowledged (at most publishWindow in flight), so a batch costs about
-// one round trip through the replicas instead of one per contact. Each
-// contact is written once per batch and a batch is acknowledged before
-// the next one is sent, so the latest status of a contact is the one the
-// bucket keeps.
+// pipelined: up to publishWindow are sent without waiting for the ones
+// before to be acknowledged, so a window costs about one round trip
+// through the replicas instead of one per contact, and only a window's
+// messages are held at a time. Each contact is written once per batch,
+// and a window is acknowledged before the next one is sent, so the
+// latest status of a contact is the one the bucket keeps.
 func (c *Cluster) write(ctx context.Context, js jetstream.JetStream, bucket string, out map[string]qualify.Status, key func(string) string) map[string]qualify.Status {
 	failed := map[string]qualify.Status{}
-	inflight := make([]sent, 0, len(out))
+	window := make([]sent, 0, min(len(out), publishWindow))
 	for contact, s := range out {
 		ack, err := js.PublishMsgAsync(kvMsg(bucket, key(contact), s), jetstream.WithStallWait(c.member.ttl/3))
 		if err != nil {
 			failed[contact] = s
 			continue
 		}
-		inflight = append(inflight, sent{contact, s, ack})
+		if window = append(window, sent{contact, s, ack}); len(window) == publishWindow {
+			awaitAcks(ctx, window, failed)
+			window = window[:0]
+		}
 	}
-	for _, w := range inflight {
+	awaitAcks(ctx, window, failed)
+	return failed
+}
+
+// awaitAcks waits for the acknowledgement of each write of window and
+// adds those that failed (or were still in flight when ctx ended) to
+// failed.
+func awaitAcks(ctx context.Context, window []sent, failed map[string]qualify.Status) {
+	for _, w := range window {
 		select {
 		case <-w.ack.Ok():
 		case <-w.ack.Err():
@@ -153,7 +164,6 @@ func (c *Cluster) write(ctx context.Context, js jetstream.JetStream, bucket stri
 			failed[w.contact] = w.status
 		}
 	}
-	return failed
 }
 
 // kvMsg is the message that puts status under key in bucket, or removes
