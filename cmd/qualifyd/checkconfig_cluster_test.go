@@ -27,6 +27,22 @@ func TestCheckConfigPrintsTheCluster(t *testing.T) {
 	}
 }
 
+// TestCheckConfigPrintsFewerVantages: fewer vantages than nodes, written
+// or by default with 4 nodes, are printed, not refused.
+func TestCheckConfigPrintsFewerVantages(t *testing.T) {
+	tests := []struct{ section, want string }{
+		{"nodes=a@h:1,b@h:2,c@h:3\nvantages=2\nstore=/s\n", "cluster c: 3 nodes (a@h:1, b@h:2, c@h:3), vantages 2, quorum majority"},
+		{"nodes=a@h:1,b@h:2,c@h:3,d@h:4\nstore=/s\n", "cluster c: 4 nodes (a@h:1, b@h:2, c@h:3, d@h:4), vantages 3, quorum majority"},
+	}
+	for _, tt := range tests {
+		file := filepath.Join(writeConfig(t, map[string]string{"q.conf": "[t]\ntype=aor\ncontact=sip:192.0.2.1\n\n[c]\ntype=cluster\n" + tt.section}), "q.conf")
+		code, stdout, stderr := checkConfig(file)
+		if code != 0 || stderr != "" || !strings.Contains(stdout, tt.want) {
+			t.Errorf("exit %d, stderr %q, stdout:\n%s\nwant it to hold %q", code, stderr, stdout, tt.want)
+		}
+	}
+}
+
 func TestCheckConfigRefusesABrokenCluster(t *testing.T) {
 	tests := []struct{ name, section, want string }{
 		{"bad quorum", "nodes=a@10.0.0.1:6222\nquorum=most\nstore=/s\n",
@@ -35,8 +51,8 @@ func TestCheckConfigRefusesABrokenCluster(t *testing.T) {
 			`:8: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl`},
 		{"no store", "nodes=a@10.0.0.1:6222\n",
 			`:5: section "c": invalid value: store= is required for the embedded NATS server (or nats_url=)`},
-		{"fewer vantages", "nodes=a@h:1,b@h:2,c@h:3\nvantages=2\nstore=/s\n",
-			`:5: section "c": invalid value: vantages=2 with 3 nodes: this qualifyd has every node probe every contact; set vantages=3 (more than 3 nodes need it written)`},
+		{"more vantages than nodes", "nodes=a@h:1,b@h:2,c@h:3\nvantages=4\nstore=/s\n",
+			`:5: section "c": invalid value: vantages=4 is more than the 3 nodes`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

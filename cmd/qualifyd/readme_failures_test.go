@@ -44,29 +44,53 @@ func moduleTests(t *testing.T, root string) map[string]bool {
 var testName = regexp.MustCompile("`(Test[A-Za-z0-9_]+)`")
 
 // TestREADMEFailureTableNamesRealTests checks that every row of the
-// README's "When qualifyd fails" table is backed by at least one test
-// and that every test it names exists, so that the table cannot promise
-// a behaviour nothing checks.
+// README's failure tables ("When qualifyd fails", and the fault table of
+// "Running several nodes") is backed by at least one test and that every
+// test it names exists, so that neither table can promise a behaviour
+// nothing checks.
 func TestREADMEFailureTableNamesRealTests(t *testing.T) {
-	section := readmeSection(t, "## When qualifyd fails\n", "## ")
 	tests := moduleTests(t, "../..")
-	rows := 0
-	for _, line := range strings.Split(section, "\n") {
-		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| router ") {
-			continue
-		}
-		rows++
-		named := testName.FindAllStringSubmatch(line, -1)
-		if len(named) == 0 {
-			t.Errorf("row names no test: %s", line)
-		}
-		for _, m := range named {
-			if !tests[m[1]] {
-				t.Errorf("row names %s, which no _test.go defines: %s", m[1], line)
+	tables := []struct {
+		section, header string
+		min             int
+	}{
+		{readmeSection(t, "## When qualifyd fails\n", "## "), "| router ", 15},
+		{readmeSection(t, "## Running several nodes\n", "## "), "| fault ", 8},
+	}
+	for _, tb := range tables {
+		rows := tableRows(tb.section, tb.header)
+		for _, line := range rows {
+			named := testName.FindAllStringSubmatch(line, -1)
+			if len(named) == 0 {
+				t.Errorf("row names no test: %s", line)
+			}
+			for _, m := range named {
+				if !tests[m[1]] {
+					t.Errorf("row names %s, which no _test.go defines: %s", m[1], line)
+				}
 			}
 		}
+		if len(rows) < tb.min {
+			t.Errorf("the table %q has %d rows; want at least %d", tb.header, len(rows), tb.min)
+		}
 	}
-	if rows < 15 {
-		t.Fatalf("the table has %d rows; want one per router and fault (at least 15)", rows)
+}
+
+// tableRows returns the rows of the table of section whose header row
+// starts with header, up to the first line that is not a row.
+func tableRows(section, header string) []string {
+	_, table, ok := strings.Cut(section, "\n"+header)
+	if !ok {
+		return nil
 	}
+	var rows []string
+	for _, line := range strings.Split(table, "\n")[1:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		if !strings.HasPrefix(line, "|---") {
+			rows = append(rows, line)
+		}
+	}
+	return rows
 }

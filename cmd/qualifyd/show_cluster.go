@@ -82,7 +82,8 @@ func clusterMode(cs []api.Contact) bool {
 }
 
 // clusterColumns are c's columns under clusterHeader: the cluster's
-// status and each vantage's, as node:status, in short labels.
+// status and each vantage's, as node:status, in short labels, then
+// "(not probed here)" for a contact another node probes.
 func clusterColumns(c *api.Contact) string {
 	votes := make([]string, len(c.Votes))
 	for i, v := range c.Votes {
@@ -91,5 +92,9 @@ func clusterColumns(c *api.Contact) string {
 	if len(votes) == 0 {
 		votes = []string{"-"}
 	}
-	return fmt.Sprintf("  %-9s %s", shortLabel(c.ClusterStatus), strings.Join(votes, ","))
+	here := ""
+	if c.NotProbedHere {
+		here = " (not probed here)"
+	}
+	return fmt.Sprintf("  %-9s %s%s", shortLabel(c.ClusterStatus), strings.Join(votes, ","), here)
 }

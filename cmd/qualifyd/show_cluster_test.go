@@ -15,7 +15,8 @@ import (
 
 // fakeClusterAPI serves node b's view of a three-node cluster led by a,
 // and the contacts of testdata/api_aors.json with the cluster's status
-// and votes (but the last, unknown to the cluster).
+// and votes (but the last, unknown to the cluster), the second probed
+// by other nodes only.
 func fakeClusterAPI(t *testing.T) *httptest.Server {
 	raw, err := os.ReadFile("testdata/api_aors.json")
 	if err != nil {
@@ -34,6 +35,7 @@ func fakeClusterAPI(t *testing.T) *httptest.Server {
 		cs[i].ClusterStatus = votes[i][0]
 		cs[i].Votes = []api.Vote{{Node: "a", Status: votes[i][1]}, {Node: "b", Status: votes[i][2]}}
 	}
+	cs[1].Status, cs[1].NotProbedHere = "NonQualified", true // another node is its vantage
 	contacts, _ := json.Marshal(map[string]any{"contacts": cs})
 	at := func(h, m int) api.Time { return api.At(time.Date(1999, 12, 31, h, m, 0, 0, time.UTC)) }
 	view, _ := json.Marshal(api.Cluster{Node: "b", InCluster: true, Leader: "a", Quorum: "majority", Vantages: 2,
@@ -53,7 +55,7 @@ func fakeClusterAPI(t *testing.T) *httptest.Server {
 
 // TestShowCluster pins `show cluster` and, in cluster mode, `show
 // contacts` with and without --stats: the cluster's columns come after
-// Asterisk's (and the statistics).
+// Asterisk's (and the statistics), "(not probed here)" last.
 func TestShowCluster(t *testing.T) {
 	srv := fakeClusterAPI(t)
 	now := time.Date(2000, 1, 1, 0, 0, 1, 0, time.UTC)

@@ -85,6 +85,10 @@ type Contact struct {
 	// the cluster gives them. Status above is this node's own.
 	ClusterStatus string `json:"cluster_status,omitempty"`
 	Votes         []Vote `json:"votes,omitempty"`
+	// NotProbedHere is true, in cluster mode only, for a contact another
+	// node is a vantage of: this node does not probe it, so Status is
+	// NonQualified; ClusterStatus and Votes are the cluster's.
+	NotProbedHere bool `json:"not_probed_here,omitempty"`
 }
 
 // LastResult is a contact's last probe result.

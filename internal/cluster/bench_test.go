@@ -31,7 +31,7 @@ func BenchmarkVerdictLatency(b *testing.B) {
 		case <-time.After(2 * testTTL):
 			c := nodes[2].c
 			c.mu.Lock()
-			b.Fatalf("no verdict on c for %s: live %v votes %v status %v members %+v", contact, c.tally.live, c.tally.contacts[contact], c.tally.status(contact), c.members)
+			b.Fatalf("no verdict on c for %s: live %v votes %v status %v members %+v", contact, c.tally.live, c.tally.votes[contact], c.tally.status[contact], c.members)
 		}
 		lat = append(lat, time.Since(start))
 		if v.Contact != contact || v.Status != qualify.Unreachable {

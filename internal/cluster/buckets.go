@@ -81,9 +81,10 @@ func (c *Cluster) bucketConfigs() []jetstream.KeyValueConfig {
 // that has stopped delivering, is started again. passed is called at the
 // end of each watch's first pass over the values the bucket held, with
 // the keys that pass saw: a key removed while the watch was away may have
-// left no marker by then. The members watch (members true) finds out
-// that watches have stopped delivering (membersStale) and has every
-// watch started again.
+// left no marker by then. A watch has stopped delivering when it lags
+// (follower.follow) or, for the members watch (members true), when this
+// node's own renewal has not come back through it (membersStale), and
+// then every watch is started again.
 func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, each func(jetstream.KeyValueEntry), passed func(seen map[string]bool), members bool) {
 	for ctx.Err() == nil {
 		w, err := kv.WatchAll(ctx)
@@ -96,40 +97,94 @@ func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, each func(je
 		if members {
 			stale = func() bool { return c.membersStale() || c.rewatches.Load() != epoch }
 		}
-		follow(ctx, w, each, passed, stale)
+		f := follower{w: w, each: each, passed: passed, stale: stale,
+			last: func(ctx context.Context) (uint64, bool) { return lastSeq(ctx, kv) }, lagEvery: c.member.ttl / 3}
+		if f.follow(ctx) {
+			c.lagged.Add(1)
+		}
 		_ = w.Stop()
 	}
 }
 
-// follow feeds one watch's entries until it closes, ctx ends or stale
-// holds (checked every bucketRetry).
-func follow(ctx context.Context, w jetstream.KeyWatcher, each func(jetstream.KeyValueEntry), passed func(map[string]bool), stale func() bool) {
+// follower is one watch of a bucket being followed.
+type follower struct {
+	w      jetstream.KeyWatcher
+	each   func(jetstream.KeyValueEntry)
+	passed func(map[string]bool)
+	stale  func() bool
+	// last is the bucket's last sequence as its stream's leader says, ok
+	// false when it does not answer; lagEvery is how often it is asked.
+	last     func(context.Context) (uint64, bool)
+	lagEvery time.Duration
+}
+
+// follow feeds the watch's entries until it closes, ctx ends, stale holds
+// (checked every bucketRetry) or the watch lags; it returns true for a
+// lag. The watch lags when, at one check, it has delivered nothing since
+// the check before and not yet the last sequence the bucket's stream had
+// then: an ordered consumer whose server died delivers nothing until
+// nats.go has missed two of its 5 s heartbeats and made it again (longer
+// while the stream elects a leader), and nothing else would tell. A watch
+// still working through a backlog delivers something every period and is
+// left alone; a check the stream does not answer (no leader, NATS away)
+// says nothing.
+func (f follower) follow(ctx context.Context) (lagged bool) {
 	tick := time.NewTicker(bucketRetry)
 	defer tick.Stop()
+	check := time.NewTicker(f.lagEvery)
+	defer check.Stop()
 	seen := map[string]bool{}
+	// the highest revision delivered, now and at the check before; the
+	// stream's last sequence at the check before
+	var delivered, before, target uint64
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-tick.C:
-			if stale() {
-				return
+			if f.stale() {
+				return false
 			}
-		case e, ok := <-w.Updates():
+		case <-check.C:
+			if target > delivered && delivered == before {
+				return true
+			}
+			before, target = delivered, 0
+			if last, ok := f.last(ctx); ok && last > delivered {
+				target = last
+			}
+		case e, ok := <-f.w.Updates():
 			switch {
 			case !ok:
-				return
+				return false
 			case e == nil && seen != nil:
-				passed(seen)
+				f.passed(seen)
 				seen = nil
 			case e != nil:
+				delivered = max(delivered, e.Revision())
 				if seen != nil && !removed(e) {
 					seen[e.Key()] = true
 				}
-				each(e)
+				f.each(e)
 			}
 		}
 	}
+}
+
+// lastSeq is the last sequence of kv's stream, asked of its leader within
+// bucketRetry.
+func lastSeq(ctx context.Context, kv jetstream.KeyValue) (uint64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, bucketRetry)
+	defer cancel()
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0, false
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return 0, false
+	}
+	return bs.StreamInfo().State.LastSeq, true
 }
 
 // once returns a passed function for watch that closes ch after the first

@@ -27,6 +27,18 @@ type Hooks struct {
 	// Verdict is called on each change of the cluster's status of a
 	// contact.
 	Verdict func(Verdict)
+	// Members is called with the live nodes, sorted, each time they
+	// change (the first time once this node has seen the members), after
+	// the verdicts have been decided again for them: the daemon then
+	// probes the contacts Probes(key, live, Vantages, Self) gives it.
+	Members func(live []string)
+	// Configured reports whether this node's configuration has contact
+	// now; nil means every contact. It is a query, not an edge: the
+	// leader asks it before it deletes the verdict of a contact no vote
+	// holds (forget.go), and a starting node before it withdraws its
+	// votes of contacts its file no longer has. It must not call the
+	// Cluster.
+	Configured func(contact string) bool
 }
 
 // Member is one node as this node sees it.
@@ -76,6 +88,7 @@ type Cluster struct {
 	wake   chan struct{} // the publisher's, capacity 1
 	vacant chan struct{} // the candidate's, capacity 1
 	ready  chan struct{} // closed once the verdicts are read back
+	yield  chan struct{} // yieldLeaseStream's, capacity 1
 
 	mu         sync.Mutex // guards the fields below
 	members    map[string]Member
@@ -87,11 +100,14 @@ type Cluster struct {
 	probes     int
 	digest     string
 	tally      *tally
+	recorded   map[string]qualify.Status // the verdicts bucket, as last seen
 	seeded     bool                      // the first pass over the verdicts bucket is done
 	votesOut   map[string]qualify.Status // this node's votes to publish, by contact
 	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
 
 	rewatches atomic.Uint64 // counts the times every watch was started again
+	lagged    atomic.Uint64 // counts the watches started again because they lagged
+	stepDowns atomic.Uint64 // counts the lease stream's leaderships this node's server handed on
 
 	leadingMu sync.Mutex // serialises the Leading hook
 	verdictMu sync.Mutex // serialises deciding and the Verdict hook, so that edges keep their order
@@ -110,9 +126,9 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: the configuration was not finished (Config.Finish): %v", err)
 	}
 	c := &Cluster{cfg: cfg, hooks: hooks, lease: term{cfg.LeaseTTL}, member: term{cfg.MemberTTL},
-		start: time.Now(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1),
+		start: time.Now(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1), yield: make(chan struct{}, 1),
 		ready: make(chan struct{}), members: map[string]Member{},
-		tally:    newTally(cfg.Quorum, cfg.Vantages),
+		tally: newTally(cfg.Quorum, cfg.Vantages), recorded: map[string]qualify.Status{},
 		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}}
 	if err := c.connect(); err != nil {
 		c.Close()
@@ -175,6 +191,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 	wg.Go(func() { c.watchLease(ctx, b.lease) })
 	wg.Go(func() { c.publish(ctx, b) })
 	wg.Go(func() { c.watchVerdicts(ctx, b, announced) })
+	wg.Go(func() { c.yieldLeaseStream(ctx) })
 	wg.Go(func() {
 		l := &lease{t: c.lease, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant, set: c.setLeading}
 		l.run(ctx)
@@ -239,7 +256,25 @@ func (c *Cluster) Probes(contact string) bool {
 func (c *Cluster) Status(contact string) qualify.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.tally.status(contact)
+	return c.tally.status[contact]
+}
+
+// Verdicts counts the contacts the cluster has a verdict of (Reachable
+// or Unreachable) as this node holds them now, and of those the
+// Unreachable.
+func (c *Cluster) Verdicts() (total, unreachable int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.tally.status {
+		switch s {
+		case qualify.Unreachable:
+			unreachable++
+			total++
+		case qualify.Reachable:
+			total++
+		}
+	}
+	return total, unreachable
 }
 
 // MaxContactLen bounds a contact's key: a NATS subject of more than 4 KiB
@@ -307,10 +342,16 @@ func (c *Cluster) setLeading(held bool, sent time.Time) {
 	c.mu.Lock()
 	edge := held != c.held
 	c.held, c.heldSent = held, sent
+	var orphans []string
 	if edge && held {
 		c.queueUnrecorded()
+		orphans = c.orphansLocked()
 	}
 	c.mu.Unlock()
+	c.dropOrphans(orphans)
+	if held {
+		c.pokeYield()
+	}
 	if edge && c.hooks.Leading != nil {
 		c.hooks.Leading(held)
 	}
@@ -320,7 +361,11 @@ func (c *Cluster) setLeading(held bool, sent time.Time) {
 // queueUnrecorded queues every status the verdicts bucket does not hold;
 // c.mu held.
 func (c *Cluster) queueUnrecorded() {
-	c.tally.unrecorded(func(contact string, s qualify.Status) { c.recordsOut[contact] = s })
+	for contact, s := range c.tally.status {
+		if c.recorded[contact] != s {
+			c.recordsOut[contact] = s
+		}
+	}
 }
 
 // decide runs f, which changes the tally under c.mu and returns the

@@ -10,16 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // testTTL is the member and lease TTL of the real-server tests.
 const testTTL = 3 * time.Second
 
-// edge is one call of the Leading hook, with its time.
+// edge is one call of the Leading hook, with its time and, for a true
+// edge, the send time of the create or renewal that took the lease, as
+// the Cluster recorded it.
 type edge struct {
 	leading bool
 	at      time.Time
+	sent    time.Time
 }
 
 // testNode is one running node of a test cluster.
@@ -83,14 +88,25 @@ func testConfigs(t testing.TB, n int, q Quorum) []Config {
 // startNode starts one node and stops it at the test's end.
 func startNode(t testing.TB, cfg Config) *testNode {
 	t.Helper()
+	return startNodeWith(t, cfg, nil)
+}
+
+// startNodeWith is startNode with the Configured hook configured.
+func startNodeWith(t testing.TB, cfg Config, configured func(string) bool) *testNode {
+	t.Helper()
 	n := &testNode{cfg: cfg, done: make(chan struct{}), verdicts: make(chan Verdict, 1024)}
 	hooks := Hooks{
 		Leading: func(l bool) {
+			at := time.Now()
+			n.c.mu.Lock() // no renewal runs meanwhile: the hook is called from the lease's loop
+			sent := n.c.heldSent
+			n.c.mu.Unlock()
 			n.mu.Lock()
-			n.edges = append(n.edges, edge{l, time.Now()})
+			n.edges = append(n.edges, edge{l, at, sent})
 			n.mu.Unlock()
 		},
-		Verdict: func(v Verdict) { n.verdicts <- v },
+		Verdict:    func(v Verdict) { n.verdicts <- v },
+		Configured: configured,
 	}
 	c, err := New(cfg, hooks)
 	if err != nil {
@@ -105,6 +121,18 @@ func startNode(t testing.TB, cfg Config) *testNode {
 	}()
 	t.Cleanup(n.stop)
 	return n
+}
+
+// jetStream is n's connection's JetStream, and a context that bounds a
+// request by the TTL.
+func (n *testNode) jetStream(t *testing.T) (jetstream.JetStream, context.Context, context.CancelFunc) {
+	t.Helper()
+	js, err := jetstream.New(n.c.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTTL)
+	return js, ctx, cancel
 }
 
 // stop ends the node's Run and waits for it.
@@ -179,42 +207,155 @@ func leaders(nodes []*testNode) []*testNode {
 // clean up: the node loses NATS as a crashed host's peers see it.
 func (n *testNode) killServer() { n.c.srv.Shutdown() }
 
+// stamp is one entry of a bucket's key as a server delivered it: the
+// server's own record of when it wrote it.
+type stamp struct {
+	rev     uint64
+	op      jetstream.KeyValueOp
+	value   string
+	created time.Time
+}
+
+// keyLog records every entry of one key that a watch delivers, through a
+// node's own connection.
+type keyLog struct {
+	mu      sync.Mutex
+	entries []stamp
+}
+
+// watchKey records key's entries in bucket as node n's server delivers
+// them, until the test ends.
+func watchKey(t *testing.T, n *testNode, bucket, key string) *keyLog {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	js, err := jetstream.New(n.c.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kv.Watch(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &keyLog{}
+	go func() {
+		for e := range w.Updates() {
+			if e == nil {
+				continue
+			}
+			l.mu.Lock()
+			l.entries = append(l.entries, stamp{e.Revision(), e.Operation(), string(e.Value()), e.Created()})
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+// last returns the latest entry recorded that match holds for, ok false
+// for none.
+func (l *keyLog) last(match func(stamp) bool) (stamp, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.entries) - 1; i >= 0; i-- {
+		if match(l.entries[i]) {
+			return l.entries[i], true
+		}
+	}
+	return stamp{}, false
+}
+
+// killAfterRenewal waits until log holds a write by node n newer than any
+// it held before, then kills n's server at once: the write just seen is
+// n's last that the cluster takes, as the next one is due a third of the
+// TTL later. It returns that write.
+func killAfterRenewal(t *testing.T, n *testNode, log *keyLog, written func(stamp) bool) stamp {
+	t.Helper()
+	before, _ := log.last(written)
+	var last stamp
+	waitFor(t, 4*testTTL, n.cfg.Self+" renews", func() bool {
+		var ok bool
+		last, ok = log.last(written)
+		return ok && last.rev > before.rev
+	})
+	n.killServer()
+	if again, _ := log.last(written); again.rev != last.rev {
+		t.Fatalf("%s renewed again (revision %d after %d) before its server died: the test was descheduled for a third of the TTL", n.cfg.Self, again.rev, last.rev)
+	}
+	return last
+}
+
+// put matches the key's writes of value.
+func put(value string) func(stamp) bool {
+	return func(s stamp) bool { return s.op == jetstream.KeyValuePut && s.value == value }
+}
+
+// TestMembershipSeesThreeThenTwo: a node whose server dies leaves the
+// others' view when the members bucket's TTL removes its key. Asserted
+// on the Cluster's own records, not on the test's clock: a marks c down
+// (Member.Since, when a's watch delivered the removal) no earlier than
+// the TTL after the send time of c's last renewal that succeeded (the
+// server stamps it later still), and within twice the TTL of it (the
+// removal, its delivery and, when c's server led the members' stream or
+// held a's watch, a stream leader election and a's new watch). The
+// waits are deadlines only.
 func TestMembershipSeesThreeThenTwo(t *testing.T) {
 	nodes := startCluster(t, 3, Majority)
 	v := nodes[0].c.View()
 	if !v.InCluster || v.Self != "a" || len(v.Members) != 3 {
 		t.Fatalf("view %+v", v)
 	}
-	nodes[2].killServer()
-	killed := time.Now()
-	took := waitFor(t, 2*testTTL, "a sees c leave", func() bool { return upCount(nodes[0].c.View()) == 2 })
-	t.Logf("c left a's view %v after its server died (member TTL %v)", took, testTTL)
-	if took > testTTL+testTTL/3 {
-		t.Errorf("c left after %v, want within the TTL %v (and the marker's delivery)", took, testTTL)
-	}
+	c := nodes[2]
+	c.killServer()
+	c.c.mu.Lock()
+	renewed := c.c.memberSent // no renewal succeeds after the kill
+	c.c.mu.Unlock()
+	waitFor(t, 10*testTTL, "a sees c leave", func() bool { return upCount(nodes[0].c.View()) == 2 })
 	for _, m := range nodes[0].c.View().Members {
-		if m.Name == "c" && (m.Up || m.Since.Before(killed)) {
-			t.Errorf("c: %+v, want down since after %v", m, killed)
+		if m.Name != "c" {
+			continue
+		}
+		left := m.Since.Sub(renewed)
+		t.Logf("a marked c down %v after c's last renewal was sent (member TTL %v)", left, testTTL)
+		if m.Up || left < testTTL || left > 2*testTTL {
+			t.Errorf("c: %+v, %v after its last renewal was sent (%v): want down, from the TTL %v to twice it", m, left, renewed, testTTL)
 		}
 	}
-	waitFor(t, 2*testTTL, "c knows it is out", func() bool { return !nodes[2].c.View().InCluster })
+	waitFor(t, 10*testTTL, "c knows it is out", func() bool { return !c.c.View().InCluster })
 }
 
+// TestLeaseOneLeaderThenFailover: when the leader's server dies, another
+// node creates the lease once the TTL has removed it. Asserted on the
+// lease key's server stamps and the Cluster's own records, not on the
+// test's clock: the new leader's create comes no earlier than the TTL
+// after the old leader's last renewal (never two leaders) and within two
+// TTLs of it (the removal, the candidate's retry and, when the dead
+// server led the bucket's stream, a stream leader election); the old
+// leader's Leading() deadline is a third of the TTL before the create,
+// and its hook gave up no earlier than that deadline.
 func TestLeaseOneLeaderThenFailover(t *testing.T) {
 	nodes := startCluster(t, 3, Majority)
-	waitFor(t, 2*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
+	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
 	old := leaders(nodes)[0]
 	for _, n := range nodes {
-		waitFor(t, testTTL, n.cfg.Self+" sees the leader", func() bool { return n.c.View().Leader == old.cfg.Self })
+		waitFor(t, 10*testTTL, n.cfg.Self+" sees the leader", func() bool { return n.c.View().Leader == old.cfg.Self })
 	}
-
-	old.killServer()
-	killed := time.Now()
+	var watcher *testNode
+	for _, n := range nodes {
+		if n != old {
+			watcher = n
+		}
+	}
+	log := watchKey(t, watcher, bucketLease, leaseKey)
+	renewed := killAfterRenewal(t, old, log, put(old.cfg.Self))
 	old.c.mu.Lock()
-	oldDeadline := old.c.lease.deadline(old.c.heldSent) // no renewal succeeds after the kill
+	sent := old.c.heldSent // the send time of that renewal: it gives up 2/3 of the TTL later
 	old.c.mu.Unlock()
 	var next *testNode
-	took := waitFor(t, 4*testTTL, "a new leader", func() bool {
+	waitFor(t, 10*testTTL, "a new leader", func() bool {
 		for _, n := range leaders(nodes) {
 			if n != old {
 				next = n
@@ -223,28 +364,25 @@ func TestLeaseOneLeaderThenFailover(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("new leader %s %v after the leader's server died (lease TTL %v)", next.cfg.Self, took, testTTL)
+	newEdges := next.leadingEdges()
+	took := newEdges[len(newEdges)-1]
+	gap := took.sent.Sub(renewed.created)
+	t.Logf("new leader %s sent the create that took the lease %v after the old leader's last renewal (lease TTL %v)", next.cfg.Self, gap, testTTL)
+	if !took.leading || gap > 2*testTTL {
+		t.Errorf("new leader's edge %+v: sent %v after the old lease's last renewal, want within twice the TTL %v", took, gap, testTTL)
+	}
 	if old.c.Leading() || old.c.View().InCluster {
 		t.Errorf("the old leader still believes it leads or is in the cluster: %+v", old.c.View())
 	}
-	oldEdges, newEdges := old.leadingEdges(), next.leadingEdges()
-	gaveUp, took2 := oldEdges[len(oldEdges)-1], newEdges[len(newEdges)-1]
-	if gaveUp.leading || !took2.leading {
-		t.Fatalf("edges old %v new %v", oldEdges, newEdges)
+	oldDeadline := old.c.lease.deadline(sent)
+	// The server stamps the create no earlier than the old lease's
+	// expiry, the renewal's stamp + TTL, and answers after it.
+	if sent.IsZero() || sent.After(renewed.created) || took.at.Sub(oldDeadline) < testTTL/3 {
+		t.Errorf("old leader's last renewal sent %v, stamped %v, deadline %v; new leader took it at %v: want the deadline at least a third of the TTL before", sent, renewed.created, oldDeadline, took.at)
 	}
-	// The old leader's Leading() is false from its deadline on; its hook
-	// follows within the renewal it was waiting for, and both come before
-	// the new leader takes the lease, which cannot expire before the old
-	// renewal's send time + TTL.
-	if !oldDeadline.Before(took2.at) || !gaveUp.at.Before(took2.at) {
-		t.Errorf("old deadline %v, old gave up %v, new took %v (after the kill)", oldDeadline.Sub(killed), gaveUp.at.Sub(killed), took2.at.Sub(killed))
-	}
-	t.Logf("after the kill: old deadline %v, old gave up %v, new took %v",
-		oldDeadline.Sub(killed), gaveUp.at.Sub(killed), took2.at.Sub(killed))
-	// The lease expires at most a TTL after the kill; if the dead server
-	// led the lease's stream, its replicas first elect a new stream leader.
-	if took > 2*testTTL {
-		t.Errorf("new leader after %v, want within the TTL %v and a stream leader election", took, testTTL)
+	oldEdges := old.leadingEdges()
+	if gaveUp := oldEdges[len(oldEdges)-1]; gaveUp.leading || gaveUp.at.Before(oldDeadline) {
+		t.Errorf("old leader's last edge %+v, want false, not before its deadline %v", gaveUp, oldDeadline)
 	}
 }
 
@@ -270,7 +408,7 @@ func nextVerdict(t *testing.T, o *testNode, step int) Verdict {
 	case v := <-o.verdicts:
 		return v
 	case <-time.After(2 * testTTL):
-		t.Fatalf("step %d: no verdict on %s (statuses %v)", step, o.cfg.Self, o.c.tally.contacts)
+		t.Fatalf("step %d: no verdict on %s (status %v)", step, o.cfg.Self, o.c.tally.status)
 	}
 	return Verdict{}
 }
@@ -369,7 +507,7 @@ func sortedVotes(v Verdict) Verdict {
 func (n *testNode) vote(contact, node string) qualify.Status {
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
-	return n.c.tally.voteOf(contact, node)
+	return n.c.tally.votes[contact][node]
 }
 
 // TestRestartTakesVerdictsBack: a node restarted while the votes alone
@@ -393,7 +531,7 @@ func TestRestartTakesVerdictsBack(t *testing.T) {
 	waitFor(t, 3*testTTL, "c sees the recorded verdict", func() bool {
 		nodes[2].c.mu.Lock()
 		defer nodes[2].c.mu.Unlock()
-		return nodes[2].c.tally.recorded(contact) == qualify.Unreachable
+		return nodes[2].c.recorded[contact] == qualify.Unreachable
 	})
 
 	nodes[2].stop()

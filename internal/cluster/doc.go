@@ -17,7 +17,9 @@
 //   - qualifyd_votes: each vantage's status of each contact it probes, under
 //     key cCONTACT.NODE (CONTACT in unpadded base64url, keys.go).
 //   - qualifyd_verdicts: the cluster's status of each contact, written by the
-//     leader, read back by a node that restarts.
+//     leader, read back by a node that restarts, and deleted by the leader
+//     once no vote holds the contact and its configuration no longer has it
+//     (forget.go).
 //
 // The pure parts take no lock, goroutine or I/O and are table-tested:
 // [Config.Set] and [Config.Finish] (the [cluster] section), [Assign]
@@ -31,7 +33,8 @@
 // ends. What the daemon reads: [Cluster.View] (members, leader, whether
 // this node is in the cluster), [Cluster.Leading] (whether this node may push
 // the sinks now), [Cluster.Vantages] (who probes a contact) and the [Hooks]
-// it is given (leadership and cluster-status edges).
+// it is given (leadership and cluster-status edges, and whether the
+// node's configuration has a contact).
 //
 // One publisher writes this node's votes and, while it leads, the
 // verdicts: in batches of the latest status of each contact since the

@@ -72,7 +72,7 @@ type recorder struct {
 func (r *recorder) set(held bool, sent time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.edges = append(r.edges, edge{held, time.Now()})
+	r.edges = append(r.edges, edge{held, time.Now(), sent})
 	if held {
 		r.sent = sent
 	}

@@ -101,14 +101,23 @@ func (c *Cluster) watchMembers(ctx context.Context, kv jetstream.KeyValue, ready
 	first := once(ready)
 	c.watch(ctx, kv, func(e jetstream.KeyValueEntry) {
 		if live, changed := c.memberEntry(e); changed {
-			c.decide(func() []Verdict { return c.tally.members(live) })
+			c.membersChanged(live)
 		}
 	}, func(seen map[string]bool) {
 		if live, changed := c.pruneMembers(seen); changed {
-			c.decide(func() []Verdict { return c.tally.members(live) })
+			c.membersChanged(live)
 		}
 		first(seen)
 	}, true)
+}
+
+// membersChanged decides the verdicts again for the live nodes, then
+// tells the Members hook.
+func (c *Cluster) membersChanged(live []string) {
+	c.decide(func() []Verdict { return c.tally.members(live) })
+	if c.hooks.Members != nil {
+		c.hooks.Members(live)
+	}
 }
 
 // membersStale reports whether the members watch has stopped delivering:

@@ -53,16 +53,28 @@ func (q Quorum) Need(n int) int {
 	return n/2 + 1
 }
 
+// NeedUp is how many of n live vantages must say Reachable before the
+// cluster does: more than half for Majority, as for Unreachable (with an
+// even n a split keeps the status: one vantage of two whose vote of a new
+// outage is still in transit must not bring a dead trunk up), and
+// otherwise as many as leave the quorum of Unreachable out of reach: one
+// for All, every vantage for Any (1 when n is 0, which no vote meets).
+func (q Quorum) NeedUp(n int) int {
+	if n == 0 || q == Majority {
+		return q.Need(n)
+	}
+	return n - q.Need(n) + 1
+}
+
 // Decide is the cluster's status of one contact from the statuses of its
 // n live vantages (votes holds those that have one; Reachable and
 // Unreachable count, any other status abstains) and the cluster's
-// previous status. It is Unreachable when the quorum, Need(n), says
-// Unreachable; Reachable when enough say Reachable that the quorum of
-// Unreachable can no longer be met (n-Need(n)+1: a majority for
-// Majority, one for All, every vantage for Any); otherwise prev. The two
-// conditions never hold at once, so the order of the votes never matters,
-// and a vantage whose own network fails can never alone hold a contact
-// down under All, nor alone bring it up under Any.
+// previous status. It is Unreachable when Need(n) say Unreachable,
+// Reachable when NeedUp(n) say Reachable, otherwise prev. The two
+// conditions never hold at once (Need(n)+NeedUp(n) > n), so the order of
+// the votes never matters; a vantage whose own network fails can never
+// alone hold a contact down under All, nor alone bring it up under Any,
+// and under Majority neither half of an even split decides.
 func (q Quorum) Decide(n int, votes []qualify.Status, prev qualify.Status) qualify.Status {
 	up, down := 0, 0
 	for _, v := range votes {
@@ -73,11 +85,10 @@ func (q Quorum) Decide(n int, votes []qualify.Status, prev qualify.Status) quali
 			down++
 		}
 	}
-	need := q.Need(n)
 	switch {
-	case n > 0 && down >= need:
+	case n > 0 && down >= q.Need(n):
 		return qualify.Unreachable
-	case n > 0 && up >= n-need+1:
+	case n > 0 && up >= q.NeedUp(n):
 		return qualify.Reachable
 	}
 	return prev

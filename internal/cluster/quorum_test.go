@@ -29,9 +29,16 @@ func TestQuorumDecide(t *testing.T) {
 		{Majority, 3, []qualify.Status{R, R, U}, U, R},
 		{Majority, 3, []qualify.Status{}, N, N},
 		{Majority, 3, []qualify.Status{R, R}, N, R},
-		// majority of 2: both to take down, one to bring up.
-		{Majority, 2, []qualify.Status{U, R}, U, R},
+		// majority of 2: both to take down, both to bring up; a split
+		// keeps the status either way.
+		{Majority, 2, []qualify.Status{U, R}, U, U},
+		{Majority, 2, []qualify.Status{U, R}, R, R},
+		{Majority, 2, []qualify.Status{R, R}, U, R},
 		{Majority, 2, []qualify.Status{U, U}, R, U},
+		// majority of 4: three either way; two against two keeps it.
+		{Majority, 4, []qualify.Status{U, U, R, R}, U, U},
+		{Majority, 4, []qualify.Status{U, U, R, R}, R, R},
+		{Majority, 4, []qualify.Status{U, R, R, R}, U, R},
 		{Majority, 1, []qualify.Status{U}, R, U},
 		// all: every vantage to take down; one Reachable brings it up.
 		{All, 3, []qualify.Status{U, U}, R, R},
@@ -57,8 +64,9 @@ func TestQuorumDecide(t *testing.T) {
 }
 
 // TestQuorumNeverBoth checks, for every split of up to 5 vantages, that
-// the two conditions of Decide never hold at once: the result never
-// depends on prev when either holds.
+// the two conditions of Decide never hold at once (the result never
+// depends on prev when either holds), and that Majority is symmetric:
+// the votes swapped give the status swapped.
 func TestQuorumNeverBoth(t *testing.T) {
 	for _, q := range []Quorum{Majority, All, Any} {
 		for n := 1; n <= 5; n++ {
@@ -66,14 +74,29 @@ func TestQuorumNeverBoth(t *testing.T) {
 				for down := 0; up+down <= n; down++ {
 					votes := append(repeat(R, up), repeat(U, down)...)
 					a, b := q.Decide(n, votes, R), q.Decide(n, votes, U)
-					decided := down >= q.Need(n) || up >= n-q.Need(n)+1
+					decided := down >= q.Need(n) || up >= q.NeedUp(n)
 					if decided != (a == b) {
 						t.Errorf("%v n=%d up=%d down=%d: from R %v, from U %v", q, n, up, down, a, b)
+					}
+					if q.Need(n)+q.NeedUp(n) <= n {
+						t.Errorf("%v n=%d: Need %d + NeedUp %d <= n: both could hold", q, n, q.Need(n), q.NeedUp(n))
+					}
+					swapped := append(repeat(U, up), repeat(R, down)...)
+					if s := q.Decide(n, swapped, U); q == Majority && a == b && s != flip(a) {
+						t.Errorf("majority n=%d up=%d down=%d: %v, swapped %v", n, up, down, a, s)
 					}
 				}
 			}
 		}
 	}
+}
+
+// flip swaps Reachable and Unreachable.
+func flip(s qualify.Status) qualify.Status {
+	if s == R {
+		return U
+	}
+	return R
 }
 
 // repeat returns n copies of s.

@@ -25,101 +25,60 @@ type Verdict struct {
 }
 
 // tally is the cluster's verdicts, pure: the votes of every node, the
-// live nodes, the cluster's status of each contact and the status the
-// verdicts bucket holds of it. Each method returns the changes it
-// causes. The Cluster holds its lock around it.
-//
-// A contact costs one map slot, its key once and a byte per node that
-// ever voted: the votes are indexed by the node's place in nodes, not
-// keyed by its name.
+// live nodes, and the cluster's status of each contact. Each method
+// returns the changes it causes. The Cluster holds its lock around it.
 type tally struct {
 	q        Quorum
 	vantages int
 	live     []string // sorted
-	nodes    []string // every node that voted, in the order first seen: an index of entry.votes
-	contacts map[string]entry
-}
-
-// entry is one contact's part of the tally.
-type entry struct {
-	votes    []qualify.Status // by index in tally.nodes; NonQualified for none
-	status   qualify.Status   // the cluster's; NonQualified until decided or seeded
-	recorded qualify.Status   // the verdicts bucket's, as last seen
+	votes    map[string]map[string]qualify.Status
+	status   map[string]qualify.Status
 }
 
 // newTally returns an empty tally.
 func newTally(q Quorum, vantages int) *tally {
-	return &tally{q: q, vantages: vantages, contacts: map[string]entry{}}
+	return &tally{q: q, vantages: vantages,
+		votes: map[string]map[string]qualify.Status{}, status: map[string]qualify.Status{}}
 }
-
-// status is the cluster's status of contact (NonQualified for none).
-func (t *tally) status(contact string) qualify.Status { return t.contacts[contact].status }
 
 // seed sets the cluster's status of contact as the cluster last recorded
 // it, unless this node has already decided one: the status a contact
 // keeps while its vantages disagree.
 func (t *tally) seed(contact string, s qualify.Status) {
-	if e := t.contacts[contact]; e.status == qualify.NonQualified {
-		e.status = s
-		t.contacts[contact] = e
-	}
-}
-
-// record notes the status the verdicts bucket holds of contact.
-func (t *tally) record(contact string, s qualify.Status) {
-	e := t.contacts[contact]
-	e.recorded = s
-	t.contacts[contact] = e
-}
-
-// recorded is the status the verdicts bucket holds of contact, as last
-// seen.
-func (t *tally) recorded(contact string) qualify.Status { return t.contacts[contact].recorded }
-
-// unrecorded calls f with each contact whose status the verdicts bucket
-// does not hold (none for a contact without a status).
-func (t *tally) unrecorded(f func(contact string, s qualify.Status)) {
-	for contact, e := range t.contacts {
-		if e.status != qualify.NonQualified && e.recorded != e.status {
-			f(contact, e.status)
-		}
+	if _, ok := t.status[contact]; !ok {
+		t.status[contact] = s
 	}
 }
 
 // vote records node's status of contact; NonQualified and Removed remove
 // the vote.
 func (t *tally) vote(contact, node string, s qualify.Status) (Verdict, bool) {
-	if s != qualify.Reachable && s != qualify.Unreachable {
-		s = qualify.NonQualified
-	}
-	e, i := t.contacts[contact], t.index(node)
-	if i >= len(e.votes) {
-		if s == qualify.NonQualified {
-			return Verdict{}, false // no vote to remove
+	vs := t.votes[contact]
+	if s == qualify.Reachable || s == qualify.Unreachable {
+		if vs == nil {
+			vs = map[string]qualify.Status{}
+			t.votes[contact] = vs
 		}
-		e.votes = slices.Grow(e.votes, len(t.nodes)-len(e.votes))[:len(t.nodes)]
+		vs[node] = s
+	} else {
+		delete(vs, node)
 	}
-	e.votes[i] = s
-	t.contacts[contact] = e
-	return t.decide(contact)
+	v, changed := t.decide(contact)
+	if len(vs) == 0 {
+		delete(t.votes, contact)
+	}
+	return v, changed
 }
 
-// index is node's place in t.nodes, appending a node not seen before.
-func (t *tally) index(node string) int {
-	if i := slices.Index(t.nodes, node); i >= 0 {
-		return i
+// forget removes the cluster's status of contact if no vote holds it,
+// and returns the change.
+func (t *tally) forget(contact string) (Verdict, bool) {
+	from, ok := t.status[contact]
+	if !ok || len(t.votes[contact]) > 0 {
+		return Verdict{}, false
 	}
-	t.nodes = append(t.nodes, node)
-	return len(t.nodes) - 1
-}
-
-// voteOf is node's vote on contact (NonQualified for none).
-func (t *tally) voteOf(contact, node string) qualify.Status {
-	votes := t.contacts[contact].votes
-	if i := slices.Index(t.nodes, node); i >= 0 && i < len(votes) {
-		return votes[i]
-	}
-	return qualify.NonQualified
+	delete(t.status, contact)
+	return Verdict{Contact: contact, Status: qualify.NonQualified, From: from, Votes: t.ballot(contact)}, from != qualify.NonQualified
 }
 
 // members replaces the live nodes and returns the contacts whose status
@@ -127,10 +86,7 @@ func (t *tally) voteOf(contact, node string) qualify.Status {
 func (t *tally) members(live []string) []Verdict {
 	t.live = slices.Sorted(slices.Values(live))
 	var out []Verdict
-	for contact, e := range t.contacts {
-		if len(e.votes) == 0 {
-			continue // no vote: the status stays
-		}
+	for contact := range t.votes {
 		if v, ok := t.decide(contact); ok {
 			out = append(out, v)
 		}
@@ -140,8 +96,7 @@ func (t *tally) members(live []string) []Verdict {
 
 // decide applies the quorum rule to contact's live vantages.
 func (t *tally) decide(contact string) (Verdict, bool) {
-	e := t.contacts[contact]
-	v := Verdict{Contact: contact, From: e.status, Votes: t.ballot(contact)}
+	v := Verdict{Contact: contact, From: t.status[contact], Votes: t.ballot(contact)}
 	votes := make([]qualify.Status, len(v.Votes))
 	for i, b := range v.Votes {
 		votes[i] = b.Status
@@ -150,8 +105,7 @@ func (t *tally) decide(contact string) (Verdict, bool) {
 	if v.Status == v.From {
 		return v, false
 	}
-	e.status = v.Status
-	t.contacts[contact] = e
+	t.status[contact] = v.Status
 	return v, true
 }
 
@@ -160,7 +114,7 @@ func (t *tally) ballot(contact string) []Vote {
 	nodes := Assign(contact, t.live, t.vantages)
 	out := make([]Vote, len(nodes))
 	for i, n := range nodes {
-		out[i] = Vote{n, t.voteOf(contact, n)}
+		out[i] = Vote{n, t.votes[contact][n]}
 	}
 	return out
 }

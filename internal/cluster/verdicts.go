@@ -43,7 +43,11 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 		case <-ch:
 		}
 	}
-	c.watch(ctx, b.votes, c.voteEntry, once(c.ready), false)
+	ready := once(c.ready)
+	c.watch(ctx, b.votes, c.voteEntry, func(seen map[string]bool) {
+		c.withdrawUnconfigured()
+		ready(seen)
+	}, false)
 	wg.Wait()
 }
 
@@ -56,12 +60,20 @@ func (c *Cluster) recordEntry(e jetstream.KeyValueEntry) {
 	if !ok {
 		return
 	}
+	if removed(e) {
+		c.forget(contact, true)
+		return
+	}
 	s := statusOf(e)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tally.record(contact, s)
+	c.recorded[contact] = s
 	if !c.seeded {
 		c.tally.seed(contact, s)
+	}
+	orphan := c.seeded && len(c.tally.votes[contact]) == 0
+	c.mu.Unlock()
+	if orphan {
+		c.dropOrphans([]string{contact}) // a record written after its last vote went
 	}
 }
 
@@ -78,6 +90,10 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 		}
 		return nil
 	})
+	if s != qualify.Reachable && s != qualify.Unreachable {
+		c.forget(contact, false)
+		c.dropOrphans([]string{contact})
+	}
 }
 
 // statusOf is the status an entry holds: NonQualified for a removal or a

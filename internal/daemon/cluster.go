@@ -17,6 +17,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/cluster"
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/metrics"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
@@ -71,25 +72,20 @@ func setCluster(sec *pjsip.Cluster) (cluster.Config, error) {
 	return cfg, nil
 }
 
-// finishCluster finishes cfg for node and refuses fewer vantages than
-// nodes, which this qualifyd does not assign yet, and a sink whose
-// router would fail open during a failover.
+// finishCluster finishes cfg for node and refuses a sink whose router
+// would fail open during a failover.
 func finishCluster(conf *pjsip.Config, cfg *cluster.Config, node string) error {
-	sec := conf.Cluster
 	if err := cfg.Finish(node); err != nil {
-		return sec.SectionError(err, cluster.ErrUnknownOption)
-	}
-	if cfg.Vantages < len(cfg.Nodes) {
-		return sec.SectionError(fmt.Errorf("%w: vantages=%d with %d nodes: this qualifyd has every node probe every contact; set vantages=%d (more than 3 nodes need it written)",
-			cluster.ErrValue, cfg.Vantages, len(cfg.Nodes), len(cfg.Nodes)), cluster.ErrUnknownOption)
+		return conf.Cluster.SectionError(err, cluster.ErrUnknownOption)
 	}
 	return checkFailover(conf.Sinks, cfg.LeaseTTL)
 }
 
 // checkFailover refuses a sink whose failopen_after is no longer than a
-// failover can take (2 x lease_ttl: the lease expires, then the new
-// leader's stream is elected): no leader heartbeats meanwhile, and its
-// router would route every destination in the middle of every failover.
+// failover can take (lease_ttl and a third after the leader died, the
+// new leader's campaign included; 2 x lease_ttl leaves room for a loaded
+// host): no leader heartbeats meanwhile, and its router would route every
+// destination in the middle of every failover.
 func checkFailover(sinks []*pjsip.Sink, lease time.Duration) error {
 	for _, s := range sinks {
 		if s.HeartbeatInterval > 0 && s.FailOpenAfter <= 2*lease {
@@ -127,21 +123,45 @@ type node struct {
 	cfg cluster.Config
 	raw []pjsip.ClusterOption // the section as read at start, to warn when a reload changes it
 
-	lead chan struct{} // capacity 1: the Leading hook changed leading
+	lead  chan struct{} // capacity 1: the Leading hook changed leading
+	moved chan struct{} // capacity 1: the Members hook changed live
 
-	mu      sync.Mutex // guards leading
-	leading bool       // the Leading hook's last edge
+	mu      sync.Mutex           // guards leading, live and taken
+	leading bool                 // the Leading hook's last edge
+	live    []string             // the Members hook's last edge
+	taken   metrics.ClusterStats // the verdicts taken back at the join
 }
 
-// newNode builds the Cluster of cfg; its hooks feed the sinks and the log.
+// newNode builds the Cluster of cfg; its hooks feed the sinks, the
+// assignment and the log.
 func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
-	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1)}
-	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict})
+	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
+	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Members: n.membersEdge, Configured: n.configuredContact})
 	if err != nil {
 		return nil, err
 	}
 	n.c = c
 	return n, nil
+}
+
+// configuredContact is the Configured hook: whether the running
+// configuration has the contact of key (the engine's table).
+func (n *node) configuredContact(key string) bool {
+	aor, uri, ok := splitContactKey(key)
+	return ok && n.hasContact(aor, uri)
+}
+
+// hasContact reports whether the engine has the contact uri of aor.
+func (n *node) hasContact(aor, uri string) bool {
+	a, ok := n.d.eng.AoR(aor)
+	return ok && slices.ContainsFunc(a.Contacts, func(c engine.ContactSnapshot) bool { return c.URI == uri })
+}
+
+// stats is the node's metrics state.
+func (n *node) stats() metrics.ClusterStats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.taken
 }
 
 // leadingEdge is the Leading hook: it hands the edge to runSinks.
@@ -313,7 +333,7 @@ func digestOf(conf *pjsip.Config) string {
 // contacts this node probes.
 func (n *node) configured(conf *pjsip.Config) {
 	n.c.SetDigest(digestOf(conf))
-	n.c.SetProbes(sizeOf(conf).contacts)
+	n.announceProbes()
 }
 
 // watchEvery is how often the node compares its view with the one it
@@ -397,8 +417,7 @@ func (n *node) View() api.Cluster {
 // Votes is the web hook of a contact's votes: the cluster's status and
 // each live vantage's; ok false for a contact the engine does not have.
 func (n *node) Votes(aor, uri string) (qualify.Status, []api.Vote, bool) {
-	a, ok := n.d.eng.AoR(aor)
-	if !ok || !slices.ContainsFunc(a.Contacts, func(c engine.ContactSnapshot) bool { return c.URI == uri }) {
+	if !n.hasContact(aor, uri) {
 		return qualify.NonQualified, nil, false
 	}
 	key := ContactKey(aor, uri)
@@ -419,6 +438,11 @@ func (n *node) waitReady(ctx context.Context) {
 	select {
 	case <-n.c.Ready():
 		n.d.log.Notice(slog.LevelInfo, "cluster: joined as "+n.cfg.Self+": the cluster's verdicts read back")
+		total, down := n.c.Verdicts()
+		n.mu.Lock()
+		n.taken = metrics.ClusterStats{Reachable: total - down, Unreachable: down}
+		n.mu.Unlock()
+		n.d.log.Notice(slog.LevelInfo, fmt.Sprintf("cluster: took %d verdicts back from the cluster (%d Unreachable)", total, down))
 	case <-t.C:
 		n.d.log.Notice(slog.LevelError, fmt.Sprintf("cluster: no cluster within %v: this node probes and serves its own view and pushes nothing until it joins", readyBound))
 	case <-ctx.Done():

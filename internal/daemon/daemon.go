@@ -161,6 +161,10 @@ func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) 
 			return err
 		}
 		scfg.Source, scfg.Gate = clusterSource{d.eng, d.cluster.c}, d.cluster.gate
+		d.eng.SetProbed(d.cluster.probedBy(d.cluster.assumed()), nil)
+		if err := d.metrics.WatchCluster(d.reg, d.cluster.stats); err != nil {
+			return err
+		}
 	}
 	d.sinks = sink.NewGroup(scfg)
 	if err := watchSinks(d.metrics, d.reg, d.sinks); err != nil {
@@ -373,6 +377,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.cluster != nil {
 		wg.Go(func() { _ = d.cluster.c.Run(runCtx) })
 		d.cluster.waitReady(runCtx)
+		d.cluster.assignPending()
+		wg.Go(func() { d.cluster.runAssign(runCtx) })
 		wg.Go(func() { d.cluster.watch(runCtx) })
 	}
 	httpErr := make(chan error, 1)

@@ -44,6 +44,7 @@ func (e *Engine) ApplyFunc(n int, at func(i int) *AoR) error {
 		return err
 	}
 	p := e.plan(d, total)
+	p.away = e.elsewhere(d, total)
 	p.histNames = e.histories(states, &p)
 	order := e.sorted(states, &p)
 	prev := e.install(d, next, states, order, &p, total)
@@ -68,7 +69,7 @@ func (e *Engine) install(aors defs, next map[string]*aorState, states []aorState
 	off := 0
 	for i := range aors.n {
 		uris := aors.at(i).Contacts
-		e.adopt(r, &states[i], p.old(i), uris, p.slots(off, len(uris)))
+		e.adopt(r, &states[i], p.old(i), uris, p.slots(off, len(uris)), p.awayOf(off, len(uris)))
 		off += len(uris)
 	}
 	if p.found < len(e.aors) {
@@ -187,6 +188,7 @@ type newContact struct {
 	a     *aorState
 	uri   string
 	delay time.Duration // of its first probe; 0 when it is never probed
+	away  bool          // another node probes it (SetProbed)
 	at    int32         // its index in a.ids
 	seq   uint32        // its rank in the configuration, for ties
 }
@@ -210,7 +212,8 @@ func (e *Engine) place(fresh []newContact, now time.Time) {
 		f := &fresh[i]
 		id := e.alloc(f.a, strings.Clone(f.uri))
 		f.a.ids[f.at] = id
-		if f.a.policy.Enabled() {
+		e.slots[id].elsewhere = f.away
+		if f.a.policy.Enabled() && !f.away {
 			e.schedule(id, now.Add(f.delay))
 		}
 	}
@@ -226,6 +229,9 @@ type reloadPlan struct {
 	olds  []*aorState // by AoR of the new set; nil: a new name (or a first load)
 	prev  []uint32    // by contact of the new set, AoR after AoR; noSlot: new
 	found int         // old AoRs that the new set defines again
+	// away are the new set's contacts another node probes, as prev
+	// (nil: none; see Engine.elsewhere).
+	away []bool
 	// histNames are the names of the new set's AoRs with a history, in
 	// name order.
 	histNames []string
@@ -249,6 +255,15 @@ func (p *reloadPlan) slots(off, n int) []uint32 {
 		return nil
 	}
 	return p.prev[off : off+n]
+}
+
+// awayOf returns the away flags of the n contacts from the off-th on;
+// nil when none is away.
+func (p *reloadPlan) awayOf(off, n int) []bool {
+	if p.away == nil {
+		return nil
+	}
+	return p.away[off : off+n]
 }
 
 // plan finds the old state of every AoR of aors and the old slot of every
@@ -296,24 +311,31 @@ type reload struct {
 // adopt fills a with slots for uris: kept from old where prev, the plan's
 // old slots of uris (nil: none), holds one and the contact is unchanged,
 // renewed where its options changed; new contacts are appended to
-// r.fresh. old's other contacts are removed. Called with mu held.
-func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32) {
+// r.fresh. A kept contact keeps its away flag (the Probed test answers
+// alike for it); a renewed or new one takes away's. old's other contacts
+// are removed. Called with mu held.
+func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32, away []bool) {
 	same := old != nil && sameOptions(old.policy, a.policy, old.probe, a.probe)
 	for k, u := range uris {
 		id := noSlot
 		if prev != nil {
 			id = prev[k]
 		}
+		elsewhere := awayAt(away, k)
 		switch {
 		case id != noSlot && same:
 			e.keep(a, id)
 			r.sum.ByStatus[e.slots[id].state.Status]++
+			elsewhere = e.slots[id].elsewhere
 		case id != noSlot:
-			e.renew(a, id, r.now)
+			e.renew(a, id, r.now, elsewhere)
 			r.sum.ByStatus[qualify.NonQualified]++
 		default:
-			r.fresh = append(r.fresh, newContact{a: a, uri: u, delay: e.join(a, 0), at: int32(len(a.ids) - 1), seq: uint32(len(r.fresh))})
+			r.fresh = append(r.fresh, newContact{a: a, uri: u, delay: e.join(a, 0), away: elsewhere, at: int32(len(a.ids) - 1), seq: uint32(len(r.fresh))})
 			r.sum.ByStatus[qualify.NonQualified]++
+		}
+		if elsewhere {
+			r.sum.Elsewhere++
 		}
 	}
 	a.noteAvailable(r.now)
@@ -348,12 +370,14 @@ func (e *Engine) keep(a *aorState, id uint32) {
 }
 
 // renew replaces the contact in slot id, whose options changed, with a new
-// NonQualified one, publishing the status reset.
-func (e *Engine) renew(a *aorState, id uint32, now time.Time) {
+// NonQualified one, probed elsewhere when away, publishing the status
+// reset.
+func (e *Engine) renew(a *aorState, id uint32, now time.Time, away bool) {
 	was := e.slots[id].state.Status
 	uri := e.slots[id].uri
 	e.drop(id, ErrRemoved)
 	nid := e.alloc(a, uri)
+	e.slots[nid].elsewhere = away
 	e.start(a, nid, now)
 	if was != qualify.NonQualified {
 		ev := e.contactEvent(StatusChanged, nid, was, now)
@@ -362,11 +386,12 @@ func (e *Engine) renew(a *aorState, id uint32, now time.Time) {
 	}
 }
 
-// start adds the new contact in slot id to a and schedules its first probe
-// at a random delay in [0, min(F, max_initial_qualify_time)).
+// start adds the new contact in slot id to a and, unless it is probed
+// elsewhere, schedules its first probe at a random delay in [0, min(F,
+// max_initial_qualify_time)).
 func (e *Engine) start(a *aorState, id uint32, now time.Time) {
 	delay := e.join(a, id)
-	if a.policy.Enabled() {
+	if a.policy.Enabled() && !e.slots[id].elsewhere {
 		e.schedule(id, now.Add(delay))
 	}
 }

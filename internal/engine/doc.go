@@ -22,6 +22,10 @@
 // the due probes in the caller's time through the same job and Prober,
 // and the simulator's prober calls done at each probe's end.
 //
+// SetProbed restricts probing to the contacts a Probed test gives (a
+// cluster node's share): the others stay in the table, NonQualified and
+// out of the schedule, and the same loop probes the rest.
+//
 // A contact removed by a reload while its probe is in flight keeps its
 // slot until done comes (a zombie), then the slot is freed; its result is
 // not applied. Results that come after Run's context is cancelled are not

@@ -104,6 +104,9 @@ type Engine struct {
 	// it, so Apply builds the next order in it without mu instead of
 	// allocating one (see sorted). Guarded by applyMu.
 	spare []*aorState
+	// probed is SetProbed's test, nil for every contact. Guarded by
+	// applyMu.
+	probed Probed
 
 	mu    sync.Mutex // guards everything below; see the package doc
 	slots []contact

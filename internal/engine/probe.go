@@ -51,7 +51,7 @@ func (e *Engine) begin(id uint32, start time.Time) (probe.Target, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := &e.slots[id]
-	if c.zombie {
+	if c.zombie || c.elsewhere {
 		return probe.Target{}, false
 	}
 	c.begin(e.stamp(start))
@@ -83,10 +83,13 @@ func (e *Engine) abandon(id uint32, err error) {
 }
 
 // finish applies a probe result to slot id, publishes the edges and answers
-// the waiters of a manual qualify. It returns the next due time.
+// the waiters of a manual qualify. It returns the next due time. The
+// result of a contact removed or taken off probing (SetProbed) meanwhile
+// is not applied.
 func (e *Engine) finish(id uint32, end time.Time, res qualify.Result) time.Time {
 	e.mu.Lock()
-	if e.slots[id].zombie {
+	if c := &e.slots[id]; c.zombie || c.elsewhere {
+		c.wait(0)
 		e.mu.Unlock()
 		return time.Time{}
 	}

@@ -24,7 +24,8 @@ type ContactResult struct {
 	Reason qualify.Reason
 	// Status is the contact's status after the probe.
 	Status qualify.Status
-	// Err is ErrRemoved when a reload removed the contact meanwhile.
+	// Err is ErrRemoved when a reload removed the contact meanwhile,
+	// ErrElsewhere when another node probes it (SetProbed).
 	Err error
 }
 
@@ -32,7 +33,8 @@ type ContactResult struct {
 // results, in the AoR's contact order. A contact whose probe is already in
 // flight reports that probe instead of starting a second one. The results
 // are applied like any other probe, and the schedule continues from them;
-// with qualify off they change no status.
+// with qualify off they change no status. A contact another node probes
+// (SetProbed) is not probed: its result has Err ErrElsewhere.
 func (e *Engine) Qualify(ctx context.Context, aor string) ([]ContactResult, error) {
 	e.mu.Lock()
 	a, ok := e.aors[aor]
@@ -46,6 +48,10 @@ func (e *Engine) Qualify(ctx context.Context, aor string) ([]ContactResult, erro
 	now := e.cfg.Now()
 	for i, id := range ids {
 		uris[i] = e.slots[id].uri
+		if c := &e.slots[id]; c.elsewhere {
+			ch <- ContactResult{AoR: aor, URI: c.uri, Status: c.state.Status, Err: ErrElsewhere}
+			continue
+		}
 		e.waiters[id] = append(e.waiters[id], ch)
 		if !e.slots[id].running {
 			e.slots[id].wait(e.stamp(now))

@@ -21,7 +21,8 @@ type Restored struct {
 	// options changed (the reload rule, qualify-semantics §8).
 	Changed int
 	// Stale are states older than MaxSavedAge intervals, of qualify-off
-	// contacts, or without a result.
+	// contacts or contacts another node probes (SetProbed), or without a
+	// result.
 	Stale int
 	// Probed are states of contacts that already have a result of this
 	// engine's, which is newer.
@@ -39,7 +40,8 @@ func (r *Restored) Add(o Restored) {
 // result; its next probe stays where Apply put it (a first probe, spread
 // as max_initial_qualify_time spreads them). States too old, of contacts
 // with qualify off, or of contacts already probed by this engine are left
-// out. Each restored status change is published as a StatusChanged from
+// out, and so are those of contacts another node probes (SetProbed). Each
+// restored status change is published as a StatusChanged from
 // NonQualified with the saved result's reason, code and RTT, and each AoR
 // that loses its availability as an AvailabilityChanged, at the time of
 // the call: subscribers see a restored contact as if its verdict had just
@@ -85,7 +87,7 @@ func (r *restorer) one(s *Saved) {
 	switch {
 	case !ok:
 		r.n.Changed++
-	case r.stale(a.policy, s):
+	case r.stale(a.policy, s) || r.e.slots[id].elsewhere:
 		r.n.Stale++
 	case !r.e.fresh(id):
 		r.n.Probed++

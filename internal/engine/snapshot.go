@@ -39,6 +39,9 @@ type ContactSnapshot struct {
 	InFlight bool
 	// LatencyOnly mirrors the AoR's qualify_latency_only.
 	LatencyOnly bool
+	// Elsewhere reports a contact this engine does not probe (SetProbed):
+	// another node does, and its Status here is NonQualified.
+	Elsewhere bool
 	// Stats are the contact's running statistics.
 	Stats Stats
 }
@@ -213,6 +216,7 @@ func (e *Engine) snapshot(id uint32) ContactSnapshot {
 		NextProbe:   next.wall(),
 		InFlight:    c.running,
 		LatencyOnly: p.LatencyOnly,
+		Elsewhere:   c.elsewhere,
 		Stats:       c.stats.public(),
 	}
 }
@@ -227,6 +231,9 @@ type Summary struct {
 	// AoRs and AoRsAvailable count the configured AoRs and the available
 	// ones.
 	AoRs, AoRsAvailable int
+	// Elsewhere counts the contacts this engine does not probe: another
+	// node does (SetProbed).
+	Elsewhere int
 }
 
 // Summary returns the aggregate counts at one instant. They are kept up to
@@ -240,6 +247,10 @@ func (e *Engine) Summary() Summary {
 	s.AoRs = len(e.aors)
 	return s
 }
+
+// Probed returns how many contacts the engine probes: every contact but
+// those Elsewhere.
+func (s Summary) Probed() int { return s.contacts() - s.Elsewhere }
 
 // contacts returns how many contacts s counts.
 func (s Summary) contacts() int {

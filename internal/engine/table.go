@@ -38,6 +38,9 @@ type contact struct {
 	zombie  bool // removed while its probe runs; freed when the probe returns
 	running bool // a probe is in flight
 	hist    bool // aor.hist != nil: its probes go to the AoR's history
+	// elsewhere: the engine's Probed test says another node probes it
+	// (SetProbed): it is not scheduled and stays NonQualified.
+	elsewhere bool
 
 	last  lastResult
 	stats stats

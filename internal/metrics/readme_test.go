@@ -46,7 +46,7 @@ func readmeMetrics(t *testing.T) map[string]readmeRow {
 	return rows
 }
 
-// gatherAll registers every series New, Watch, WatchSinks and WatchSources can make,
+// gatherAll registers every series New, Watch, WatchSinks, WatchSources, WatchPanic and WatchCluster can make,
 // with every option set, observes one probe and gathers them.
 func gatherAll(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
@@ -68,6 +68,9 @@ func gatherAll(t *testing.T) []*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	if err := m.WatchPanic(reg, func() PanicStats { return PanicStats{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchCluster(reg, func() ClusterStats { return ClusterStats{} }); err != nil {
 		t.Fatal(err)
 	}
 	m.ObserveProbe("a", qualify.Result{Code: 200, RTT: time.Millisecond}, true, qualify.ReasonNone)

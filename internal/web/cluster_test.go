@@ -308,3 +308,32 @@ func TestSinksAndSourcesRefuseParameters(t *testing.T) {
 		})
 	}
 }
+
+// TestNotProbedHere: a contact this node does not probe (another node is
+// its vantage) is marked not_probed_here in the API, NonQualified, with
+// the cluster's status and votes beside it, and "(not probed here)" on
+// the AoR page; the contact probed here carries no mark.
+func TestNotProbedHere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := threeNodes()
+		v := scenarioEnv(t, f.config(Config{}))
+		v.e.SetProbed(func(_, uri string) bool { return uri != gw2URI }, nil)
+		body := v.do("GET", "/api/v1/aors/carrier").Body.String()
+		for _, want := range []string{
+			`"uri":"sip:gw2@198.51.100.2","status":"NonQualified"`,
+			`"cluster_status":"Unreachable","votes":[{"node":"a","status":"Unreachable"},{"node":"b","status":"Unreachable"}],"not_probed_here":true}`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("AoR without %s:\n%s", want, body)
+			}
+		}
+		if n := strings.Count(body, "not_probed_here"); n != 1 {
+			t.Errorf("not_probed_here %d times, want once (gw3 is probed here):\n%s", n, body)
+		}
+		aor := v.do("GET", "/aors/carrier").Body.String()
+		if want := `NonQualified <span title="another node is a vantage of this contact: this node does not probe it; the cluster column is the verdict">(not probed here)</span>`; !strings.Contains(aor, want) ||
+			strings.Count(aor, "(not probed here)") != 1 {
+			t.Errorf("AoR page without %s once:\n%s", want, aor)
+		}
+	})
+}

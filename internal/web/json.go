@@ -39,7 +39,7 @@ func newContact(c *engine.ContactSnapshot) api.Contact {
 		Failures: c.Failures, FailureThreshold: c.FailureThreshold,
 		Successes: c.Successes, SuccessThreshold: c.SuccessThreshold,
 		LatencyOnly: c.LatencyOnly, InFlight: c.InFlight, NextProbeAt: api.At(c.NextProbe),
-		Stats: newStats(&c.Stats),
+		NotProbedHere: c.Elsewhere, Stats: newStats(&c.Stats),
 	}
 	if l := c.Last; !l.At.IsZero() {
 		j.LastResult = &api.LastResult{At: api.At(l.At), OK: l.OK, Code: l.Code,

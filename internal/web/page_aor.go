@@ -115,6 +115,8 @@ type contactRow struct {
 	SRTT, RTTVar, Min, Max              string
 	Probes, FailuresTotal, Loss         string
 	LatencyOnly                         bool
+	// NotProbedHere marks a contact another node probes (cluster mode).
+	NotProbedHere bool
 	// Cluster is the cluster's status, "" outside cluster mode; Votes
 	// are each live vantage's.
 	Cluster string
@@ -164,7 +166,7 @@ func (s *Server) aorModel(a *engine.AoRSnapshot, now time.Time) aorData {
 func newContactRow(c *engine.ContactSnapshot, now time.Time) contactRow {
 	st := &c.Stats
 	p := contactRow{URI: c.URI, Status: c.Status.String(), Phase: c.Phase.String(),
-		RTT: "–", Last: "never", Next: "–", LatencyOnly: c.LatencyOnly,
+		RTT: "–", Last: "never", Next: "–", LatencyOnly: c.LatencyOnly, NotProbedHere: c.Elsewhere,
 		Failures: counter(c.Failures, c.FailureThreshold), Successes: counter(c.Successes, c.SuccessThreshold),
 		SRTT: rttText(st.SRTT), RTTVar: rttText(st.RTTVar), Min: rttText(st.RTTMin), Max: rttText(st.RTTMax),
 		Probes: strconv.FormatUint(st.Probes, 10), FailuresTotal: strconv.FormatUint(st.Failures, 10), Loss: "–"}

@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// A contact removed from the configuration leaves nothing in the
+// buckets. Each node withdraws its own vote: at once when a reload
+// removes the contact (the daemon reports Removed), or when it starts
+// with a file that no longer has it (withdrawUnconfigured). The leader
+// deletes the verdict of a contact once no vote holds it and its own
+// configuration does not have it (dropOrphans): while the nodes' files
+// differ, a node whose file still has the contact keeps its vote, and
+// so the verdict. Every node forgets the contact's status when the
+// verdict's removal reaches it (forget).
+
+// configured is Hooks.Configured, true without the hook.
+func (c *Cluster) configured(contact string) bool {
+	return c.hooks.Configured == nil || c.hooks.Configured(contact)
+}
+
+// withdrawUnconfigured withdraws this node's votes, as the votes bucket
+// holds them, of the contacts its configuration does not have: votes
+// left by a run before a reload this node missed.
+func (c *Cluster) withdrawUnconfigured() {
+	if c.hooks.Configured == nil {
+		return
+	}
+	c.mu.Lock()
+	var own []string
+	for contact, votes := range c.tally.votes {
+		if _, ok := votes[c.cfg.Self]; ok {
+			own = append(own, contact)
+		}
+	}
+	c.mu.Unlock()
+	for _, contact := range own {
+		if !c.configured(contact) {
+			c.Report(contact, qualify.Removed)
+		}
+	}
+}
+
+// orphansLocked lists the contacts with a status or a record that no
+// vote holds; c.mu held.
+func (c *Cluster) orphansLocked() []string {
+	var out []string
+	for _, m := range []map[string]qualify.Status{c.tally.status, c.recorded} {
+		for contact := range m {
+			if len(c.tally.votes[contact]) == 0 {
+				out = append(out, contact)
+			}
+		}
+	}
+	return out
+}
+
+// dropOrphans queues, when this node leads, the removal of the verdict of
+// each of contacts that no vote holds and that this node's configuration
+// does not have.
+func (c *Cluster) dropOrphans(contacts []string) {
+	if len(contacts) == 0 || !c.Leading() {
+		return
+	}
+	var gone []string
+	for _, contact := range contacts {
+		if !c.configured(contact) {
+			gone = append(gone, contact)
+		}
+	}
+	c.mu.Lock()
+	queued := false
+	if c.leadingAt(time.Now()) {
+		for _, contact := range gone {
+			_, recorded := c.recorded[contact]
+			_, decided := c.tally.status[contact]
+			if len(c.tally.votes[contact]) == 0 && (recorded || decided) {
+				c.recordsOut[contact] = qualify.Removed
+				queued = true
+			}
+		}
+	}
+	c.mu.Unlock()
+	if queued {
+		c.poke()
+	}
+}
+
+// forget drops the cluster's status of contact once neither a vote nor
+// a record holds it: at the record's removal (gone: the record goes
+// first), or at the removal of the last vote when the record went
+// before it (the votes and the verdicts come through two watches, in
+// either order). The Verdict hook hears the change; nothing is recorded
+// for it.
+func (c *Cluster) forget(contact string, gone bool) {
+	c.verdictMu.Lock()
+	defer c.verdictMu.Unlock()
+	c.mu.Lock()
+	if gone {
+		delete(c.recorded, contact)
+	}
+	var v Verdict
+	changed := false
+	if _, held := c.recorded[contact]; !held {
+		v, changed = c.tally.forget(contact)
+	}
+	c.mu.Unlock()
+	if changed && c.hooks.Verdict != nil {
+		c.hooks.Verdict(v)
+	}
+}
