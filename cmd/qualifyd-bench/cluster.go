@@ -27,6 +27,13 @@ type clusterReport struct {
 	FrequencyS float64 `json:"frequency_s"`
 	DurationS  float64 `json:"duration_s"`
 	Vantages   int     `json:"vantages"`
+	// SingleContacts is the single node's contacts: as many as each node
+	// of the cluster probes (contacts * vantages / nodes), so that both
+	// probe at the same rate.
+	SingleContacts int `json:"single_contacts"`
+	// QuietS is from the cluster's first round (every vantage and the
+	// leader logged each contact Reachable) to its stores' going quiet.
+	QuietS float64 `json:"quiet_s"`
 	// Single are the two single-node runs, before and after the cluster.
 	Single []daemonReport `json:"single"`
 	// Nodes are the cluster's nodes, measured in one window.
@@ -80,6 +87,7 @@ type failoverReport struct {
 // clusterOpts are the flags of `qualifyd-bench cluster`.
 type clusterOpts struct {
 	daemonOpts
+	vantages  int
 	hookAoRs  int
 	leaseTTL  int
 	memberTTL int
@@ -103,8 +111,9 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var o clusterOpts
 	fs.StringVar(&o.bin, "qualifyd", "bin/qualifyd", "the qualifyd binary to run")
 	fs.IntVar(&o.contacts, "contacts", 100_000, "number of contacts (one AoR each)")
+	fs.IntVar(&o.vantages, "vantages", 2, "vantages of the cluster: how many of the 3 nodes probe each contact")
 	fs.DurationVar(&o.freq, "frequency", 10*time.Second, "qualify_frequency of every contact (whole seconds)")
-	fs.DurationVar(&o.dur, "duration", 30*time.Second, "measured cost window, once every node has logged its first round and the leader every verdict")
+	fs.DurationVar(&o.dur, "duration", 30*time.Second, "measured cost window, once every vantage has logged its first round, the leader every verdict, and the stores are quiet")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Second, "qualify_timeout")
 	fs.DurationVar(&o.settle, "settle", 5*time.Second, "wait after the first round before the cost window")
 	fs.IntVar(&o.hookAoRs, "hook-aors", 1000, "AoRs the webhook sink follows (the first ones)")
@@ -114,8 +123,8 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if o.contacts < clusterLive+clusterFlip || o.freq < time.Second || o.freq%time.Second != 0 {
-		fmt.Fprintln(stderr, "qualifyd-bench cluster: want at least 20 contacts and a frequency of whole seconds")
+	if o.contacts < clusterLive+clusterFlip || o.freq < time.Second || o.freq%time.Second != 0 || o.vantages < 1 || o.vantages > len(clusterNodes) {
+		fmt.Fprintf(stderr, "qualifyd-bench cluster: want at least 20 contacts, a frequency of whole seconds and 1 to %d vantages\n", len(clusterNodes))
 		return 2
 	}
 	o.hookAoRs = min(o.hookAoRs, o.contacts)
@@ -137,7 +146,8 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 type clusterRun struct {
 	o    clusterOpts
 	dir  string
-	pop  *population
+	pop  *population // the cluster's contacts
+	solo *population // the single node's: as many as a node of the cluster probes
 	resp *child
 	hook *hookReceiver
 	rep  clusterReport
@@ -145,13 +155,15 @@ type clusterRun struct {
 
 // benchCluster runs single, cluster (cost, flip, failover), single.
 func benchCluster(ctx context.Context, o clusterOpts) (clusterReport, error) {
-	r := &clusterRun{o: o, rep: clusterReport{Contacts: o.contacts, FrequencyS: o.freq.Seconds(), DurationS: o.dur.Seconds(), Vantages: len(clusterNodes)}}
+	r := &clusterRun{o: o, rep: clusterReport{Contacts: o.contacts, FrequencyS: o.freq.Seconds(), DurationS: o.dur.Seconds(),
+		Vantages: o.vantages, SingleContacts: perNode(o.contacts, o.vantages)}}
 	var err error
 	if r.resp, err = spawnResponder(ctx, "--live", fmt.Sprint(clusterLive), "--flip", fmt.Sprint(clusterFlip)); err != nil {
 		return r.rep, err
 	}
 	defer r.resp.stop()
 	r.pop = &population{n: o.contacts, live: slices.Concat(r.resp.ports.Live, r.resp.ports.Flip)}
+	r.solo = &population{n: r.rep.SingleContacts, live: r.pop.live}
 	if r.hook, err = startHookReceiver(); err != nil {
 		return r.rep, err
 	}
@@ -170,6 +182,12 @@ func benchCluster(ctx context.Context, o clusterOpts) (clusterReport, error) {
 	return r.rep, nil
 }
 
+// perNode is how many of contacts each of the nodes probes with
+// vantages of them per contact, rounded.
+func perNode(contacts, vantages int) int {
+	return (contacts*vantages + len(clusterNodes)/2) / len(clusterNodes)
+}
+
 // isFlipped is whether contact i is on a flip socket.
 func isFlipped(i int) bool { return i%(clusterLive+clusterFlip) >= clusterLive }
 
@@ -182,18 +200,18 @@ func flipped(n int) int {
 	return k
 }
 
-// writeNodeConfig writes the AoRs, the webhook sink posting to
+// writeNodeConfig writes the AoRs of pop, the webhook sink posting to
 // /hook/NAME and, for a cluster node, the cluster section.
-func (r *clusterRun) writeNodeConfig(name, clusterSection string) (string, error) {
+func (r *clusterRun) writeNodeConfig(name string, pop *population, clusterSection string) (string, error) {
 	path := filepath.Join(r.dir, name+".conf")
-	if _, err := writeConfig(path, r.pop, r.o.daemonOpts); err != nil {
+	if _, err := writeConfig(path, pop, r.o.daemonOpts); err != nil {
 		return "", err
 	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return "", err
 	}
-	names := make([]string, r.o.hookAoRs)
+	names := make([]string, min(r.o.hookAoRs, pop.n))
 	for i := range names {
 		names[i] = "c" + fmt.Sprint(i)
 	}
@@ -203,7 +221,7 @@ func (r *clusterRun) writeNodeConfig(name, clusterSection string) (string, error
 
 // single runs one node without a cluster and measures its cost.
 func (r *clusterRun) single(ctx context.Context) error {
-	conf, err := r.writeNodeConfig("single", "")
+	conf, err := r.writeNodeConfig("single", r.solo, "")
 	if err != nil {
 		return err
 	}
@@ -216,42 +234,45 @@ func (r *clusterRun) single(ctx context.Context) error {
 	if _, err := d.waitReady(ctx); err != nil {
 		return err
 	}
-	if err := r.awaitFirstRound(ctx, []*nodeLog{lg}, nil); err != nil {
+	if err := r.awaitFirstRound(ctx, []*nodeLog{lg}, nil, r.solo.n); err != nil {
 		return fmt.Errorf("single: %w", err)
 	}
-	rep := daemonReport{Contacts: r.o.contacts, FrequencyS: r.o.freq.Seconds(), DurationS: r.o.dur.Seconds(), GOGC: os.Getenv("GOGC")}
+	if !sleepCtx(ctx, r.o.settle) {
+		return ctx.Err()
+	}
+	rep := daemonReport{Contacts: r.solo.n, FrequencyS: r.o.freq.Seconds(), DurationS: r.o.dur.Seconds(), GOGC: os.Getenv("GOGC")}
 	if err := d.window(ctx, r.o.dur, &rep); err != nil {
 		return err
 	}
 	rep.RSSBytes = procStatusOf(d.pid(), "VmRSS:")
-	rep.RSSPerContact = float64(rep.RSSBytes) / float64(r.o.contacts)
+	rep.RSSPerContact = float64(rep.RSSBytes) / float64(r.solo.n)
 	r.rep.Single = append(r.rep.Single, rep)
 	return nil
 }
 
-// awaitFirstRound waits until every node has logged each contact
-// Reachable, and the leader (if any) the cluster's verdict of each, then
-// for the settle time.
-func (r *clusterRun) awaitFirstRound(ctx context.Context, logs []*nodeLog, leader *nodeLog) error {
-	n := r.o.contacts
+// awaitFirstRound waits until the nodes have logged n contacts Reachable
+// once per vantage (each node logs only the contacts it probes), and the
+// leader (if any) the cluster's verdict of each.
+func (r *clusterRun) awaitFirstRound(ctx context.Context, logs []*nodeLog, leader *nodeLog, n int) error {
+	own := n
+	if leader != nil {
+		own = n * r.o.vantages
+	}
 	bound := r.o.freq + 3*time.Minute
 	err := pollUntil(ctx, bound, func() bool {
+		up := 0
 		for _, l := range logs {
-			if up, _, _, _ := l.counts(); up < n {
-				return false
-			}
+			u, _, _, _ := l.counts()
+			up += u
 		}
-		if leader == nil {
-			return true
+		if up < own || leader == nil {
+			return up >= own
 		}
 		_, cup, _, _ := leader.counts()
 		return cup >= n
 	})
 	if err != nil {
 		return fmt.Errorf("first round of %d contacts not logged within %v", n, bound)
-	}
-	if !sleepCtx(ctx, r.o.settle) {
-		return ctx.Err()
 	}
 	return nil
 }
@@ -319,8 +340,16 @@ func (r *clusterRun) cluster(ctx context.Context) error {
 	for i, n := range nodes {
 		logs[i] = n.log
 	}
-	if err := r.awaitFirstRound(ctx, logs, lead.log); err != nil {
+	if err := r.awaitFirstRound(ctx, logs, lead.log, r.o.contacts); err != nil {
 		return fmt.Errorf("cluster: %w", err)
+	}
+	round := time.Now()
+	if err := r.awaitStoresQuiet(ctx); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	r.rep.QuietS = time.Since(round).Seconds()
+	if !sleepCtx(ctx, r.o.settle) {
+		return ctx.Err()
 	}
 	if err := r.clusterCost(ctx, nodes, lead); err != nil {
 		return err
@@ -348,8 +377,8 @@ func (r *clusterRun) startNodes(ctx context.Context) ([]*clusterNode, error) {
 	var nodes []*clusterNode
 	for _, name := range clusterNodes {
 		sec := fmt.Sprintf("[cluster]\ntype=cluster\nnodes=%s\nvantages=%d\nstore=%s\nlease_ttl=%d\nmember_ttl=%d\n",
-			strings.Join(routes, ","), len(clusterNodes), filepath.Join(r.dir, "store-"+name), r.o.leaseTTL, r.o.memberTTL)
-		conf, err := r.writeNodeConfig(name, sec)
+			strings.Join(routes, ","), r.o.vantages, r.store(name), r.o.leaseTTL, r.o.memberTTL)
+		conf, err := r.writeNodeConfig(name, r.pop, sec)
 		if err != nil {
 			return nodes, err
 		}

@@ -11,7 +11,7 @@ import (
 
 // flip makes the responder drop a tenth of the contacts for every node,
 // waits until the leader has logged the cluster's Unreachable of each
-// and every node its own, and pairs them per contact.
+// and every vantage its own, and pairs them per contact.
 func (r *clusterRun) flip(ctx context.Context, nodes []*clusterNode, lead *clusterNode) error {
 	want := flipped(r.o.contacts)
 	at := time.Now()
@@ -20,12 +20,15 @@ func (r *clusterRun) flip(ctx context.Context, nodes []*clusterNode, lead *clust
 	}
 	bound := r.o.freq + r.o.timeout + time.Minute
 	err := pollUntil(ctx, bound, func() bool {
+		owns := 0
 		for _, n := range nodes {
-			if _, _, own, cl := n.log.counts(); own < want || (n == lead && cl < want) {
+			_, _, own, cl := n.log.counts()
+			if n == lead && cl < want {
 				return false
 			}
+			owns += own
 		}
-		return true
+		return owns >= want*r.o.vantages
 	})
 	if err != nil {
 		return fmt.Errorf("flip of %d contacts: %w", want, err)
@@ -134,8 +137,9 @@ func (r *clusterRun) awaitQuiet(ctx context.Context, node string) {
 
 // printCluster prints one table per measure.
 func printCluster(w io.Writer, r clusterReport) {
-	fmt.Fprintf(w, "cost: %d contacts, F %.0fs, window %.0fs, single node (before, after) vs each node of a %d-node cluster, vantages=%d (every node probes every contact)\n\n",
-		r.Contacts, r.FrequencyS, r.DurationS, len(r.Nodes), r.Vantages)
+	fmt.Fprintf(w, "cost: %d contacts on a %d-node cluster, vantages=%d (each node probes about %d), F %.0fs, window %.0fs from the stores' quiet (%.1f s after the first round) plus the settle time;\n"+
+		"single node (before, after) of %d contacts, the probe rate of a node; RSS per contact is over the contacts a process holds (every contact for a node of the cluster)\n\n",
+		r.Contacts, len(r.Nodes), r.Vantages, r.SingleContacts, r.FrequencyS, r.DurationS, r.QuietS, r.SingleContacts)
 	fmt.Fprintln(w, "| run | probes/s | CPU per probe | CPU | RSS per contact | heap per contact | CPU ratio | RSS ratio |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for i, s := range r.Single {

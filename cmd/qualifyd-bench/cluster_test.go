@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -58,5 +60,43 @@ func TestHookReceiverCountsChanges(t *testing.T) {
 	}
 	if d := h.heldDown(); d != 1 {
 		t.Fatalf("held down %d, want 1", d)
+	}
+}
+
+// TestPerNodeMatchesTheProbeRate: the single node gets as many contacts
+// as a node of the cluster probes.
+func TestPerNodeMatchesTheProbeRate(t *testing.T) {
+	for _, c := range []struct{ contacts, vantages, want int }{
+		{100_000, 3, 100_000}, {100_000, 2, 66_667}, {100_000, 1, 33_333}, {20, 2, 13},
+	} {
+		if got := perNode(c.contacts, c.vantages); got != c.want {
+			t.Errorf("perNode(%d, %d) = %d, want %d", c.contacts, c.vantages, got, c.want)
+		}
+	}
+}
+
+// TestStoreBytesCountsTheVoteStreams: only the votes' and verdicts'
+// streams of every node's store count, so that the members' renewals
+// never keep the cluster from being quiet.
+func TestStoreBytesCountsTheVoteStreams(t *testing.T) {
+	r := &clusterRun{dir: t.TempDir()}
+	write := func(node, stream, file string, n int) {
+		dir := filepath.Join(r.store(node), "jetstream", "$G", "streams", stream, "msgs")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a", "KV_qualifyd_votes", "1.blk", 100)
+	write("b", "KV_qualifyd_verdicts", "1.blk", 20)
+	write("c", "KV_qualifyd_members", "1.blk", 7)
+	if got := r.storeBytes(); got != 120 {
+		t.Fatalf("storeBytes %d, want 120 (votes of a and verdicts of b, not c's members)", got)
+	}
+	write("c", "KV_qualifyd_votes", "2.blk", 3)
+	if got := r.storeBytes(); got != 123 {
+		t.Fatalf("storeBytes %d after c's votes grew, want 123", got)
 	}
 }

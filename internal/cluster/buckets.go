@@ -10,10 +10,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// buckets are the cluster's key-value buckets (doc.go).
+// buckets are the cluster's key-value buckets (doc.go), and the
+// JetStream context the publisher writes the votes and verdicts through.
 type buckets struct {
 	members, lease, votes, verdicts jetstream.KeyValue
+	js                              jetstream.JetStream
 }
+
+// publishWindow bounds the votes and verdicts in flight, sent and not yet
+// acknowledged (write).
+const publishWindow = 4096
 
 // bucketRetry is the pause between attempts to create the buckets while
 // JetStream is not ready (no meta leader elected yet).
@@ -22,7 +28,8 @@ const bucketRetry = 250 * time.Millisecond
 // buckets creates (or opens) the buckets, retrying until JetStream
 // answers or ctx ends.
 func (c *Cluster) buckets(ctx context.Context) (*buckets, error) {
-	js, err := jetstream.New(c.nc)
+	js, err := jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(publishWindow),
+		jetstream.WithPublishAsyncTimeout(c.member.ttl/3))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: node %q: %w", c.cfg.Self, err)
 	}
@@ -39,7 +46,7 @@ func (c *Cluster) buckets(ctx context.Context) (*buckets, error) {
 			}
 		}
 	}
-	return &buckets{members: kvs[0], lease: kvs[1], votes: kvs[2], verdicts: kvs[3]}, nil
+	return &buckets{members: kvs[0], lease: kvs[1], votes: kvs[2], verdicts: kvs[3], js: js}, nil
 }
 
 // bucket creates or opens one bucket, bounded by the retry period's few

@@ -36,6 +36,12 @@
 // it is given (leadership and cluster-status edges, and whether the
 // node's configuration has a contact).
 //
+// One publisher writes this node's votes and, while it leads, the
+// verdicts: in batches of the latest status of each contact since the
+// last batch, pipelined (up to publishWindow sent before their
+// acknowledgements are awaited), so that a burst of status changes costs
+// a few round trips through the replicas, not one per contact.
+//
 // A node that loses NATS keeps running on its own view: its View says it is
 // not in the cluster, it is not leader, and its votes wait, coalesced per
 // contact, until NATS is back.

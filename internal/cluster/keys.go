@@ -20,6 +20,18 @@ const (
 // '_'), whose alphabet has no '.', the separator of the node's name in a
 // vote's key. The 'c' keeps the empty contact a valid key.
 
+// The subject of a bucket's key and the header that marks a removal, as
+// JetStream's key-value store defines them (ADR-8): a key's message goes
+// to $KV.BUCKET.KEY, and a delete is a message with "KV-Operation: DEL"
+// and no data.
+const (
+	kvOperation = "KV-Operation"
+	kvDelete    = "DEL"
+)
+
+// kvSubject is the subject of key in bucket.
+func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
 // contactKey encodes a contact's key for a bucket.
 func contactKey(contact string) string {
 	return "c" + base64.RawURLEncoding.EncodeToString([]byte(contact))

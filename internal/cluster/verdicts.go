@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -123,8 +124,8 @@ func (c *Cluster) publish(ctx context.Context, b *buckets) {
 		}
 		c.sending = len(votes) + len(records)
 		c.mu.Unlock()
-		failed := c.write(ctx, b.votes, votes, func(contact string) string { return voteKey(contact, c.cfg.Self) })
-		failedRecords := c.write(ctx, b.verdicts, records, contactKey)
+		failed := c.write(ctx, b.js, bucketVotes, votes, func(contact string) string { return voteKey(contact, c.cfg.Self) })
+		failedRecords := c.write(ctx, b.js, bucketVerdicts, records, contactKey)
 		c.sent()
 		if len(failed)+len(failedRecords) > 0 {
 			c.requeue(failed, failedRecords)
@@ -134,24 +135,64 @@ func (c *Cluster) publish(ctx context.Context, b *buckets) {
 	}
 }
 
-// write puts each status under key(contact), removing the key for a
-// status that is no vote, and returns those NATS refused.
-func (c *Cluster) write(ctx context.Context, kv jetstream.KeyValue, out map[string]qualify.Status, key func(string) string) map[string]qualify.Status {
+// sent is one write in flight.
+type sent struct {
+	contact string
+	status  qualify.Status
+	ack     jetstream.PubAckFuture
+}
+
+// write puts each status under key(contact) of bucket, removing the key
+// for a status that is no vote, and returns those NATS refused or did
+// not acknowledge within the publisher's timeout. The writes are
+// pipelined: up to publishWindow are sent without waiting for the ones
+// before to be acknowledged, so a window costs about one round trip
+// through the replicas instead of one per contact, and only a window's
+// messages are held at a time. Each contact is written once per batch,
+// and a window is acknowledged before the next one is sent, so the
+// latest status of a contact is the one the bucket keeps.
+func (c *Cluster) write(ctx context.Context, js jetstream.JetStream, bucket string, out map[string]qualify.Status, key func(string) string) map[string]qualify.Status {
 	failed := map[string]qualify.Status{}
+	window := make([]sent, 0, min(len(out), publishWindow))
 	for contact, s := range out {
-		wctx, cancel := context.WithTimeout(ctx, c.member.ttl/3)
-		var err error
-		if s == qualify.Reachable || s == qualify.Unreachable {
-			_, err = kv.Put(wctx, key(contact), []byte(s.String()))
-		} else {
-			err = kv.Delete(wctx, key(contact))
-		}
-		cancel()
+		ack, err := js.PublishMsgAsync(kvMsg(bucket, key(contact), s), jetstream.WithStallWait(c.member.ttl/3))
 		if err != nil {
 			failed[contact] = s
+			continue
+		}
+		if window = append(window, sent{contact, s, ack}); len(window) == publishWindow {
+			awaitAcks(ctx, window, failed)
+			window = window[:0]
 		}
 	}
+	awaitAcks(ctx, window, failed)
 	return failed
+}
+
+// awaitAcks waits for the acknowledgement of each write of window and
+// adds those that failed (or were still in flight when ctx ended) to
+// failed.
+func awaitAcks(ctx context.Context, window []sent, failed map[string]qualify.Status) {
+	for _, w := range window {
+		select {
+		case <-w.ack.Ok():
+		case <-w.ack.Err():
+			failed[w.contact] = w.status
+		case <-ctx.Done():
+			failed[w.contact] = w.status
+		}
+	}
+}
+
+// kvMsg is the message that puts status under key in bucket, or removes
+// the key for a status that is no vote, as KeyValue's Put and Delete
+// publish them: to the bucket's subject for the key, a removal with the
+// KV-Operation header.
+func kvMsg(bucket, key string, s qualify.Status) *nats.Msg {
+	if s == qualify.Reachable || s == qualify.Unreachable {
+		return &nats.Msg{Subject: kvSubject(bucket, key), Data: []byte(s.String())}
+	}
+	return &nats.Msg{Subject: kvSubject(bucket, key), Header: nats.Header{kvOperation: {kvDelete}}}
 }
 
 // requeue puts refused writes back, unless a newer status came meanwhile.
