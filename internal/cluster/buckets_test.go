@@ -10,16 +10,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// revEntry is a bucket entry of a revision, no server behind it.
-type revEntry uint64
-
-func (e revEntry) Bucket() string                  { return "" }
-func (e revEntry) Key() string                     { return "k" }
-func (e revEntry) Value() []byte                   { return []byte("Reachable") }
-func (e revEntry) Revision() uint64                { return uint64(e) }
-func (e revEntry) Created() time.Time              { return time.Time{} }
-func (e revEntry) Delta() uint64                   { return 0 }
-func (e revEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
+// revEntry is a put of revision r.
+func revEntry(r uint64) entry {
+	return entry{key: "k", value: "Reachable", op: jetstream.KeyValuePut, rev: r}
+}
 
 // fakeWatch is a KeyWatcher fed by the test.
 type fakeWatch chan jetstream.KeyValueEntry

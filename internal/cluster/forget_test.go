@@ -11,17 +11,18 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// entry is a bucket entry for the tests of the rule, no server behind it.
+// entry is a bucket entry for the tests, no server behind it.
 type entry struct {
 	key   string
 	value string
 	op    jetstream.KeyValueOp
+	rev   uint64
 }
 
 func (e entry) Bucket() string                  { return "" }
 func (e entry) Key() string                     { return e.key }
 func (e entry) Value() []byte                   { return []byte(e.value) }
-func (e entry) Revision() uint64                { return 1 }
+func (e entry) Revision() uint64                { return e.rev }
 func (e entry) Created() time.Time              { return time.Time{} }
 func (e entry) Delta() uint64                   { return 0 }
 func (e entry) Operation() jetstream.KeyValueOp { return e.op }
