@@ -298,6 +298,18 @@ func (n *node) report(ev engine.Event) {
 	}
 }
 
+// reportAll publishes this node's status of every contact it probes, as
+// the engine holds it now: the levels again, for the votes of the edges
+// the sinks' subscription lost (a status not yet decided withdraws the
+// vote, as its edge would have).
+func (n *node) reportAll() {
+	for _, ct := range n.d.eng.Contacts() {
+		if !ct.Elsewhere {
+			n.c.Report(ContactKey(ct.AoR, ct.URI), ct.Status)
+		}
+	}
+}
+
 // clusterSource is the sinks' view in cluster mode: the engine's snapshots
 // with each contact's status replaced by the cluster's (NonQualified,
 // pushed as nothing, for a contact the cluster has no verdict of), so

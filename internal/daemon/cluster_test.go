@@ -627,3 +627,29 @@ func TestClusterRemovedSinkFailsOpenWithoutItsLeader(t *testing.T) {
 		t.Fatalf("the removed sink's last body expires at %v: want its router to fail open within failopen_after of the stop", expires)
 	}
 }
+
+// TestClusterReportAllRestoresALostVote: a vote the cluster no longer
+// holds (as when the sinks' subscription lost the edge that would have
+// published it) is published again by reportAll, the daemon's answer to
+// a lost event, from the engine's level.
+func TestClusterReportAllRestoresALostVote(t *testing.T) {
+	l := newClusterLab(t, 3, "majority")
+	a, b := l.nodes[0], l.nodes[1]
+	key := ContactKey(labAoR, l.labContact())
+	voteOf := func(nd *testNode, node string) qualify.Status {
+		for _, v := range nd.d.cluster.c.Votes(key) {
+			if v.Node == node {
+				return v.Status
+			}
+		}
+		return qualify.NonQualified
+	}
+	waitUntil(t, labBound, "b counts a's vote Reachable", func() bool { return voteOf(b, "a") == qualify.Reachable })
+	a.d.cluster.c.Report(key, qualify.NonQualified) // the vote lost
+	waitUntil(t, labBound, "b no longer counts a's vote", func() bool { return voteOf(b, "a") == qualify.NonQualified })
+	if own := l.own(a); own != qualify.Reachable {
+		t.Fatalf("a's own status %v, want Reachable", own)
+	}
+	a.d.cluster.reportAll()
+	waitUntil(t, labBound, "b counts a's vote again", func() bool { return voteOf(b, "a") == qualify.Reachable })
+}

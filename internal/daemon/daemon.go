@@ -460,7 +460,8 @@ func (d *Daemon) follow(sub *engine.Subscription) {
 // feedSinks has the sinks recompute what depends on each contact whose
 // status changed, until sub is closed. It waits on nothing but the
 // sinks' lock (never on a router, the log or the endpoint table); when
-// sub lost events, the sinks re-read every object.
+// sub lost events, the sinks re-read every object and a cluster node
+// publishes every vote again (reportAll).
 func (d *Daemon) feedSinks(sub *engine.Subscription) {
 	var dropped uint64
 	for ev := range sub.C {
@@ -473,6 +474,9 @@ func (d *Daemon) feedSinks(sub *engine.Subscription) {
 		if n := sub.Dropped(); n != dropped {
 			d.log.Notice(slog.LevelWarn, fmt.Sprintf("%d events were missed by the sinks: every object re-read", n-dropped))
 			d.sinks.Resync()
+			if d.cluster != nil {
+				d.cluster.reportAll()
+			}
 			dropped = n
 		}
 	}
