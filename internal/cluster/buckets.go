@@ -98,7 +98,7 @@ func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, each func(je
 			stale = func() bool { return c.membersStale() || c.rewatches.Load() != epoch }
 		}
 		f := follower{w: w, each: each, passed: passed, stale: stale,
-			last: func(ctx context.Context) (uint64, bool) { return lastSeq(ctx, kv) }, lagEvery: c.member.ttl / 3}
+			last: func(ctx context.Context) (uint64, bool) { return lastSeq(ctx, kv, c.member.ttl/6) }, lagEvery: c.member.ttl / 3}
 		if f.follow(ctx) {
 			c.lagged.Add(1)
 		}
@@ -172,9 +172,9 @@ func (f follower) follow(ctx context.Context) (lagged bool) {
 }
 
 // lastSeq is the last sequence of kv's stream, asked of its leader within
-// bucketRetry.
-func lastSeq(ctx context.Context, kv jetstream.KeyValue) (uint64, bool) {
-	ctx, cancel := context.WithTimeout(ctx, bucketRetry)
+// wait (half a check's period: a loaded host answers late, not never).
+func lastSeq(ctx context.Context, kv jetstream.KeyValue, wait time.Duration) (uint64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	st, err := kv.Status(ctx)
 	if err != nil {

@@ -224,12 +224,12 @@ func (ts *timers) batch(now instant) (time.Duration, bool) {
 		more = next <= 0
 	}
 	ts.tb.mu.Unlock()
-	ts.tb.drain()
-	for i, c := range ts.silent {
+	for i, c := range ts.silent { // before the timeouts are handed out: the next probe must not take it
 		c.drop()
 		ts.silent[i] = nil
 	}
 	ts.silent = ts.silent[:0]
+	ts.tb.drain()
 	for _, r := range ts.resends {
 		ts.send(ts.arena[r.off:r.off+r.n], r.dest)
 	}
