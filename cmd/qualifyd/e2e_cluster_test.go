@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/peertest"
 	"github.com/qualifyd/qualifyd/internal/responder"
 )
@@ -255,25 +255,31 @@ func (l *clusterProcs) clusterSays(t *testing.T, status string, bound time.Durat
 	})
 }
 
-// own is n's own status of t, from its API.
-func (n *procNode) own(t *testing.T) string {
+// trunk is the trunk's contact as n's API gives it (GET
+// /api/v1/aors/t): this node's own status and the votes it counts.
+func (n *procNode) trunk(t *testing.T) api.Contact {
+	t.Helper()
 	_, body := get(t, "GET", "http://"+n.http+"/api/v1/aors/t", "")
-	for _, s := range []string{"Unreachable", "Reachable", "NonQualified"} {
-		if strings.Contains(body, `"status":"`+s+`"`) {
-			return s
-		}
+	var a api.AoR
+	if err := json.Unmarshal([]byte(body), &a); err != nil || len(a.Contacts) != 1 {
+		t.Fatalf("GET /api/v1/aors/t on %s: %v: %s", n.name, err, body)
 	}
-	return body
+	return a.Contacts[0]
 }
 
-// unreachableVote is one vote Unreachable in GET /api/v1/aors/NAME.
-var unreachableVote = regexp.MustCompile(`\{"node":"[a-z]","status":"Unreachable"\}`)
+// own is n's own status of t, from its API.
+func (n *procNode) own(t *testing.T) string { return n.trunk(t).Status }
 
 // unreachableVotes counts the votes Unreachable n's API shows for the
 // trunk.
 func (n *procNode) unreachableVotes(t *testing.T) int {
-	_, body := get(t, "GET", "http://"+n.http+"/api/v1/aors/t", "")
-	return len(unreachableVote.FindAllString(body, -1))
+	count := 0
+	for _, v := range n.trunk(t).Votes {
+		if v.Status == "Unreachable" {
+			count++
+		}
+	}
+	return count
 }
 
 // downByTwo takes the lab to the trunk down by the vantage quorum: a's

@@ -97,8 +97,10 @@ func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, each func(je
 		if members {
 			stale = func() bool { return c.membersStale() || c.rewatches.Load() != epoch }
 		}
-		f := follower{w: w, each: each, passed: passed, stale: stale,
-			last: func(ctx context.Context) (uint64, bool) { return lastSeq(ctx, kv, c.member.ttl/6) }, lagEvery: c.member.ttl / 3}
+		f := follower{w: w, each: each, passed: passed, stale: stale, lagEvery: c.member.ttl / 3}
+		if !members { // the members watch has membersStale, on this node's own renewals
+			f.last = func(ctx context.Context) (uint64, bool) { return lastSeq(ctx, kv, c.member.ttl/6) }
+		}
 		if f.follow(ctx) {
 			c.lagged.Add(1)
 		}
@@ -114,6 +116,7 @@ type follower struct {
 	stale  func() bool
 	// last is the bucket's last sequence as its stream's leader says, ok
 	// false when it does not answer; lagEvery is how often it is asked.
+	// Without last the watch is never found lagging.
 	last     func(context.Context) (uint64, bool)
 	lagEvery time.Duration
 }
@@ -150,6 +153,9 @@ func (f follower) follow(ctx context.Context) (lagged bool) {
 				return true
 			}
 			before, target = delivered, 0
+			if f.last == nil {
+				continue
+			}
 			if last, ok := f.last(ctx); ok && last > delivered {
 				target = last
 			}

@@ -43,15 +43,18 @@ func (c *Cluster) withdrawUnconfigured() {
 	}
 }
 
-// orphansLocked lists the contacts with a status or a record that no
-// vote holds; c.mu held.
+// orphansLocked lists, once each, the contacts with a status or a record
+// that no vote holds; c.mu held.
 func (c *Cluster) orphansLocked() []string {
 	var out []string
-	for _, m := range []map[string]qualify.Status{c.tally.status, c.recorded} {
-		for contact := range m {
-			if len(c.tally.votes[contact]) == 0 {
-				out = append(out, contact)
-			}
+	for contact := range c.tally.status {
+		if len(c.tally.votes[contact]) == 0 {
+			out = append(out, contact)
+		}
+	}
+	for contact := range c.recorded {
+		if _, listed := c.tally.status[contact]; !listed && len(c.tally.votes[contact]) == 0 {
+			out = append(out, contact)
 		}
 	}
 	return out
@@ -65,10 +68,13 @@ func (c *Cluster) dropOrphans(contacts []string) {
 		return
 	}
 	var gone []string
-	for _, contact := range contacts {
+	for _, contact := range c.unheld(contacts) { // the hook only for those no vote holds
 		if !c.configured(contact) {
 			gone = append(gone, contact)
 		}
+	}
+	if len(gone) == 0 {
+		return
 	}
 	c.mu.Lock()
 	queued := false
@@ -86,6 +92,22 @@ func (c *Cluster) dropOrphans(contacts []string) {
 	if queued {
 		c.poke()
 	}
+}
+
+// unheld keeps of contacts those that no vote holds and that have a
+// status or a record, as dropOrphans would remove.
+func (c *Cluster) unheld(contacts []string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, contact := range contacts {
+		_, recorded := c.recorded[contact]
+		_, decided := c.tally.status[contact]
+		if len(c.tally.votes[contact]) == 0 && (recorded || decided) {
+			out = append(out, contact)
+		}
+	}
+	return out
 }
 
 // forget drops the cluster's status of contact once neither a vote nor

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ func TestOrphanedVerdictRule(t *testing.T) {
 				c.voteEntry(voted(k, n, qualify.Reachable))
 			}
 			for _, n := range []string{"a", "b", "c"} {
-				if !slicesContains(tt.keep, n) {
+				if !slices.Contains(tt.keep, n) {
 					c.voteEntry(voted(k, n, qualify.NonQualified))
 				}
 			}
@@ -85,16 +86,6 @@ func TestOrphanedVerdictRule(t *testing.T) {
 			}
 		})
 	}
-}
-
-// slicesContains reports whether s holds v.
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestVerdictRemovalForgetsStatus: the removal of a verdict no vote holds
@@ -143,17 +134,25 @@ func (r *removable) remove(k string) { r.mu.Lock(); r.gone[k] = true; r.mu.Unloc
 
 func (r *removable) has(k string) bool { r.mu.Lock(); defer r.mu.Unlock(); return !r.gone[k] }
 
-// bucketHas reports whether node n's view of bucket holds key now.
-func bucketHas(t *testing.T, n *testNode, bucket, key string) bool {
+// bucketHolds reports whether node n's view of bucket answered and
+// holds key (want true) or does not (want false): a query that fails
+// says neither, so that a wait asks again and a check fails.
+func bucketHolds(t *testing.T, n *testNode, bucket, key string, want bool) bool {
 	t.Helper()
 	js, ctx, cancel := n.jetStream(t)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, bucket)
 	if err != nil {
-		return true // not answered: ask again
+		return false
 	}
 	_, err = kv.Get(ctx, key)
-	return !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted)
+	switch {
+	case err == nil:
+		return want
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return !want
+	}
+	return false
 }
 
 // TestRemovedContactLeavesNothing: a contact removed from every node's
@@ -176,8 +175,8 @@ func TestRemovedContactLeavesNothing(t *testing.T) {
 	for _, n := range nodes {
 		n.c.Report(k, qualify.Reachable)
 	}
-	waitFor(t, 10*testTTL, "the verdict is recorded", func() bool { return bucketHas(t, nodes[0], bucketVerdicts, contactKey(k)) })
-	waitFor(t, 10*testTTL, "c's vote is in the bucket", func() bool { return bucketHas(t, nodes[0], bucketVotes, voteKey(k, "c")) })
+	waitFor(t, 10*testTTL, "the verdict is recorded", func() bool { return bucketHolds(t, nodes[0], bucketVerdicts, contactKey(k), true) })
+	waitFor(t, 10*testTTL, "c's vote is in the bucket", func() bool { return bucketHolds(t, nodes[0], bucketVotes, voteKey(k, "c"), true) })
 
 	nodes[2].stop() // down during the reload: its vote stays
 	for i, n := range nodes[:2] {
@@ -185,16 +184,16 @@ func TestRemovedContactLeavesNothing(t *testing.T) {
 		n.c.Report(k, qualify.Removed)
 	}
 	for _, node := range []string{"a", "b"} {
-		waitFor(t, 10*testTTL, node+"'s vote is withdrawn", func() bool { return !bucketHas(t, nodes[0], bucketVotes, voteKey(k, node)) })
+		waitFor(t, 10*testTTL, node+"'s vote is withdrawn", func() bool { return bucketHolds(t, nodes[0], bucketVotes, voteKey(k, node), false) })
 	}
-	if !bucketHas(t, nodes[0], bucketVotes, voteKey(k, "c")) {
+	if !bucketHolds(t, nodes[0], bucketVotes, voteKey(k, "c"), true) {
 		t.Fatal("c's vote went while c was down")
 	}
 
 	files[2].remove(k)
 	nodes[2] = startNodeWith(t, cfgs[2], files[2].has)
-	waitFor(t, 10*testTTL, "c withdraws its vote at start", func() bool { return !bucketHas(t, nodes[0], bucketVotes, voteKey(k, "c")) })
-	waitFor(t, 10*testTTL, "the leader deletes the verdict", func() bool { return !bucketHas(t, nodes[0], bucketVerdicts, contactKey(k)) })
+	waitFor(t, 10*testTTL, "c withdraws its vote at start", func() bool { return bucketHolds(t, nodes[0], bucketVotes, voteKey(k, "c"), false) })
+	waitFor(t, 10*testTTL, "the leader deletes the verdict", func() bool { return bucketHolds(t, nodes[0], bucketVerdicts, contactKey(k), false) })
 	for _, n := range nodes {
 		waitFor(t, 10*testTTL, n.cfg.Self+" forgets the status", func() bool {
 			n.c.mu.Lock()

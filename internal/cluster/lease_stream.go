@@ -1,11 +1,6 @@
 package cluster
 
-import (
-	"context"
-	"encoding/json"
-
-	"github.com/nats-io/nats.go/jetstream"
-)
+import "context"
 
 // The lease's holder keeps the lease bucket's stream led by another
 // server than its own embedded one. A holder killed with its server
@@ -16,56 +11,25 @@ import (
 // whatever the lease TTL, and the routers would go that long without a
 // heartbeat.
 
-// stepDownSubject is the JetStream API of a stream leader's step-down.
-const stepDownSubject = "$JS.API.STREAM.LEADER.STEPDOWN."
-
 // yieldLeaseStream waits for yield, poked at each renewal the lease
 // took, and then has the lease's stream led elsewhere if this node's own
-// server leads it, until ctx ends. With an external NATS it does
-// nothing: no server dies with this node.
+// server leads it, until ctx ends: the embedded server answers both
+// without a request. With an external NATS it does nothing: no server
+// dies with this node.
 func (c *Cluster) yieldLeaseStream(ctx context.Context) {
-	js, err := jetstream.New(c.nc)
-	if c.srv == nil || err != nil {
+	if c.srv == nil {
 		return
 	}
-	stream := "KV_" + bucketLease
+	account, stream := c.srv.GlobalAccount().GetName(), "KV_"+bucketLease
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.yield:
 		}
-		if c.leadsStream(ctx, js, stream) {
-			c.stepDown(stream)
+		if c.srv.JetStreamIsStreamLeader(account, stream) && c.srv.JetStreamStepdownStream(account, stream) == nil {
+			c.stepDowns.Add(1) // a refusal is left for the next renewal to try again
 		}
-	}
-}
-
-// leadsStream reports whether this node's server leads stream now.
-func (c *Cluster) leadsStream(ctx context.Context, js jetstream.JetStream, stream string) bool {
-	ctx, cancel := context.WithTimeout(ctx, c.lease.ttl/6)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return false
-	}
-	info := s.CachedInfo()
-	return info.Cluster != nil && info.Cluster.Leader == c.srv.Name()
-}
-
-// stepDown asks stream's leader to hand the stream to another server;
-// a refusal is left for the next renewal to try again.
-func (c *Cluster) stepDown(stream string) {
-	msg, err := c.nc.Request(stepDownSubject+stream, nil, c.lease.ttl/6)
-	if err != nil {
-		return
-	}
-	var resp struct {
-		Success bool `json:"success"`
-	}
-	_ = json.Unmarshal(msg.Data, &resp)
-	if resp.Success {
-		c.stepDowns.Add(1)
 	}
 }
 

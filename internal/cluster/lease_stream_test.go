@@ -32,7 +32,7 @@ func TestLeaseHolderHandsItsStreamOn(t *testing.T) {
 			return true
 		}
 		body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": lead.cfg.Self}})
-		_, _ = lead.c.nc.Request(stepDownSubject+stream, body, testTTL/3)
+		_, _ = lead.c.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, body, testTTL/3) // the JetStream API's step-down, to a preferred server
 		return streamLeader(t, lead, stream) == lead.cfg.Self
 	})
 	took := waitFor(t, 10*testTTL, "the holder hands the stream on", func() bool {

@@ -43,10 +43,12 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 		case <-ch:
 		}
 	}
-	ready := once(c.ready)
-	c.watch(ctx, b.votes, c.voteEntry, func(seen map[string]bool) {
-		c.withdrawUnconfigured()
-		ready(seen)
+	var first sync.Once // a rewatch's pass finds nothing a reload's Removed did not withdraw
+	c.watch(ctx, b.votes, c.voteEntry, func(map[string]bool) {
+		first.Do(func() {
+			c.withdrawUnconfigured()
+			close(c.ready)
+		})
 	}, false)
 	wg.Wait()
 }

@@ -94,7 +94,7 @@ func (n *node) assign(live []string) {
 		n.c.Report(ContactKey(aor, uri), qualify.Removed)
 		moves++
 	})
-	n.announceProbes()
+	n.c.SetProbes(probed)
 	n.d.log.Notice(slog.LevelInfo, fmt.Sprintf("cluster: live nodes %s: this node probes %d contacts (%d moved)",
 		strings.Join(live, ","), probed, moves))
 }
