@@ -219,9 +219,16 @@ func StartRealtime(t testing.TB, schema, password string) *Postgres {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return StartRealtimeSchema(t, string(sql), password)
+}
+
+// StartRealtimeSchema is StartRealtime with the schema's SQL itself (for
+// example AlembicSchema(t, "postgresql")).
+func StartRealtimeSchema(t testing.TB, sql, password string) *Postgres {
+	t.Helper()
 	p := StartPostgres(t)
 	p.Exec("postgres", "CREATE DATABASE asterisk")
-	p.Exec("asterisk", string(sql))
+	p.Exec("asterisk", sql)
 	p.Exec("asterisk", "CREATE ROLE qualifyd LOGIN PASSWORD "+quote(password)+
 		"; GRANT SELECT ON ps_aors, ps_endpoints, ps_auths TO qualifyd")
 	return p

@@ -78,13 +78,6 @@ func TestRealtimePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := func(pairs ...string) []pjsip.KeyValue {
-		var out []pjsip.KeyValue
-		for i := 0; i < len(pairs); i += 2 {
-			out = append(out, pjsip.KeyValue{Key: pairs[i], Value: pairs[i+1]})
-		}
-		return out
-	}
 	want := []pjsip.Object{
 		{Type: "aor", Name: "trunk-a", File: "ps_aors", Line: 1, Options: kv("contact", "sip:192.0.2.10:5060", "contact", "sip:192.0.2.11:5080")},
 		{Type: "aor", Name: "trunk-b", File: "ps_aors", Line: 2, Options: kv("contact", "sip:192.0.2.20:5060",

@@ -1,0 +1,225 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/peertest"
+	"github.com/qualifyd/qualifyd/internal/pjsip"
+)
+
+// realtimeRows are rows of the three tables, in columns that both
+// databases' Alembic schemas have, among them ones qualifyd does not
+// read.
+const realtimeRows = `
+	INSERT INTO ps_aors (id, contact, qualify_frequency, qualify_timeout, authenticate_qualify, max_contacts, remove_existing)
+		VALUES ('trunk-b', 'sip:192.0.2.20:5060', 30, 2.5, 'no', 1, 'yes'),
+		       ('trunk-a', 'sip:192.0.2.10:5060;sip:192.0.2.11:5080', NULL, NULL, NULL, NULL, NULL);
+	INSERT INTO ps_endpoints (id, transport, aors, context, allow, direct_media, dtmf_mode, outbound_auth, from_user, from_domain)
+		VALUES ('trunk-a', 'transport-udp', 'trunk-a', 'from-trunk', 'ulaw,alaw', 'no', 'rfc4733', 'trunk-a-auth', 'pbx', 'pbx.example.net');
+	INSERT INTO ps_auths (id, auth_type, username, password, realm, md5_cred)
+		VALUES ('trunk-a-auth', 'userpass', 'alice', 'secret', NULL, NULL)`
+
+// realtimeObjects are the objects realtimeRows become.
+var realtimeObjects = []pjsip.Object{
+	{Type: "aor", Name: "trunk-a", File: "ps_aors", Line: 1, Options: kv("contact", "sip:192.0.2.10:5060", "contact", "sip:192.0.2.11:5080")},
+	{Type: "aor", Name: "trunk-b", File: "ps_aors", Line: 2, Options: kv("contact", "sip:192.0.2.20:5060",
+		"qualify_frequency", "30", "qualify_timeout", "2.5", "authenticate_qualify", "no")},
+	{Type: "endpoint", Name: "trunk-a", File: "ps_endpoints", Line: 1, Options: kv("aors", "trunk-a", "transport", "transport-udp",
+		"from_user", "pbx", "from_domain", "pbx.example.net", "outbound_auth", "trunk-a-auth")},
+	{Type: "auth", Name: "trunk-a-auth", File: "ps_auths", Line: 1, Options: kv("username", "alice", "password", "secret")},
+}
+
+func kv(pairs ...string) []pjsip.KeyValue {
+	var out []pjsip.KeyValue
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, pjsip.KeyValue{Key: pairs[i], Value: pairs[i+1]})
+	}
+	return out
+}
+
+// TestRealtimeMariaDB: the driver reads Asterisk's tables, made by its
+// Alembic migrations, from a real MariaDB as a user with SELECT on them
+// only, through a mysql:// URL and go-sql-driver's own form: the columns
+// it reads, with their values as text whatever their type, NULLs unset,
+// other columns ignored; a value Asterisk's option would refuse fails the
+// read naming table, row and column; and no error shows the password.
+func TestRealtimeMariaDB(t *testing.T) {
+	const pw = "rt-pass;w0rd@/?"
+	m := peertest.StartRealtimeMariaDB(t, pw)
+	m.Exec("asterisk", realtimeRows)
+	for _, dsn := range []string{m.DSN("qualifyd", pw, "asterisk"), "qualifyd:" + pw + "@unix(" + m.Socket + ")/asterisk"} {
+		got, err := readRealtime(t, dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", dsn, err)
+		}
+		if !reflect.DeepEqual(got, realtimeObjects) {
+			t.Fatalf("objects\n got %+v\nwant %+v", got, realtimeObjects)
+		}
+	}
+	dsn := m.DSN("qualifyd", pw, "asterisk")
+
+	m.Exec("asterisk", `ALTER TABLE ps_aors MODIFY qualify_frequency VARCHAR(40);
+		UPDATE ps_aors SET qualify_frequency = 'abc' WHERE id = 'trunk-b'`)
+	_, err := readRealtime(t, dsn)
+	if want := `ps_aors:2: section "trunk-b": option "qualify_frequency": invalid value: "abc" is not an unsigned integer`; err == nil || err.Error() != want {
+		t.Fatalf("garbage: got %v, want %s", err, want)
+	}
+	m.Exec("asterisk", `UPDATE ps_aors SET qualify_frequency = '60', contact = 'trunk-b.example.net' WHERE id = 'trunk-b'`)
+	_, err = readRealtime(t, dsn)
+	if err == nil || !strings.HasPrefix(err.Error(), `ps_aors:2: section "trunk-b": option "contact": `) {
+		t.Fatalf("a contact that is no SIP URI: %v", err)
+	}
+
+	m.Exec("asterisk", "REVOKE SELECT ON asterisk.ps_auths FROM qualifyd@localhost")
+	_, err = readRealtime(t, dsn)
+	if err == nil || !strings.HasPrefix(err.Error(), "ps_auths: Error 1142 (42000): SELECT command denied to user 'qualifyd'@'localhost' for table") {
+		t.Fatalf("no grant: %v", err)
+	}
+	for _, wrong := range []string{m.DSN("qualifyd", "wr0ng-pass", "asterisk"), "qualifyd:wr0ng-pass@unix(" + m.Socket + ")/asterisk"} {
+		_, err = readRealtime(t, wrong)
+		if err == nil || !strings.Contains(err.Error(), "Access denied for user 'qualifyd'@'localhost' (using password: YES)") {
+			t.Fatalf("wrong password: %v", err)
+		}
+		noSecret(t, err, "wr0ng-pass")
+	}
+}
+
+// TestRealtimeSnapshot: the three tables are read in one snapshot: rows
+// committed after it began are not seen, even by a later table's query.
+func TestRealtimeSnapshot(t *testing.T) {
+	m := peertest.StartRealtimeMariaDB(t, "snap-pw")
+	m.Exec("asterisk", realtimeRows)
+	db, err := newDatabase(m.DSN("qualifyd", "snap-pw", "asterisk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	snap, err := db.begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.close()
+	aors, err := readTable(ctx, snap, tables[0])
+	if err != nil || len(aors) != 2 {
+		t.Fatalf("ps_aors: %v %v", aors, err)
+	}
+	m.Exec("asterisk", "INSERT INTO ps_auths (id, username, password) VALUES ('late', 'bob', 'x'); DELETE FROM ps_endpoints")
+	for _, tb := range tables[1:] {
+		objs, err := readTable(ctx, snap, tb)
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("%s after a commit: %v %v, want the snapshot's one row", tb.name, objs, err)
+		}
+	}
+}
+
+// TestRealtimeSameRows: the same rows in PostgreSQL and in MariaDB, each
+// with the schema Asterisk's Alembic migrations make for it, give the
+// same objects.
+func TestRealtimeSameRows(t *testing.T) {
+	pg := peertest.StartRealtimeSchema(t, peertest.AlembicSchema(t, "postgresql"), "same-pw")
+	pg.Exec("asterisk", realtimeRows)
+	m := peertest.StartRealtimeMariaDB(t, "same-pw")
+	m.Exec("asterisk", realtimeRows)
+	fromPG, err := readRealtime(t, pg.DSN("qualifyd", "same-pw", "asterisk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromMariaDB, err := readRealtime(t, m.DSN("qualifyd", "same-pw", "asterisk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromPG, fromMariaDB) || !reflect.DeepEqual(fromPG, realtimeObjects) {
+		t.Fatalf("PostgreSQL\n %+v\nMariaDB\n %+v\nwant\n %+v", fromPG, fromMariaDB, realtimeObjects)
+	}
+}
+
+// TestRealtimeMySQLDSN: which database a DSN names, and what of it the
+// MySQL driver takes: the address (a socket, a port defaulted to 3306),
+// the user, password and database, go-sql-driver's parameters, the TLS
+// files; an error never quotes the DSN.
+func TestRealtimeMySQLDSN(t *testing.T) {
+	for _, tc := range []struct {
+		dsn, net, addr, user, pw, db string
+	}{
+		{"mysql://qualifyd:p%40ss@db.example.net/asterisk", "tcp", "db.example.net:3306", "qualifyd", "p@ss", "asterisk"},
+		{"mysql://qualifyd:pw@[2001:db8::1]:3307/asterisk?timeout=3s", "tcp", "[2001:db8::1]:3307", "qualifyd", "pw", "asterisk"},
+		{"mysql://qualifyd:pw@/asterisk?socket=/run/mysqld/mysqld.sock", "unix", "/run/mysqld/mysqld.sock", "qualifyd", "pw", "asterisk"},
+		{"qualifyd:p@ss)@tcp(db.example.net:3306)/asterisk?tls=skip-verify", "tcp", "db.example.net:3306", "qualifyd", "p@ss)", "asterisk"},
+		{"qualifyd:pw@unix(/run/mysqld/mysqld.sock)/asterisk", "unix", "/run/mysqld/mysqld.sock", "qualifyd", "pw", "asterisk"},
+	} {
+		db, err := newDatabase(tc.dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.dsn, err)
+		}
+		c := db.(*mysqlDB).cfg
+		if c.Net != tc.net || c.Addr != tc.addr || c.User != tc.user || c.Passwd != tc.pw || c.DBName != tc.db {
+			t.Errorf("%s: %s %s %s %s %s", tc.dsn, c.Net, c.Addr, c.User, c.Passwd, c.DBName)
+		}
+	}
+	for _, dsn := range []string{"postgres://u:pw@h/db", "host=/tmp user=u password=pw dbname=x", "dbname=tcp(x)"} {
+		if _, err := newDatabase(dsn); err != nil || reflect.TypeOf(must(newDatabase(dsn))) != reflect.TypeOf(&postgres{}) {
+			t.Errorf("%s: not PostgreSQL: %v", dsn, err)
+		}
+	}
+	for dsn, want := range map[string]string{
+		"mysql://u:hunter2-pw@h:x/db":                       "not a MySQL connection string",
+		"mysql://u:hunter2-pw@h/db?socket=/s":               "a mysql:// URL has a host or ?socket=, not both",
+		"mysql://u:hunter2-pw@h/db?tls=bogus":               "not a MySQL connection string",
+		"mysql://u:hunter2-pw@h/db?ssl-ca=/nonexistent.pem": "ssl-ca: open /nonexistent.pem: no such file or directory",
+		"mysql://u:hunter2-pw@h/db?ssl-cert=/c.pem":         "ssl-cert and ssl-key go together",
+		"u:hunter2-pw@tcp(h)/db?ssl-ca=%2Fx&tls=false":      "ssl-ca, ssl-cert and ssl-key need tls=true or tls=skip-verify, not tls=false",
+		"u:hunter2-pw@tcp(h/db":                             "not a MySQL connection string",
+	} {
+		_, err := newDatabase(dsn)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "hunter2-pw") {
+			t.Errorf("%s: got %v, want %s", dsn, err, want)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestRealtimeMySQLStall: a MySQL server that accepts the connection and
+// never sends its greeting fails the read within the source's timeout.
+func TestRealtimeMySQLStall(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	for _, dsn := range []string{"mysql://qualifyd:stall-pw@" + ln.Addr().String() + "/asterisk",
+		fmt.Sprintf("qualifyd:stall-pw@tcp(%s)/asterisk", ln.Addr())} {
+		src := realtimeSource(dsn)
+		src.Timeout = 200 * time.Millisecond
+		d, err := New(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Read(context.Background())
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: got %v, want a timeout", dsn, err)
+		}
+		noSecret(t, err, "stall-pw")
+	}
+}
