@@ -30,6 +30,11 @@ type MariaDB struct {
 	Socket string
 	// Log is the server's output.
 	Log *Output
+	// Port, when not 0, is a loopback TCP port the next Start listens
+	// on besides the socket; Args are more server options for it (for
+	// example --ssl-cert=FILE).
+	Port int
+	Args []string
 
 	t     testing.TB
 	cmd   *exec.Cmd
@@ -106,8 +111,13 @@ func installMariaDB(t testing.TB, data string) {
 func (m *MariaDB) Start() {
 	m.t.Helper()
 	m.Log = &Output{}
-	args := append(serverArgs(m.data()), "--socket="+m.Socket, "--skip-networking",
-		"--pid-file="+filepath.Join(m.Dir, "mysqld.pid"), "--log-error=")
+	args := append(serverArgs(m.data()), "--socket="+m.Socket, "--pid-file="+filepath.Join(m.Dir, "mysqld.pid"), "--log-error=")
+	if m.Port == 0 {
+		args = append(args, "--skip-networking")
+	} else {
+		args = append(args, "--bind-address=127.0.0.1", fmt.Sprintf("--port=%d", m.Port))
+	}
+	args = append(args, m.Args...)
 	m.cmd = exec.Command(mariadbBin(m.t, "mariadbd"), args...)
 	m.cmd.Dir = m.Dir
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -205,7 +205,7 @@ func (m *mysqlDB) begin(ctx context.Context) (snapshot, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("failed to connect to %s(%s) as %s: %w", m.cfg.Net, m.cfg.Addr, m.cfg.User, err)
 	}
 	s := &mySnapshot{db: db, conn: conn}
 	for _, stmt := range []string{"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -221,5 +222,53 @@ func TestRealtimeMySQLStall(t *testing.T) {
 			t.Fatalf("%s: got %v, want a timeout", dsn, err)
 		}
 		noSecret(t, err, "stall-pw")
+	}
+}
+
+// TestRealtimeMariaDBTLS: over TCP to a MariaDB that requires TLS (and
+// then a client certificate) of user qualifyd, a read with tls=true and
+// ssl-ca naming the server's CA succeeds, as does one with ssl-cert and
+// ssl-key when the certificate is required; without TLS, with the
+// system's roots instead of the CA, or without the client certificate
+// the read fails, and no error shows the password.
+func TestRealtimeMariaDBTLS(t *testing.T) {
+	const pw = "tls-pw"
+	certs := peertest.WriteCerts(t)
+	m := peertest.StartRealtimeMariaDB(t, pw)
+	m.Exec("asterisk", realtimeRows+"; ALTER USER qualifyd@localhost REQUIRE SSL")
+	m.Stop()
+	m.Port = peertest.FreePort(t, "tcp")
+	m.Args = []string{"--ssl-ca=" + certs.CA, "--ssl-cert=" + certs.ServerCert, "--ssl-key=" + certs.ServerKey}
+	m.Start()
+	m.Exec("", "RENAME USER qualifyd@localhost TO qualifyd@'127.0.0.1'")
+	base := fmt.Sprintf("mysql://qualifyd:%s@127.0.0.1:%d/asterisk", pw, m.Port)
+	read := func(dsn string) error {
+		got, err := readRealtime(t, dsn)
+		if err == nil && !reflect.DeepEqual(got, realtimeObjects) {
+			t.Fatalf("%s: objects %+v", dsn, got)
+		}
+		if err != nil {
+			noSecret(t, err, pw)
+		}
+		return err
+	}
+	if err := read(base + "?tls=true&ssl-ca=" + certs.CA); err != nil {
+		t.Fatalf("TLS with the server's CA: %v", err)
+	}
+	if err := read(fmt.Sprintf("qualifyd:%s@tcp(127.0.0.1:%d)/asterisk?ssl-ca=%s", pw, m.Port, url.QueryEscape(certs.CA))); err != nil {
+		t.Fatalf("ssl-ca alone, go-sql-driver's form: %v", err)
+	}
+	if err := read(base); err == nil || !strings.Contains(err.Error(), "Access denied for user 'qualifyd'") {
+		t.Fatalf("without TLS: %v", err)
+	}
+	if err := read(base + "?tls=true"); err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("the system's roots: %v", err)
+	}
+	m.Exec("", "ALTER USER qualifyd@'127.0.0.1' REQUIRE X509")
+	if err := read(base + "?ssl-ca=" + certs.CA); err == nil || !strings.Contains(err.Error(), "Access denied for user 'qualifyd'") {
+		t.Fatalf("no client certificate: %v", err)
+	}
+	if err := read(base + "?ssl-ca=" + certs.CA + "&ssl-cert=" + certs.ClientCert + "&ssl-key=" + certs.ClientKey); err != nil {
+		t.Fatalf("with the client certificate: %v", err)
 	}
 }
