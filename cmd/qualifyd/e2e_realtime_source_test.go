@@ -49,7 +49,7 @@ type realtimeDB struct {
 // Asterisk's tables and user qualifyd's password.
 func eachRealtimeDB(t *testing.T, password string, test func(*testing.T, realtimeDB)) {
 	t.Run("postgres", func(t *testing.T) {
-		pg := peertest.StartRealtime(t, realtimeSchema, password)
+		pg := peertest.StartRealtime(t, password)
 		test(t, realtimeDB{exec: func(sql string) { pg.Exec("asterisk", sql) }, stop: pg.Stop, password: password,
 			dsn: func(pw string) string { return fmt.Sprintf("postgres://qualifyd:%s@/asterisk?host=%s", pw, pg.Dir) }})
 	})
@@ -151,10 +151,6 @@ func reachable(t *testing.T, base, aor, uri string) {
 		return false
 	})
 }
-
-// realtimeSchema is Asterisk's realtime tables, as the source driver's
-// tests create them.
-var realtimeSchema = filepath.Join("..", "..", "internal", "source", "testdata", "realtime.sql")
 
 // sourceState is the one source of GET /api/v1/sources.
 func sourceState(t *testing.T, base string) api.Source {

@@ -124,7 +124,7 @@ func TestRealtimeSnapshot(t *testing.T) {
 // with the schema Asterisk's Alembic migrations make for it, give the
 // same objects.
 func TestRealtimeSameRows(t *testing.T) {
-	pg := peertest.StartRealtimeSchema(t, peertest.AlembicSchema(t, "postgresql"), "same-pw")
+	pg := peertest.StartRealtime(t, "same-pw")
 	pg.Exec("asterisk", realtimeRows)
 	m := peertest.StartRealtimeMariaDB(t, "same-pw")
 	m.Exec("asterisk", realtimeRows)

@@ -40,12 +40,12 @@ func TestRealtimeRow(t *testing.T) {
 	}
 }
 
-// realtimeDB is a cluster with Asterisk's realtime tables in database
-// asterisk, and a user qualifyd that may only SELECT from the three
+// realtimeDB is a cluster with Asterisk's realtime tables (its Alembic
+// migrations') in database asterisk, and a user qualifyd that may only SELECT from the three
 // tables the driver reads.
 func realtimeDB(t *testing.T) (*peertest.Postgres, string) {
 	t.Helper()
-	pg := peertest.StartRealtime(t, "testdata/realtime.sql", "rt-pass;w0rd")
+	pg := peertest.StartRealtime(t, "rt-pass;w0rd")
 	return pg, pg.DSN("qualifyd", "'rt-pass;w0rd'", "asterisk")
 }
 
