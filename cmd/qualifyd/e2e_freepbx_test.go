@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,24 +33,8 @@ type trunkPeer struct {
 
 func startTrunkPeer(t *testing.T) *trunkPeer {
 	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	p := &trunkPeer{addr: c.LocalAddr().String(), invites: map[string]bool{}}
-	go func() {
-		buf := make([]byte, 65535)
-		for {
-			n, src, err := c.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if resp := p.answer(string(buf[:n])); resp != "" {
-				_, _ = c.WriteTo([]byte(resp), src)
-			}
-		}
-	}()
+	p := &trunkPeer{invites: map[string]bool{}}
+	p.addr = serveUDP(t, p.answer)
 	return p
 }
 

@@ -177,12 +177,20 @@ type sipPeer struct {
 
 func startSIPPeer(t *testing.T, challenge bool) *sipPeer {
 	t.Helper()
+	p := &sipPeer{challenge: challenge}
+	p.addr = serveUDP(t, p.answer)
+	return p
+}
+
+// serveUDP answers each datagram on a loopback UDP socket with answer's
+// response ("" for none) until the test ends, and returns its address.
+func serveUDP(t *testing.T, answer func(msg string) string) string {
+	t.Helper()
 	c, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	p := &sipPeer{addr: c.LocalAddr().String(), challenge: challenge}
 	go func() {
 		buf := make([]byte, 65535)
 		for {
@@ -190,12 +198,12 @@ func startSIPPeer(t *testing.T, challenge bool) *sipPeer {
 			if err != nil {
 				return
 			}
-			if resp := p.answer(string(buf[:n])); resp != "" {
+			if resp := answer(string(buf[:n])); resp != "" {
 				_, _ = c.WriteTo([]byte(resp), src)
 			}
 		}
 	}()
-	return p
+	return c.LocalAddr().String()
 }
 
 // seen returns the last From answered and how many challenges were.
