@@ -75,17 +75,16 @@ func serverArgs(data string) []string {
 // stops a broken start.
 func StartMariaDB(t testing.TB) *MariaDB {
 	t.Helper()
-	m := newMariaDB(t)
+	m := newMariaDB(t, t.TempDir())
 	installMariaDB(t, m.data())
 	m.Start()
 	m.Exec("", "ALTER USER root@localhost IDENTIFIED BY "+quote(AdminPassword))
 	return m
 }
 
-// newMariaDB is a server in a new directory, not yet started.
-func newMariaDB(t testing.TB) *MariaDB {
+// newMariaDB is a server in dir, not yet started.
+func newMariaDB(t testing.TB, dir string) *MariaDB {
 	t.Helper()
-	dir := t.TempDir()
 	m := &MariaDB{Dir: dir, Socket: filepath.Join(dir, "mysqld.sock"), t: t}
 	t.Cleanup(m.kill)
 	return m
@@ -229,7 +228,7 @@ func (m *MariaDB) Exec(database, sql string) {
 func StartRealtimeMariaDB(t testing.TB, password string) *MariaDB {
 	t.Helper()
 	template := mariadbTemplate(t, AlembicSchema(t, "mysql"))
-	m := newMariaDB(t)
+	m := newMariaDB(t, t.TempDir())
 	if err := os.CopyFS(m.data(), os.DirFS(template)); err != nil {
 		t.Fatal(err)
 	}
@@ -260,15 +259,21 @@ func mariadbTemplate(t testing.TB, schema string) string {
 	if _, err := os.Stat(filepath.Join(dir, "asterisk")); err == nil {
 		return dir
 	}
-	m := newMariaDB(t)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Built beside its place, so that the rename stays on one file system.
+	build, err := os.MkdirTemp(filepath.Dir(dir), ".mariadb-build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(build)
+	m := newMariaDB(t, build)
 	installMariaDB(t, m.data())
 	m.Start()
 	m.Exec("", "ALTER USER root@localhost IDENTIFIED BY "+quote(AdminPassword)+"; CREATE DATABASE asterisk")
 	m.Exec("asterisk", schema)
 	m.Stop()
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Rename(m.data(), dir); err != nil {
 		if _, statErr := os.Stat(filepath.Join(dir, "asterisk")); statErr != nil {
 			t.Fatal(err) // not another test process's template
