@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"reflect"
@@ -225,4 +226,27 @@ func TestRealtimeMariaDBTLS(t *testing.T) {
 	if err := read(base + "?ssl-ca=" + certs.CA + "&ssl-cert=" + certs.ClientCert + "&ssl-key=" + certs.ClientKey); err != nil {
 		t.Fatalf("with the client certificate: %v", err)
 	}
+}
+
+// FuzzRealtimeDSN: no connection string, in any of the forms, makes the
+// parsers panic, and none of their errors shows the password (a string
+// the rest of the DSN does not hold).
+func FuzzRealtimeDSN(f *testing.F) {
+	for _, rest := range []string{"db.example.net/asterisk", "h:x/db", "/db?socket=/run/mysqld.sock", "h/db?tls=bogus",
+		"h/db?ssl-ca=/nonexistent&tls=false", "127.0.0.1:3306)/asterisk?timeout=3s", "unix(/s)/db?ssl-cert=%2Fc", "[::1]:5432/db?sslmode=verify-full",
+		"h/db?ssl-key=/k&ssl-cert=/c", "%zz", ")/?", ""} {
+		f.Add([]byte{0x5e, 0xa1}, rest)
+	}
+	f.Fuzz(func(t *testing.T, secret []byte, rest string) {
+		pw := "Zq9" + hex.EncodeToString(secret)
+		if strings.Contains(rest, pw) {
+			return
+		}
+		for _, dsn := range []string{"mysql://qualifyd:" + url.QueryEscape(pw) + "@" + rest, "qualifyd:" + pw + "@tcp(" + rest,
+			"qualifyd:" + pw + "@" + rest, "postgres://qualifyd:" + url.QueryEscape(pw) + "@" + rest, "password=" + pw + " " + rest} {
+			if _, err := newDatabase(dsn); err != nil && strings.Contains(err.Error(), pw) {
+				t.Fatalf("%q: the error shows the password: %v", dsn, err)
+			}
+		}
+	})
 }
