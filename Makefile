@@ -35,8 +35,11 @@ build:
 # iproute2 and nftables for the lossy-network lab, chromium for the
 # status page's browser tests, promtool (Debian's prometheus) for the
 # metrics' lint and the alerting rules' tests, and PostgreSQL (initdb and
-# postgres, on PATH or in /usr/lib/postgresql/*/bin) for the realtime
-# source's tests.
+# postgres, on PATH or in /usr/lib/postgresql/*/bin), MariaDB (Debian's
+# mariadb-server: mariadb-install-db and mariadbd) and alembic (Debian's,
+# which turns Asterisk's migrations in contrib/ast-db-manage, extracted
+# into ASTERISK/ast-db-manage from the Asterisk source, into the MariaDB
+# schema) for the realtime source's tests.
 deps:
 	$(GO) mod download
 	$(GO) -C packaging mod download
@@ -48,6 +51,8 @@ deps:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	{ command -v mariadbd || test -x /usr/sbin/mariadbd; } >/dev/null 2>&1 || missing="$$missing mariadb-server"; \
+	command -v alembic >/dev/null 2>&1 || missing="$$missing alembic"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -55,6 +60,11 @@ deps:
 	@if [ -x $(ASTERISK_SRC)/build.sh ]; then $(ASTERISK_SRC)/build.sh $(ASTERISK); \
 	elif [ -x $(ASTERISK)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the Asterisk built in $(ASTERISK)"; \
 	else echo "deps: no $(ASTERISK_SRC)/build.sh and no Asterisk in $(ASTERISK): the real-Asterisk tests need one (ASTERISK_SRC=...)"; exit 1; fi
+	@if [ -f $(ASTERISK)/ast-db-manage/config/env.py ]; then :; \
+	elif ls $(ASTERISK_SRC)/asterisk-*.tar.gz >/dev/null 2>&1; then \
+		mkdir -p $(ASTERISK)/ast-db-manage && \
+		tar -xzf $(ASTERISK_SRC)/asterisk-*.tar.gz --strip-components=3 -C $(ASTERISK)/ast-db-manage asterisk/contrib/ast-db-manage; \
+	else echo "deps: no Asterisk source in $(ASTERISK_SRC): the realtime tests need its contrib/ast-db-manage in $(ASTERISK)/ast-db-manage"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)

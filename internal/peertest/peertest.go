@@ -1,8 +1,10 @@
 // Package peertest starts the real peers of the interoperability tests
-// (SIPp, Kamailio, PostgreSQL) as child processes of a test, on loopback;
-// Kamailio through StartKamailio and PostgreSQL through StartPostgres
-// (postgres.go: its own cluster on a Unix socket), which wait until they
-// answer. A missing
+// (SIPp, Kamailio, PostgreSQL, MariaDB, Asterisk) as child processes of a
+// test, on loopback; Kamailio through StartKamailio, PostgreSQL through
+// StartPostgres (postgres.go: its own cluster on a Unix socket) and
+// MariaDB through StartMariaDB (mariadb.go: likewise), which wait until
+// they answer; the realtime tables through Asterisk's Alembic migrations
+// (alembic.go). A missing
 // peer fails the test rather than skipping it, so that an interop test
 // never passes unrun; `make deps` installs them. It is imported by tests
 // only.
