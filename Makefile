@@ -47,6 +47,8 @@ deps:
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	command -v man >/dev/null 2>&1 || missing="$$missing man-db"; \
 	{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
