@@ -190,7 +190,8 @@ func releasable(in, managed map[string]bool) []string {
 	return out
 }
 
-// staleLine says why the guard failed open and what it released.
+// staleLine says why the guard failed open and what it released: the
+// count, and the first named endpoints of done (sorted).
 func staleLine(now time.Time, until int64, ok bool, done []string) string {
 	why := "no heartbeat deadline (qualifyd/failopen_at) in astdb"
 	if ok {
@@ -198,9 +199,21 @@ func staleLine(now time.Time, until int64, ok bool, done []string) string {
 	}
 	line := fmt.Sprintf("%s: maintenance off for %d %s", why, len(done), plural(len(done), "endpoint"))
 	if len(done) > 0 {
-		line += ": " + strings.Join(done, ", ")
+		line += ": " + firstFew(done, named)
 	}
 	return line
+}
+
+// named is how many endpoints a guard's line names at most: a release of
+// 500 trunks is one short line, not 5 KB.
+const named = 10
+
+// firstFew joins the first n names, and says how many more there are.
+func firstFew(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
 }
 
 func plural(n int, word string) string {
