@@ -119,7 +119,7 @@ func webhookReceiver(b *testing.B, delay time.Duration) string {
 
 // serveTCP accepts connections on a loopback port and serves each with
 // serve; it returns the address.
-func serveTCP(b *testing.B, serve func(net.Conn)) string {
+func serveTCP(b testing.TB, serve func(net.Conn)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
