@@ -130,11 +130,7 @@ func (a *AMI) push(_ context.Context, o Object) error {
 // request is the action that pushes o, and its fields.
 func (a *AMI) request(o Object) (name string, fields []string) {
 	if a.Maintenance {
-		state := "off"
-		if o.Level == Down {
-			state = "on"
-		}
-		return "PJSIPSetMaintenance", []string{"Endpoint", o.Name, "State", state}
+		return maintenanceRequest(o)
 	}
 	value := "NOT_INUSE"
 	if o.Level == Down {
@@ -143,15 +139,30 @@ func (a *AMI) request(o Object) (name string, fields []string) {
 	return "Setvar", []string{"Variable", "DEVICE_STATE(" + a.Prefix + o.Name + ")", "Value", value}
 }
 
-// pushBatch pipelines the pushes over the session: up to inFlight
-// actions in one write, then their replies, matched by ActionID.
-// Asterisk reads a session's actions in order and answers each before
-// the next, so the window saves a round trip per action, not Asterisk's
-// work.
+// maintenanceRequest is the PJSIPSetMaintenance of o's endpoint: on for
+// Down, else off.
+func maintenanceRequest(o Object) (name string, fields []string) {
+	state := "off"
+	if o.Level == Down {
+		state = "on"
+	}
+	return "PJSIPSetMaintenance", []string{"Endpoint", o.Name, "State", state}
+}
+
+// pushBatch pipelines the pushes over the session (see batch).
 func (a *AMI) pushBatch(_ context.Context, objs []Object, errs []error) {
+	a.batch(objs, errs, a.request)
+}
+
+// batch sends the action request makes of each of objs, pipelined: up
+// to inFlight actions in one write, then their replies, matched by
+// ActionID, into errs. Asterisk reads a session's actions in order and
+// answers each before the next, so the window saves a round trip per
+// action, not Asterisk's work.
+func (a *AMI) batch(objs []Object, errs []error, request func(Object) (string, []string)) {
 	for lo := 0; lo < len(objs); lo += inFlight {
 		hi := min(lo+inFlight, len(objs))
-		if err := a.pipeline(objs[lo:hi], errs[lo:hi]); err != nil {
+		if err := a.pipeline(objs[lo:hi], errs[lo:hi], request); err != nil {
 			for i := hi; i < len(objs); i++ {
 				errs[i] = err
 			}
@@ -163,12 +174,12 @@ func (a *AMI) pushBatch(_ context.Context, objs []Object, errs []error) {
 // pipeline writes the actions of objs at once, then reads their replies
 // into errs; it returns the error that ends the session, if any, after
 // setting it for each object left without a reply.
-func (a *AMI) pipeline(objs []Object, errs []error) error {
+func (a *AMI) pipeline(objs []Object, errs []error, request func(Object) (string, []string)) error {
 	var b strings.Builder
 	names, ids := make([]string, len(objs)), make([]string, len(objs))
 	for i, o := range objs {
 		var fields []string
-		names[i], fields = a.request(o)
+		names[i], fields = request(o)
 		ids[i] = a.nextID()
 		frame(&b, names[i], ids[i], fields)
 	}

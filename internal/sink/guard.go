@@ -136,7 +136,8 @@ func (g *Guard) deadline() (until int64, ok bool, err error) {
 }
 
 // release turns maintenance off for the sink's endpoints Asterisk holds
-// in maintenance, and logs the episode's start and every release.
+// in maintenance, the actions pipelined as a release's, and logs the
+// episode's start and every release.
 func (g *Guard) release(now time.Time, until int64, ok bool) error {
 	if !g.stale {
 		g.refresh()
@@ -146,16 +147,20 @@ func (g *Guard) release(now time.Time, until int64, ok bool) error {
 		return err
 	}
 	names := releasable(in, g.managed)
+	objs, errs := make([]Object, len(names)), make([]error, len(names))
+	for i, name := range names {
+		objs[i] = Object{Key: Key{Kind: KindEndpoint, Name: name}, Level: Up}
+	}
+	g.AMI.batch(objs, errs, maintenanceRequest) // maintenance off, pipelined
 	var done []string
-	for _, name := range names {
-		_, err := g.AMI.action("PJSIPSetMaintenance", "Endpoint", name, "State", "off")
+	for i, name := range names {
 		var rej *Rejected
-		if errors.As(err, &rej) {
+		if errors.As(errs[i], &rej) {
 			g.notice(slog.LevelWarn, "endpoint "+name+": "+rej.Error())
 			continue
 		}
-		if err != nil {
-			return err
+		if errs[i] != nil {
+			return errs[i]
 		}
 		done = append(done, name)
 	}
