@@ -59,8 +59,8 @@ func (r *Reconciler) Hold(on bool) {
 // release`); else a level driver's objects not confirmed Up and a
 // webhook's delivered Down. The downs go first (those wanted Down, and
 // those the router confirmed or reads back Down), so that a release cut
-// short by its timeout leaves as few as it can; a driver that can have
-// several pushes in flight (a batcher) has.
+// short by its timeout leaves as few Downs as it can, and the pushes go
+// through the driver's batcher, several in flight, when it has one.
 func (r *Reconciler) Release(ctx context.Context, all bool) (released, failed int) {
 	released, failed, _ = r.release(ctx, all)
 	return released, failed
