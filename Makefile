@@ -22,7 +22,7 @@ export QUALIFYD_ASTERISK ?= $(ASTERISK)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster screenshot clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release screenshot clean
 
 all: build
 
@@ -50,6 +50,8 @@ deps:
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	command -v man >/dev/null 2>&1 || missing="$$missing man-db"; \
 	{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	{ command -v mariadbd || test -x /usr/sbin/mariadbd; } >/dev/null 2>&1 || missing="$$missing mariadb-server"; \
 	command -v alembic >/dev/null 2>&1 || missing="$$missing alembic"; \
@@ -190,6 +192,13 @@ bench-daemon: build
 bench-cluster: build
 	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
 	bin/qualifyd-bench cluster --qualifyd bin/qualifyd --contacts 100000 --vantages 2 --frequency 10s --duration 30s --settle 180s
+
+# bench-release times releases of 10,000 objects one at a time (as before
+# batches) and batched, alternately, through a webhook receiver (instant and
+# 1 ms late), the real Kamailio (needs kamailio) and the fake Manager, and
+# prints both times and their ratio (docs/performance.md).
+bench-release:
+	$(GO) test -run '^$$' -bench '^BenchmarkRelease$$' -benchtime 3x ./internal/sink/
 
 # screenshot refreshes docs/status-page.png, the README's picture of the
 # status page, from the browser test that renders it (needs chromium).
