@@ -35,6 +35,13 @@ var defaultClient = sync.OnceValue(func() *http.Client {
 	return &http.Client{Transport: t}
 })
 
+// idempotent marks req as safe to send again, so that net/http retries it
+// on a fresh connection when the router closed the kept-alive one it was
+// written to (a restart, an idle timeout): every body the HTTP drivers send
+// sets or reads a level, which holds however often it arrives. The header
+// is not sent (net/http's Transport: an empty Idempotency-Key).
+func idempotent(req *http.Request) { req.Header["Idempotency-Key"] = nil }
+
 // pushBurst pushes the queue as pushAll does (without heartbeats), a
 // batch at a time through a batcher; a driver that is none pushes one at
 // a time.

@@ -324,6 +324,7 @@ func (k *Kamailio) post(ctx context.Context, body []byte) ([]byte, int, error) {
 		return nil, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	idempotent(req)
 	client := k.Client
 	if client == nil {
 		client = defaultClient()

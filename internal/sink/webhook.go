@@ -165,6 +165,7 @@ func (w *Webhook) post(ctx context.Context, v any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	idempotent(req)
 	if w.Secret != "" {
 		req.Header.Set(SignatureHeader, Sign(w.Secret, body))
 	}
