@@ -337,14 +337,15 @@ func (g *Group) Run(ctx context.Context) {
 	g.mu.Unlock()
 	<-ctx.Done()
 	g.mu.Lock()
+	// One step, so that a Configure while the loops stop finds neither a
+	// release to run nor a loop to stop: a sink it removes now has
+	// nothing to release, and wg waits for every loop.
 	g.start, g.release = nil, nil
-	g.mu.Unlock()
-	wg.Wait()
-	g.mu.Lock()
 	for _, s := range g.sinks {
-		s.stop = nil // stopped: a sink removed now has nothing to release
+		s.stop = nil
 	}
 	g.mu.Unlock()
+	wg.Wait()
 }
 
 // Objects returns the state and the objects of the sink named name, or

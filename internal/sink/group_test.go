@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"net"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -174,6 +175,61 @@ func TestGroupRunsAgainWithoutReleasing(t *testing.T) {
 		synctest.Wait()
 		if got := f.get(f.vars, "DEVICE_STATE(Custom:trunk)"); got != "NOT_INUSE" {
 			t.Fatalf("trunk is %q after Run again, want the level wanted meanwhile", got)
+		}
+	})
+}
+
+// slowClose is a connection whose Close waits until open is closed: a
+// sink loop that takes its time to stop.
+type slowClose struct {
+	net.Conn
+	open chan struct{}
+}
+
+func (c slowClose) Close() error { <-c.open; return c.Conn.Close() }
+
+// TestGroupReconfiguredWhileItStops: a reload that removes a sink while
+// Run stops the loops (a lost lease, a shutdown) neither crashes nor
+// releases anything, and Run returns once the loops have stopped.
+func TestGroupReconfiguredWhileItStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		aors := map[string][]string{"trunk": {"sip:192.0.2.10"}}
+		src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{"trunk": {{AoR: "trunk", URI: "sip:192.0.2.10", Status: qualify.Unreachable}}}}
+		f := newFakeManager("s3cret")
+		open := make(chan struct{})
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := f.dial(ctx, network, addr)
+			return slowClose{c, open}, err
+		}
+		g := NewGroup(Config{Source: src, Dial: dial})
+		g.Configure(conf(aors, nil, amiSink()))
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := make(chan struct{})
+		go func() { g.Run(ctx); close(ran) }()
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:trunk)"); got != "UNAVAILABLE" {
+			t.Fatalf("trunk is %q while running", got)
+		}
+		cancel()
+		synctest.Wait() // Run waits for the loop, which waits in Close
+		crashed := make(chan any, 1)
+		reloaded := make(chan struct{})
+		go func() {
+			defer close(reloaded)
+			defer func() { crashed <- recover() }()
+			g.Configure(conf(aors, nil)) // the sink removed while its loop stops
+		}()
+		synctest.Wait()
+		close(open)
+		<-reloaded
+		<-ran
+		if p := <-crashed; p != nil {
+			t.Fatalf("Configure while Run stopped the loops: %v", p)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:trunk)"); got != "UNAVAILABLE" {
+			t.Fatalf("trunk is %q: a stopping group released the removed sink", got)
 		}
 	})
 }
