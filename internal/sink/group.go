@@ -319,8 +319,9 @@ func (g *Group) Resync() {
 // Run runs every sink's loop, and those Configure adds, until ctx is
 // done; then it stops them all (cancel and wait), without releasing
 // anything, and returns. Run may be called again once it returned (a
-// cluster node that leads again): each sink's next session pushes the
-// levels it wants (every known one, where the driver reasserts).
+// cluster node that leads again). Each Run is a leading edge: every
+// sink, the webhook too, first pushes every level it knows, since
+// another node may have pushed others meanwhile.
 func (g *Group) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	g.mu.Lock()
@@ -332,6 +333,7 @@ func (g *Group) Run(ctx context.Context) {
 	}
 	g.release = func(s *sink) { wg.Go(func() { g.retire(ctx, s) }) }
 	for _, s := range g.sinks {
+		s.rec.requeue(true) // a leading edge: every level, even a webhook's
 		g.start(s)
 	}
 	g.mu.Unlock()

@@ -233,3 +233,60 @@ func TestGroupReconfiguredWhileItStops(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupWebhookReassertsAtEachRun: a webhook that delivered up in an
+// earlier Run (term) delivers it again at the next, though it wants what
+// it delivered: another node may have delivered down meanwhile (a leader
+// that died before the recovery reached the receiver).
+func TestGroupWebhookReassertsAtEachRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		aors := map[string][]string{"trunk": {"sip:192.0.2.10"}}
+		src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{"trunk": {{AoR: "trunk", URI: "sip:192.0.2.10"}}}}
+		g := NewGroup(Config{Source: src})
+		g.Configure(conf(aors, nil, &pjsip.Sink{Name: "hook", Driver: "webhook", URL: "http://receiver/hook", Timeout: 5 * time.Second}))
+		rc, wh := newDirect(t, "")
+		g.sinks[0].rec.drv = wh
+		run := func() func() {
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { g.Run(ctx); close(done) }()
+			return func() { cancel(); <-done }
+		}
+		delivered := func() (to []string) {
+			for {
+				select {
+				case c := <-rc.got:
+					if c.Kind == "contact" {
+						to = append(to, c.From+">"+c.To)
+					}
+				default:
+					return to
+				}
+			}
+		}
+		stop := run()
+		src.set("trunk", qualify.Reachable)
+		g.AoRChanged("trunk")
+		synctest.Wait()
+		if got := delivered(); len(got) != 1 || got[0] != ">up" {
+			t.Fatalf("first term delivered %v, want [>up]", got)
+		}
+		stop()
+		// Another node leads: the trunk goes down and back.
+		src.set("trunk", qualify.Unreachable)
+		g.AoRChanged("trunk")
+		src.set("trunk", qualify.Reachable)
+		g.AoRChanged("trunk")
+		stop = run()
+		defer stop()
+		synctest.Wait()
+		if got := delivered(); len(got) != 1 || got[0] != "up>up" {
+			t.Fatalf("second term delivered %v, want [up>up]: the receiver may hold another node's down", got)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := delivered(); len(got) != 0 {
+			t.Fatalf("delivered %v later in the term, want nothing: a webhook does not reassert on a timer", got)
+		}
+	})
+}
