@@ -19,6 +19,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/metrics"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -336,20 +337,39 @@ func (s clusterSource) AoR(name string) (engine.AoRSnapshot, bool) {
 	return a, true
 }
 
-// digestOf is the configuration's digest that the nodes compare: every
-// AoR's name and contacts (the AoRs the configuration assigns).
+// digestOf is the configuration's digest that the nodes compare: what
+// decides what the leader pushes, so that two nodes whose files would
+// push differently are told apart. It covers every AoR's name, contacts
+// and qualify policy, the endpoints, the sinks (without their secrets,
+// which it must not leak even hashed, nor their file and line) and the
+// panic rule.
 func digestOf(conf *pjsip.Config) string {
 	h := sha256.New()
+	policies := map[*qualify.Policy]int{} // shared: each formatted once
+	var order []*qualify.Policy
 	for i := range conf.AoRs {
 		a := &conf.AoRs[i]
-		h.Write([]byte(a.Name))
-		h.Write([]byte{0})
-		for _, c := range a.Contacts {
-			h.Write([]byte(c))
-			h.Write([]byte{0})
+		p, ok := policies[a.Policy]
+		if !ok {
+			p = len(order)
+			policies[a.Policy] = p
+			order = append(order, a.Policy)
 		}
-		h.Write([]byte{1})
+		fmt.Fprintf(h, "aor %q %q %d\n", a.Name, a.Contacts, p)
 	}
+	for i, p := range order {
+		a := probe.AoR{Policy: p}
+		fmt.Fprintf(h, "policy %d %#v\n", i, a.PolicyValue())
+	}
+	for _, e := range conf.Endpoints {
+		fmt.Fprintf(h, "endpoint %q %#v\n", e.Name, e.AoRs)
+	}
+	for _, def := range conf.Sinks {
+		s := *def
+		s.File, s.Line, s.Secret, s.SecretFile = "", 0, "", ""
+		fmt.Fprintf(h, "sink %#v\n", s)
+	}
+	fmt.Fprintf(h, "panic %#v\n", conf.Panic)
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
@@ -401,7 +421,7 @@ func (n *node) check(last logged, v cluster.View) logged {
 		n.d.log.Notice(slog.LevelInfo, "cluster: leader is "+cmp.Or(v.Leader, "none"))
 	}
 	if !slices.Equal(disagree, last.disagree) && len(disagree) > 0 {
-		n.d.log.Notice(slog.LevelWarn, "cluster: the configuration of "+strings.Join(disagree, ",")+" assigns other AoRs than the leader's ("+v.Leader+"): reload every node with the same file")
+		n.d.log.Notice(slog.LevelWarn, "cluster: the configuration of "+strings.Join(disagree, ",")+" differs from the leader's ("+v.Leader+") in its AoRs, policies, endpoints, sinks or panic rule: reload every node with the same file")
 	}
 	return logged{in: v.InCluster, leader: v.Leader, disagree: disagree}
 }
