@@ -31,8 +31,10 @@ func TestDigestCoversWhatIsPushed(t *testing.T) {
 		t.Fatalf("the same configuration has digests %s and %s", base, again)
 	}
 	differ := map[string]func(c *pjsip.Config){
-		"a contact":            func(c *pjsip.Config) { c.AoRs[0].Contacts = []string{"sip:t@192.0.2.2"} },
-		"qualify_failures":     func(c *pjsip.Config) { c.AoRs[0].Policy = &qualify.Policy{Frequency: time.Minute, Timeout: 3 * time.Second, Failures: 3} },
+		"a contact": func(c *pjsip.Config) { c.AoRs[0].Contacts = []string{"sip:t@192.0.2.2"} },
+		"qualify_failures": func(c *pjsip.Config) {
+			c.AoRs[0].Policy = &qualify.Policy{Frequency: time.Minute, Timeout: 3 * time.Second, Failures: 3}
+		},
 		"an endpoint's aors":   func(c *pjsip.Config) { c.Endpoints[0].AoRs = nil },
 		"a sink's url":         func(c *pjsip.Config) { c.Sinks[0].URL = "http://127.0.0.1:5072/RPC" },
 		"a sink's aors":        func(c *pjsip.Config) { c.Sinks[0].AoRs = []string{} },
