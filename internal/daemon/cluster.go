@@ -124,8 +124,9 @@ type node struct {
 	cfg cluster.Config
 	raw []pjsip.ClusterOption // the section as read at start, to warn when a reload changes it
 
-	lead  chan struct{} // capacity 1: the Leading hook changed leading
-	moved chan struct{} // capacity 1: the Members hook changed live
+	lead    chan struct{} // capacity 1: the Leading hook changed leading
+	moved   chan struct{} // capacity 1: the Members hook changed live
+	changed *aorQueue     // the AoRs of the Verdict hook, for feedVerdicts
 
 	mu      sync.Mutex           // guards leading, live and taken
 	leading bool                 // the Leading hook's last edge
@@ -136,7 +137,7 @@ type node struct {
 // newNode builds the Cluster of cfg; its hooks feed the sinks, the
 // assignment and the log.
 func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
-	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
+	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1), changed: newAORQueue()}
 	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Members: n.membersEdge, Configured: n.configuredContact})
 	if err != nil {
 		return nil, err
@@ -237,14 +238,15 @@ func (n *node) runSinks(ctx context.Context) {
 	}
 }
 
-// verdict is the Verdict hook: the sinks recompute the contact's objects
-// and the log says the cluster's new status with the votes.
+// verdict is the Verdict hook: it queues the contact's AoR for the
+// sinks (feedVerdicts), never waiting on their lock, and the log says the
+// cluster's new status with the votes.
 func (n *node) verdict(v cluster.Verdict) {
 	aor, uri, ok := splitContactKey(v.Contact)
 	if !ok {
 		return
 	}
-	n.d.sinks.AoRChanged(aor)
+	n.changed.add(aor)
 	if v.Status != qualify.Reachable && v.Status != qualify.Unreachable {
 		return
 	}
