@@ -18,7 +18,9 @@ type aorQueue struct {
 }
 
 // newAORQueue returns an empty queue.
-func newAORQueue() *aorQueue { return &aorQueue{names: map[string]struct{}{}, wake: make(chan struct{}, 1)} }
+func newAORQueue() *aorQueue {
+	return &aorQueue{names: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+}
 
 // add queues the AoR name: O(1), never blocking but on the queue's own
 // lock, which nothing holds while it waits.

@@ -110,7 +110,7 @@ func TestVerdictHookNeverWaitsForTheSinks(t *testing.T) {
 		t.Fatalf("%d contacts wanted up before the status changed", up)
 	}
 	src.set(qualify.Reachable) // as the cluster's status is when the sinks read it
-	n.feedQueued() // feedVerdicts' step, woken by the hook
+	n.feedQueued()             // feedVerdicts' step, woken by the hook
 	if up := wantUp(n.d.sinks); up != 1 {
 		t.Fatalf("%d contacts wanted up after feedVerdicts' step, want the verdict's", up)
 	}
