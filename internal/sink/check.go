@@ -2,9 +2,9 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"crypto/tls"
 	"net"
 	"net/url"
 	"slices"
