@@ -147,12 +147,7 @@ func TestGroupRunsAgainWithoutReleasing(t *testing.T) {
 		f := newFakeManager("s3cret")
 		g := NewGroup(Config{Source: src, Dial: f.dial})
 		g.Configure(conf(aors, nil, amiSink()))
-		run := func() func() {
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() { g.Run(ctx); close(done) }()
-			return func() { cancel(); <-done }
-		}
+		run := func() func() { return startRun(t, g) }
 		stop := run()
 		src.set("trunk", qualify.Unreachable)
 		g.AoRChanged("trunk")
@@ -246,12 +241,7 @@ func TestGroupWebhookReassertsAtEachRun(t *testing.T) {
 		g.Configure(conf(aors, nil, &pjsip.Sink{Name: "hook", Driver: "webhook", URL: "http://receiver/hook", Timeout: 5 * time.Second}))
 		rc, wh := newDirect(t, "")
 		g.sinks[0].rec.drv = wh
-		run := func() func() {
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() { g.Run(ctx); close(done) }()
-			return func() { cancel(); <-done }
-		}
+		run := func() func() { return startRun(t, g) }
 		delivered := func() (to []string) {
 			for {
 				select {
@@ -289,4 +279,13 @@ func TestGroupWebhookReassertsAtEachRun(t *testing.T) {
 			t.Fatalf("delivered %v later in the term, want nothing: a webhook does not reassert on a timer", got)
 		}
 	})
+}
+
+// startRun runs g until the returned function cancels it and waits for
+// Run to return.
+func startRun(t *testing.T, g *Group) func() {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { g.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
 }
