@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -349,6 +351,7 @@ func digestOf(conf *pjsip.Config) string {
 	h := sha256.New()
 	policies := map[*qualify.Policy]int{} // shared: each formatted once
 	var order []*qualify.Policy
+	var buf [binary.MaxVarintLen64]byte
 	for i := range conf.AoRs {
 		a := &conf.AoRs[i]
 		p, ok := policies[a.Policy]
@@ -357,14 +360,16 @@ func digestOf(conf *pjsip.Config) string {
 			policies[a.Policy] = p
 			order = append(order, a.Policy)
 		}
-		fmt.Fprintf(h, "aor %q %q %d\n", a.Name, a.Contacts, p)
+		writeList(h, a.Name, a.Contacts)
+		h.Write(binary.AppendUvarint(buf[:0], uint64(p)))
 	}
 	for i, p := range order {
 		a := probe.AoR{Policy: p}
 		fmt.Fprintf(h, "policy %d %#v\n", i, a.PolicyValue())
 	}
+	h.Write([]byte("endpoints\n"))
 	for _, e := range conf.Endpoints {
-		fmt.Fprintf(h, "endpoint %q %#v\n", e.Name, e.AoRs)
+		writeList(h, e.Name, e.AoRs)
 	}
 	for _, def := range conf.Sinks {
 		s := *def
@@ -373,6 +378,18 @@ func digestOf(conf *pjsip.Config) string {
 	}
 	fmt.Fprintf(h, "panic %#v\n", conf.Panic)
 	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// writeList writes name and items to w, each ended by a 0 byte, and a 1
+// byte after the last, so that an item cannot pass for the next name.
+func writeList(w io.Writer, name string, items []string) {
+	w.Write([]byte(name))
+	w.Write([]byte{0})
+	for _, it := range items {
+		w.Write([]byte(it))
+		w.Write([]byte{0})
+	}
+	w.Write([]byte{1})
 }
 
 // configured announces the applied configuration's digest and how many
