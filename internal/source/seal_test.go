@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +108,36 @@ func TestSourcesFileVersion1IsRead(t *testing.T) {
 	if got, err := restartWith(t, k.File, sealedDB(dsn)); err != nil || password(got) != secret {
 		t.Fatalf("after the upgrade: password %q, error %v", password(got), err)
 	}
+}
+
+// FuzzSourcesFile: whatever the sources file holds (a damaged or
+// hostile one), Restore and a start with the database down that falls
+// back on it return a list or an error, and never panic.
+func FuzzSourcesFile(f *testing.F) {
+	up := &fakeDriver{list: authList("trunk-secret-77")}
+	k := &Keeper{File: filepath.Join(f.TempDir(), "seed.sources"), Driver: func(*pjsip.Source) (Driver, error) { return up, nil }}
+	r := k.Round(context.Background(), true, false)
+	if _, err := r.Import(sealedDB("postgres://q:pw@db/a")); err != nil || r.Commit() != nil {
+		f.Fatal(err)
+	}
+	seed, err := os.ReadFile(k.File)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add([]byte(strings.Replace(string(seed), `"version":2`, `"version":1`, 1)))
+	f.Add([]byte(`{"version":2,"sources":{"pbx-db":{"driver":"realtime","dsn_file":"realtime.dsn","objects":[{"Type":"auth","Name":"x","Options":[{"Key":"password","Value":"sealed:AAAA"}]}]}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file := filepath.Join(t.TempDir(), "state.sources")
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		down := newKeeper(t, &fakeDriver{err: errors.New("failed to connect")})
+		down.File = file
+		if down.Restore() != nil {
+			return
+		}
+		_, _ = down.Round(context.Background(), true, false).Import(sealedDB("postgres://q:pw@db/a"))
+		_ = down.Status()
+	})
 }
