@@ -68,7 +68,7 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	writeSummary(stdout, pos[0], cfg)
 	if clustered {
-		writeCluster(stdout, cfg.Cluster.Name, cl)
+		writeCluster(stdout, cfg.Cluster.Name, rawStore(cl, cfg.Cluster))
 	}
 	if *connect {
 		writeSources(stdout, reads)
@@ -79,6 +79,18 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		return code
 	}
 	return 0
+}
+
+// rawStore is cl with store= as written: CheckCluster replaced its
+// {node} with the first node's name, and check-config speaks for every
+// node.
+func rawStore(cl cluster.Config, sec *pjsip.Cluster) cluster.Config {
+	for _, o := range sec.Options {
+		if o.Key == "store" {
+			cl.Store = o.Value
+		}
+	}
+	return cl
 }
 
 // nodeNames is "a, b and c".

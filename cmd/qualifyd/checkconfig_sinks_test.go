@@ -115,6 +115,7 @@ func TestCheckConfigConnectInACluster(t *testing.T) {
 	for _, want := range []string{
 		"sink alerts (webhook, 2 objects): OK: connected to " + host + "; nothing sent\n",
 		"sinks checked from this host only: any node may lead, run check-config --connect on each of a, b and c\n",
+		"NATS embedded, store cluster-{node},",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
