@@ -379,6 +379,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.restoreState()
 	runCtx, cancel := context.WithCancel(ctx)
 	if d.cluster != nil {
+		wg.Go(func() { d.cluster.feedVerdicts(runCtx) })
 		wg.Go(func() { _ = d.cluster.c.Run(runCtx) })
 		d.cluster.waitReady(runCtx)
 		d.cluster.assignPending()
