@@ -136,7 +136,11 @@ func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify
 	if c.hist {
 		c.aor.noteProbe(end, step.OK, res.RTT)
 	}
-	e.transition(id, step, edgeKind(c.state, step), res, end)
+	kind := edgeKind(c.state, step)
+	if kind == FailuresCleared && e.noCleared {
+		kind = 0
+	}
+	e.transition(id, step, kind, res, end)
 }
 
 // transition puts step's state in slot id at time at, keeps the counts,

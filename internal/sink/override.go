@@ -23,7 +23,7 @@ func (r *Reconciler) wanted(o object) Level {
 }
 
 // holds reports whether the Down of o (ok: o exists), wanted at level
-// l now, is held, pushed Up in its place (qualify-semantics §6.2):
+// l now, is held, pushed Up in its place (qualify-semantics §6.1):
 // during a panic every object that goes down (an object down when the
 // panic began stays down, one held stays held); after it, a held object
 // until fresh, its Down resting on probes made after the panic ended.

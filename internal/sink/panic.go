@@ -18,7 +18,7 @@ import (
 // object that went down meanwhile is pushed down only once a probe made
 // after the end confirms it. A mass failure is more likely qualifyd's
 // own (its network, firewall, conntrack table or file descriptors) than
-// every router's peers failing at once (qualify-semantics §6.2).
+// every router's peers failing at once (qualify-semantics §6.1).
 type Panic struct {
 	// Active is true while qualifyd panics.
 	Active bool
