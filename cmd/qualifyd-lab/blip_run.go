@@ -148,7 +148,7 @@ func (r *blipRun) startKamailio() error {
 		} else if time.Now().After(end) {
 			return fmt.Errorf("kamailio's RPC did not answer within 20 s: %w", err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		sleepCtx(context.Background(), 200*time.Millisecond)
 	}
 }
 
@@ -274,10 +274,8 @@ func (r *blipRun) awaitBefore(ctx context.Context, limit time.Duration) error {
 		if time.Now().After(end) {
 			return fmt.Errorf("the routers did not settle within %v (last error: %v)", limit, err)
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepCtx(ctx, 250*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
