@@ -244,7 +244,7 @@ type Sink struct {
 	Up          bool   `json:"up"` // the router answered the last request (a refusal included)
 	Objects     int    `json:"objects"`
 	Pending     int    `json:"pending"`
-	Held        int    `json:"held"` // objects wanted down and pushed up by the panic
+	Held        int    `json:"held"` // objects wanted down and held up by a panic until a probe after it confirms them
 	Pushes      Pushes `json:"pushes"`
 	LastSuccess Time   `json:"last_success"`
 	LastError   string `json:"last_error"`
