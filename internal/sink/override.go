@@ -32,7 +32,7 @@ func (r *Reconciler) holds(o object, ok bool, l Level, fresh bool) bool {
 	if l != Down {
 		return false
 	}
-	wasHeld := ok && o.flags&held != 0
+	wasHeld := ok && o.want == Down && o.flags&held != 0
 	if r.hold {
 		return wasHeld || !ok || o.want != Down
 	}

@@ -178,7 +178,7 @@ func (r *Reconciler) set(k Key, l Level, reason qualify.Reason, fresh bool) {
 	defer r.mu.Unlock()
 	o, ok := r.objs[k]
 	h := r.holds(o, ok, l, fresh)
-	if ok && o.want == l && (o.flags&held != 0) == h && o.flags&retire == 0 {
+	if ok && o.want == l && (l == Down && o.flags&held != 0) == h && o.flags&retire == 0 {
 		return
 	}
 	r.count(o, -1, ok)
