@@ -50,7 +50,8 @@ type blipRun struct {
 // max_initial_qualify_time does), the last one really dead, an AMI sink
 // (the strict fake) and the daemon's feed (every status change, first
 // failure and cleared run to AoRChanged); all probes fail for blip, from
-// 2F after the start, and the run ends 4F after the blip.
+// 2F after the start and halfway between two trunks' probes, and the run
+// ends 4F after the blip.
 func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 	const n = 10
 	run := blipRun{panicAt: -1, calmAt: -1}
@@ -114,7 +115,7 @@ func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 				mu.Unlock()
 			}
 		})
-		time.Sleep(2 * p.Frequency)
+		time.Sleep(2*p.Frequency + p.Frequency/(2*n)) // between two trunks' probes
 		mu.Lock()
 		start = time.Now()
 		mu.Unlock()
@@ -154,6 +155,32 @@ func TestPanicInA10TrunkBlip(t *testing.T) {
 		}
 		if r.panicAt < 0 || r.calmAt < 0 {
 			t.Errorf("blip %v: no panic (%v to %v)", blip, r.panicAt, r.calmAt)
+		}
+	}
+}
+
+// TestPanicBlipNeedsDetectionToOutlastTheClimb holds the README's limit
+// of counting from the first failed probe: with its example policy
+// (F=30 s, T=3 s, N=3, R=2 s), (N-1)(R+T) = 10 s is less than the 15 s
+// the failing share takes to pass half of F, so the trunk probed first in
+// a blip is pushed down 13 s after that probe: a 15 s blip makes no
+// panic and the two trunks probed first go down until their next probe
+// (the second's last retry was sent in the blip); a 60 s blip panics
+// 15 s after the first probe, and that trunk, down when the panic began,
+// stays down until the blip is over. Nothing else is pushed down, and
+// the dead trunk never up.
+func TestPanicBlipNeedsDetectionToOutlastTheClimb(t *testing.T) {
+	p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Successes: 1}
+	for _, c := range []struct {
+		blip       time.Duration
+		panicAt    time.Duration
+		falseDowns int
+	}{{15 * time.Second, -1, 2}, {60 * time.Second, 16500 * time.Millisecond, 1}} {
+		r := runBlip(t, p, c.blip)
+		t.Logf("blip %v: panic from %v to %v; pushes %q", c.blip, r.panicAt, r.calmAt, r.pushes)
+		if r.falseDowns != c.falseDowns || r.deadUps != 0 || r.panicAt != c.panicAt || !strings.HasPrefix(r.pushes[0], "+14.5s trunk1 UNAVAILABLE") {
+			t.Errorf("blip %v: %d false downs, %d dead ups, panic at %v, pushes %q; want %d from trunk1 down at +14.5 s, no dead up, panic at %v",
+				c.blip, r.falseDowns, r.deadUps, r.panicAt, r.pushes, c.falseDowns, c.panicAt)
 		}
 	}
 }
