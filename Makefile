@@ -22,7 +22,7 @@ export QUALIFYD_ASTERISK ?= $(ASTERISK)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release screenshot clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy blip fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release screenshot clean
 
 all: build
 
@@ -80,10 +80,11 @@ unit:
 	QUALIFYD_BROWSER=require $(GO) test -race -count=1 $(PKGS)
 	$(GO) -C packaging test -race -count=1 ./...
 
-# lab is the short lossy-network run (about a minute, see lossy): it needs
-# root, ip, nft, sipp and kamailio, and fails without them.
+# lab is the short lossy-network run (about a minute, see lossy) and the
+# short blip run (about 2.5 minutes, see blip): it needs root, ip, nft,
+# sipp and kamailio, and fails without them.
 lab: build
-	QUALIFYD_LAB=1 QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -timeout 5m -run TestLossyShort ./cmd/qualifyd-lab/
+	QUALIFYD_LAB=1 QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -timeout 10m -run '^(TestLossyShort|TestBlipShort)$$' ./cmd/qualifyd-lab/
 
 # smoke is the scale smoke tests, too heavy for the race detector, and
 # correctness only: the engine and prober with 100,000 contacts over
@@ -118,6 +119,16 @@ test: deps vet unit lab smoke deb-test
 lossy: build
 	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
 	bin/qualifyd-lab lossy --qualifyd bin/qualifyd $(LOSSY_FLAGS)
+
+# blip takes qualifyd's own link to its peers down for 15 s, then 60 s, at
+# the soak's scale (5,000 AoRs, 500 really dead, F=10 T=2 N=3 R=1), with the
+# real Kamailio dispatcher and a webhook receiver as sinks, in network
+# namespaces of its own (qdpanic-PID-p and -r), as root (about 4 minutes);
+# prints the table of docs/performance.md and fails if an object up before
+# a blip was ever pushed down, or a dead one up.
+blip: build
+	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
+	bin/qualifyd-lab blip --qualifyd bin/qualifyd $(BLIP_FLAGS)
 
 # fuzz runs every fuzz target of the repository, found with
 # `go test -list '^Fuzz'` in each package, for FUZZTIME each, one after

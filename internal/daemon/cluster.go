@@ -318,7 +318,11 @@ func (n *node) reportAll() {
 // clusterSource is the sinks' view in cluster mode: the engine's snapshots
 // with each contact's status replaced by the cluster's (NonQualified,
 // pushed as nothing, for a contact the cluster has no verdict of), so
-// that the sinks and the panic rule follow the cluster.
+// that the sinks and the panic rule follow the cluster. The cluster
+// publishes verdicts, not a node's runs of failures: each contact's
+// phase is its verdict's (never suspect), and its evidence is the
+// verdict as it stands now, so a down held in a panic is pushed when the
+// panic ends.
 type clusterSource struct {
 	eng *engine.Engine
 	c   *cluster.Cluster
@@ -332,10 +336,15 @@ func (s clusterSource) AoR(name string) (engine.AoRSnapshot, bool) {
 		return a, false
 	}
 	a.Available = false
+	now := time.Now()
 	for i := range a.Contacts {
 		ct := &a.Contacts[i]
 		ct.Status = s.c.Status(ContactKey(a.Name, ct.URI))
 		ct.Routable = a.Policy.Routable(ct.Status)
+		ct.Phase, ct.Last.At = qualify.Healthy, now
+		if ct.Status == qualify.Unreachable {
+			ct.Phase = qualify.Down
+		}
 		a.Available = a.Available || ct.Routable
 	}
 	return a, true

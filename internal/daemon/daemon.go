@@ -463,18 +463,24 @@ func (d *Daemon) follow(sub *engine.Subscription) {
 }
 
 // feedSinks has the sinks recompute what depends on each contact whose
-// status changed, until sub is closed. It waits on nothing but the
+// status changed, or whose run of failures began or ended (the panic's
+// census), until sub is closed. It waits on nothing but the
 // sinks' lock (never on a router, the log or the endpoint table); when
 // sub lost events, the sinks re-read every object and a cluster node
 // publishes every vote again (reportAll).
 func (d *Daemon) feedSinks(sub *engine.Subscription) {
 	var dropped uint64
 	for ev := range sub.C {
-		if ev.Kind == engine.StatusChanged {
+		switch ev.Kind {
+		case engine.StatusChanged:
 			if d.cluster != nil {
 				d.cluster.report(ev)
 			}
 			d.sinks.AoRChanged(ev.AoR)
+		case engine.ProbeFailed, engine.FailuresCleared:
+			if d.cluster == nil && ev.Failures <= 1 {
+				d.sinks.AoRChanged(ev.AoR) // the panic counts a contact failing from its first failed probe
+			}
 		}
 		if n := sub.Dropped(); n != dropped {
 			d.log.Notice(slog.LevelWarn, fmt.Sprintf("%d events were missed by the sinks: every object re-read", n-dropped))

@@ -27,12 +27,28 @@ func (f *fakeEngine) AoR(name string) (engine.AoRSnapshot, bool) {
 	return engine.AoRSnapshot{Name: name, Contacts: append([]engine.ContactSnapshot(nil), cs...)}, ok
 }
 
+// set gives the contacts of aor the statuses st, each the verdict of a
+// probe that ended now.
 func (f *fakeEngine) set(aor string, st ...qualify.Status) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cs := f.aors[aor]
 	for i := range cs {
-		cs[i].Status = st[i]
+		cs[i].Status, cs[i].Last.At, cs[i].Phase, cs[i].Failures = st[i], time.Now(), qualify.Healthy, 0
+		if st[i] == qualify.Unreachable {
+			cs[i].Phase = qualify.Down
+		}
+	}
+}
+
+// suspect gives aor's contacts a first failed probe that ended now: the
+// census counts them failing, the sinks still up.
+func (f *fakeEngine) suspect(aor string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.aors[aor] {
+		c := &f.aors[aor][i]
+		c.Phase, c.Failures, c.Last.At = qualify.Suspect, 1, time.Now()
 	}
 }
 

@@ -10,44 +10,64 @@ import (
 )
 
 // The two overrides of the wanted levels, one mechanism: an Up pushed in
-// place of a wanted Down. A panic holds a reconciler (Hold) while the
-// verdicts go on changing underneath; a release (Release) retires every
-// object a router may hold Down, as a sink leaves qualifyd's watch.
+// place of a wanted Down. A panic holds what goes down while it lasts,
+// until a probe made after it confirms it (holds); a release (Release)
+// retires every object a router may hold Down, as a sink leaves
+// qualifyd's watch.
 
 // wanted is the level pushed for o: its wanted level, but Up in place of
-// Down while held. Called with mu held.
+// a held Down. Called with mu held.
 func (r *Reconciler) wanted(o object) Level {
-	if r.hold && o.want == Down {
+	if o.want == Down && o.flags&held != 0 {
 		return Up
 	}
 	return o.want
 }
 
-// Hold, while on, pushes Up for every object wanted Down, and off pushes
-// the wanted levels again: the panic's override (route to all when a
-// mass outage is more likely qualifyd's own). The wanted levels go on
-// changing underneath; only what is pushed changes. O(objects), once per
-// change of on.
+// holds reports whether the Down of o (ok: o exists), wanted at level
+// l now, is held, pushed Up in its place (qualify-semantics §6.1):
+// during a panic every object that goes down (an object down when the
+// panic began stays down, one held stays held); after it, a held object
+// until fresh, its Down resting on probes made after the panic ended.
+// Called with mu held.
+func (r *Reconciler) holds(o object, ok bool, l Level, fresh bool) bool {
+	if l != Down {
+		return false
+	}
+	wasHeld := ok && o.want == Down && o.flags&held != 0
+	if r.hold {
+		return wasHeld || !ok || o.want != Down
+	}
+	return wasHeld && !fresh
+}
+
+// Hold, while on, holds every object that goes down (see holds): the
+// panic's rule, only ups while it lasts. Turning it on or off pushes
+// nothing by itself: what was down stays down, what is held stays held
+// until set again.
 func (r *Reconciler) Hold(on bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.hold == on {
-		return
-	}
-	down := make([]Key, 0, r.downs)
-	for k, o := range r.objs {
-		if o.want == Down {
-			r.count(o, -1, true)
-			down = append(down, k)
-		}
-	}
 	r.hold = on
-	now := time.Now().UnixNano()
-	for _, k := range down {
-		o := r.objs[k]
-		r.seq++
-		o.seq, o.at = r.seq, now
-		r.store(k, o)
+	r.mu.Unlock()
+}
+
+// isHeld reports whether k is held.
+func (r *Reconciler) isHeld(k Key) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.objs[k]
+	return ok && o.want == Down && o.flags&held != 0
+}
+
+// heldKeys calls fn with every held object. Called without mu; fn must
+// not call r.
+func (r *Reconciler) heldKeys(fn func(Key)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, o := range r.objs {
+		if o.want == Down && o.flags&held != 0 {
+			fn(k)
+		}
 	}
 }
 

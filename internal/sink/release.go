@@ -59,7 +59,7 @@ func (g *Group) releaseOne(ctx context.Context, def *pjsip.Sink, conf *pjsip.Con
 	for k := range p.deps {
 		l := Unknown
 		if g.cfg.Source != nil {
-			l, _ = p.level(k, g.cfg.Source)
+			l, _, _ = p.level(k, g.cfg.Source)
 		}
 		rec.Set(k, l, 0)
 	}
