@@ -1,0 +1,227 @@
+package main
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/qualifyd/qualifyd/internal/api"
+	"github.com/qualifyd/qualifyd/internal/responder"
+)
+
+// Three `qualifyd run` processes whose routes use mutual TLS, with the
+// CA, the certificates and the secret the README's openssl commands make.
+
+// readmeCertificates runs the README's openssl commands (section
+// "Securing qualifyd") in a new directory, for the nodes names instead
+// of a b c, and returns the directory.
+func readmeCertificates(t *testing.T, names ...string) string {
+	t.Helper()
+	section := readmeSection(t, "**Certificates for the routes.**", "**Rotation.**")
+	_, script, ok := strings.Cut(section, "```sh\n")
+	script, _, ok2 := strings.Cut(script, "```")
+	if !ok || !ok2 || !strings.Contains(script, "for node in a b c; do") {
+		t.Fatalf("the README's certificates section has no sh block looping over a b c:\n%s", section)
+	}
+	script = strings.Replace(script, "for node in a b c; do", "for node in "+strings.Join(names, " ")+"; do", 1)
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-e", "-c", script)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the README's openssl commands: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// tlsSection is a cluster section of nodes (name@route) with the routes'
+// TLS and secret from dir.
+func tlsSection(nodes []string, dir string) string {
+	return fmt.Sprintf("[c]\ntype=cluster\nnodes=%s\nname=lab\nstore=cluster\nmember_ttl=%d\nlease_ttl=%d\n"+
+		"tls_cert=%s/{node}.crt\ntls_key=%s/{node}.key\ntls_ca=%s/ca.crt\nsecret_file=%s/secret\n",
+		strings.Join(nodes, ","), clusterTTLs, clusterTTLs, dir, dir, dir, dir)
+}
+
+// newTLSCluster starts nodes a, b and c with the routes' TLS of dir,
+// probing one trunk, and waits until each has joined and one leads.
+func newTLSCluster(t *testing.T, dir string) (*clusterProcs, []string) {
+	t.Helper()
+	l := &clusterProcs{conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
+	peer, err := responder.Listen("127.0.0.1:0", l.drop.Decide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	addr := peer.Addr().String()
+	l.trunk = &trunk{name: "t", dest: "sip:" + addr, contact: "sip:t@" + addr}
+	var routes []string
+	for i := range 3 {
+		n := &procNode{name: string(rune('a' + i)), sip: uint16(freePort(t, "udp")),
+			http: fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), dir: t.TempDir()}
+		l.nodes = append(l.nodes, n)
+		routes = append(routes, fmt.Sprintf("%s@127.0.0.1:%d", n.name, freePort(t, "tcp")))
+	}
+	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n", l.trunk.contact, liveOptions)+tlsSection(routes, dir))
+	for _, n := range l.nodes {
+		l.start(t, n)
+	}
+	for _, n := range l.nodes {
+		eventually(t, 30*time.Second, n.name+" joined", func() bool { return n.logged("cluster: joined as " + n.name) })
+	}
+	l.leader(t, nil)
+	l.clusterSays(t, "Reachable", 30*time.Second, l.leader(t, nil))
+	return l, routes
+}
+
+// clusterView is n's GET /api/v1/cluster.
+func (n *procNode) clusterView(t *testing.T) api.Cluster {
+	t.Helper()
+	_, body := get(t, "GET", "http://"+n.http+"/api/v1/cluster", "")
+	var c api.Cluster
+	if err := json.Unmarshal([]byte(body), &c); err != nil {
+		t.Fatalf("GET /api/v1/cluster on %s: %v: %s", n.name, err, body)
+	}
+	return c
+}
+
+// onlyInvited checks that every node lists a, b and c up and nobody
+// else, and that the trunk's votes are theirs alone.
+func (l *clusterProcs) onlyInvited(t *testing.T) {
+	t.Helper()
+	for _, n := range l.nodes {
+		var names []string
+		for _, m := range n.clusterView(t).Members {
+			if m.Up {
+				names = append(names, m.Name)
+			}
+		}
+		if !slices.Equal(names, []string{"a", "b", "c"}) {
+			t.Fatalf("%s lists %v up, want a, b and c", n.name, names)
+		}
+		for _, v := range n.trunk(t).Votes {
+			if !slices.Contains([]string{"a", "b", "c"}, v.Node) {
+				t.Fatalf("%s counts a vote of %s: %+v", n.name, v.Node, n.trunk(t).Votes)
+			}
+		}
+	}
+}
+
+// refusals counts node n's log lines of a route refused by its
+// embedded server with the peer's address, holding s.
+func refusals(n *procNode, s string) int {
+	count := 0
+	for _, line := range strings.Split(n.out.String(), "\n") {
+		if strings.Contains(line, "cluster: NATS: 127.0.0.1:") && strings.Contains(line, s) {
+			count++
+		}
+	}
+	return count
+}
+
+// TestClusterREADMECertificates: three nodes with the README's
+// certificates form the cluster; a fourth `qualifyd run` with a
+// certificate of another CA and one with none never join (every node
+// logs their routes refused with their address, and lists and counts
+// a, b and c only), and a server with the right CA's certificate but a
+// wrong secret is refused too.
+func TestClusterREADMECertificates(t *testing.T) {
+	dir := readmeCertificates(t, "a", "b", "c")
+	otherCA := readmeCertificates(t, "d")
+	l, routes := newTLSCluster(t, dir)
+	dRoute := fmt.Sprintf("d@127.0.0.1:%d", freePort(t, "tcp"))
+	other := &procNode{name: "d", sip: uint16(freePort(t, "udp")), http: fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), dir: t.TempDir()}
+	writeFile(t, filepath.Join(other.dir, "d.conf"), fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n", l.trunk.contact, liveOptions)+
+		tlsSection(append(slices.Clone(routes), dRoute), otherCA))
+	bare := &procNode{name: "d", sip: uint16(freePort(t, "udp")), http: fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), dir: t.TempDir()}
+	bareRoute := fmt.Sprintf("d@127.0.0.1:%d", freePort(t, "tcp"))
+	writeFile(t, filepath.Join(bare.dir, "d.conf"), fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n[c]\ntype=cluster\nnodes=%s\nname=lab\nstore=cluster\n",
+		l.trunk.contact, liveOptions, strings.Join(append(slices.Clone(routes), bareRoute), ",")))
+	for _, d := range []*procNode{other, bare} {
+		startOwn(t, d, filepath.Join(d.dir, "d.conf"))
+	}
+	for _, n := range l.nodes {
+		eventually(t, 30*time.Second, n.name+" logs the two d's routes refused", func() bool {
+			return refusals(n, "TLS route handshake error: remote error: tls: bad certificate") > 0 && // the d of another CA
+				refusals(n, "TLS route handshake error: tls: first record does not look like a TLS handshake") > 0 // the d without TLS
+		})
+	}
+	for _, d := range []*procNode{other, bare} {
+		eventually(t, 2*readyBoundE2E, "d gives up joining", func() bool { return d.logged("cluster: no cluster within 30s") })
+		if d.logged("cluster: joined as d") {
+			t.Fatalf("a d joined:\n%s", d.out.String())
+		}
+	}
+	l.onlyInvited(t)
+
+	a := l.nodes[0]
+	aRoute := strings.TrimPrefix(routes[0], "a@")
+	pair, err := tls.LoadX509KeyPair(dir+"/c.crt", dir+"/c.key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := refusals(a, "authentication error")
+	intruder(t, aRoute, &tls.Config{Certificates: []tls.Certificate{pair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, "wrong")
+	eventually(t, 30*time.Second, "a logs the wrong secret refused", func() bool { return refusals(a, "authentication error") > auth })
+	l.onlyInvited(t)
+}
+
+// readyBoundE2E is the daemon's wait for the cluster at start.
+const readyBoundE2E = 30 * time.Second
+
+// startOwn runs n with its own configuration file.
+func startOwn(t *testing.T, n *procNode, conf string) {
+	t.Helper()
+	l := &clusterProcs{conf: conf}
+	l.start(t, n)
+}
+
+// intruder runs a NATS server in the test that routes to route with tc
+// and the secret, as the cluster "lab".
+func intruder(t *testing.T, route string, tc *tls.Config, secret string) *server.Server {
+	t.Helper()
+	o := &server.Options{ServerName: "intruder", Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		Cluster: server.ClusterOpts{Name: "lab", Host: "127.0.0.1", Port: server.RANDOM_PORT, TLSConfig: tc, TLSTimeout: 5},
+		Routes:  []*url.URL{{Scheme: "nats-route", User: url.UserPassword("qualifyd", secret), Host: route}}}
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// TestClusterRouteRefusesHandshakeWithoutCertificate: a raw TLS
+// handshake to a running node's route port without a client
+// certificate is refused, and nothing comes through.
+func TestClusterRouteRefusesHandshakeWithoutCertificate(t *testing.T) {
+	dir := readmeCertificates(t, "a", "b", "c")
+	_, routes := newTLSCluster(t, dir)
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	conn, err := tls.DialWithDialer(d, "tcp", strings.TrimPrefix(routes[0], "a@"), &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+	if err == nil { // TLS 1.3: the server's refusal comes after the client's side of the handshake
+		defer conn.Close()
+		if err := conn.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		var buf [64]byte
+		n, rerr := conn.Read(buf[:])
+		if n > 0 {
+			t.Fatalf("read %q without a certificate", buf[:n])
+		}
+		err = rerr
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("handshake without a certificate: %v, want the node's refusal (certificate required)", err)
+	}
+	t.Logf("refused: %v", err)
+}
