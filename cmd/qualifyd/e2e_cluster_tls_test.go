@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,20 +29,32 @@ import (
 // of a b c, and returns the directory.
 func readmeCertificates(t *testing.T, names ...string) string {
 	t.Helper()
+	dir := t.TempDir()
+	runCertificates(t, dir, readmeCertScript(t), names...)
+	return dir
+}
+
+// readmeCertScript is the README's block of openssl commands.
+func readmeCertScript(t *testing.T) string {
+	t.Helper()
 	section := readmeSection(t, "**Certificates for the routes.**", "**Rotation.**")
 	_, script, ok := strings.Cut(section, "```sh\n")
 	script, _, ok2 := strings.Cut(script, "```")
-	if !ok || !ok2 || !strings.Contains(script, "for node in a b c; do") {
-		t.Fatalf("the README's certificates section has no sh block looping over a b c:\n%s", section)
+	if !ok || !ok2 || !strings.Contains(script, "for node in a b c; do") || !strings.Contains(script, "-days 365") {
+		t.Fatalf("the README's certificates section has no sh block looping over a b c for 365 days:\n%s", section)
 	}
+	return script
+}
+
+// runCertificates runs script in dir for the nodes names.
+func runCertificates(t *testing.T, dir, script string, names ...string) {
+	t.Helper()
 	script = strings.Replace(script, "for node in a b c; do", "for node in "+strings.Join(names, " ")+"; do", 1)
-	dir := t.TempDir()
 	cmd := exec.Command("sh", "-e", "-c", script)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the README's openssl commands: %v\n%s", err, out)
 	}
-	return dir
 }
 
 // tlsSection is a cluster section of nodes (name@route) with the routes'
@@ -224,4 +238,67 @@ func TestClusterRouteRefusesHandshakeWithoutCertificate(t *testing.T) {
 		t.Fatalf("handshake without a certificate: %v, want the node's refusal (certificate required)", err)
 	}
 	t.Logf("refused: %v", err)
+}
+
+// certExpiry is node n's qualifyd_cluster_cert_expiry_timestamp_seconds,
+// "" for none.
+func (n *procNode) certExpiry(t *testing.T) string {
+	t.Helper()
+	_, body := get(t, "GET", "http://"+n.http+"/metrics", "")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "qualifyd_cluster_cert_expiry_timestamp_seconds "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestClusterCertExpiryWarnedAndReloaded: a node whose certificate
+// expires within 14 days logs it at start and exports the expiry; a
+// SIGHUP after its certificate was made again for a year (the README's
+// commands of one node) takes it, and the cluster stays whole.
+func TestClusterCertExpiryWarnedAndReloaded(t *testing.T) {
+	script := readmeCertScript(t)
+	dir := t.TempDir()
+	runCertificates(t, dir, strings.ReplaceAll(script, "-days 365", "-days 7"), "a", "b", "c")
+	l, _ := newTLSCluster(t, dir)
+	a := l.nodes[0]
+	if !a.logged("cluster: this node's certificate expires at ") {
+		t.Fatalf("no warning of the certificate's expiry:\n%s", a.out.String())
+	}
+	week := a.certExpiry(t)
+	if week == "" {
+		t.Fatal("no qualifyd_cluster_cert_expiry_timestamp_seconds")
+	}
+	_, loop, _ := strings.Cut(script, "for node in a b c; do\n")
+	loop, _, _ = strings.Cut(loop, "done\n")
+	cmd := exec.Command("sh", "-e", "-c", loop)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "node=a")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, peerBound, "the reloaded certificate's expiry", func() bool {
+		v := a.certExpiry(t)
+		return v != "" && v != week
+	})
+	if strings.Count(a.out.String(), "cluster: this node's certificate expires at ") != 1 {
+		t.Fatalf("the certificate of a year warned of at the reload:\n%s", a.out.String())
+	}
+	l.onlyInvited(t)
+}
+
+// TestClusterWarnsOfInsecureRoutes: insecure_routes=yes is warned of at
+// start.
+func TestClusterWarnsOfInsecureRoutes(t *testing.T) {
+	n := &procNode{name: "a", sip: uint16(freePort(t, "udp")), http: fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), dir: t.TempDir()}
+	conf := filepath.Join(n.dir, "q.conf")
+	writeFile(t, conf, fmt.Sprintf("[t]\ntype=aor\ncontact=sip:192.0.2.1\n\n[c]\ntype=cluster\nnodes=a@127.0.0.1:%d,b@127.0.0.1:%d,c@127.0.0.1:%d\nstore=cluster\ninsecure_routes=yes\n",
+		freePort(t, "tcp"), freePort(t, "tcp"), freePort(t, "tcp")))
+	startOwn(t, n, conf)
+	eventually(t, 30*time.Second, "the warning", func() bool {
+		return n.logged("cluster: insecure_routes=yes: the routes are neither encrypted nor authenticated by certificate")
+	})
 }
