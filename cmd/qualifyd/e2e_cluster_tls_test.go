@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/responder"
@@ -301,4 +304,148 @@ func TestClusterWarnsOfInsecureRoutes(t *testing.T) {
 	eventually(t, 30*time.Second, "the warning", func() bool {
 		return n.logged("cluster: insecure_routes=yes: the routes are neither encrypted nor authenticated by certificate")
 	})
+}
+
+// readmeBlock is the README's first fenced block after the line that
+// starts with after.
+func readmeBlock(t *testing.T, after string) string {
+	t.Helper()
+	s := readmeSection(t, after, "## When qualifyd fails")
+	_, s, ok := strings.Cut(s, "```\n")
+	s, _, ok2 := strings.Cut(s, "```")
+	if !ok || !ok2 {
+		t.Fatalf("no block after %q in the README", after)
+	}
+	return s
+}
+
+// replaceAll applies old, new pairs to s, failing the test for an old
+// that s does not hold.
+func replaceAll(t *testing.T, s string, pairs ...string) string {
+	t.Helper()
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !strings.Contains(s, pairs[i]) {
+			t.Fatalf("the README's block has no %q:\n%s", pairs[i], s)
+		}
+		s = strings.ReplaceAll(s, pairs[i], pairs[i+1])
+	}
+	return s
+}
+
+// natsServers runs three NATS servers with the README's configuration,
+// on loopback, the certificates of dir (localhost's for the servers),
+// and returns their client ports.
+func natsServers(t *testing.T, dir string) []int {
+	t.Helper()
+	conf := readmeBlock(t, "JetStream API of its account. This configuration")
+	var ports, routes []int
+	for range 3 {
+		ports, routes = append(ports, freePort(t, "tcp")), append(routes, freePort(t, "tcp"))
+	}
+	var servers []*server.Server
+	for i := range 3 {
+		var others []string
+		for j := range 3 {
+			if j != i {
+				others = append(others, fmt.Sprintf("nats-route://127.0.0.1:%d", routes[j]))
+			}
+		}
+		c := replaceAll(t, conf, "server_name: n1", fmt.Sprintf("server_name: n%d", i+1),
+			"listen: 0.0.0.0:4222", fmt.Sprintf("listen: 127.0.0.1:%d", ports[i]),
+			"listen: 0.0.0.0:6222", fmt.Sprintf("listen: 127.0.0.1:%d", routes[i]),
+			"routes: [nats-route://n2.example.net:6222, nats-route://n3.example.net:6222]", "routes: ["+strings.Join(others, ", ")+"]",
+			"/var/lib/nats", t.TempDir(), "/etc/nats/tls/server.", dir+"/localhost.", "/etc/nats/tls/ca.crt", dir+"/ca.crt")
+		file := filepath.Join(t.TempDir(), "nats.conf")
+		writeFile(t, file, c)
+		o, err := server.ProcessConfigFile(file)
+		if err != nil {
+			t.Fatalf("the README's NATS configuration: %v\n%s", err, c)
+		}
+		o.NoSigs, o.NoLog = true, true
+		s, err := server.NewServer(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(s.Shutdown)
+		servers = append(servers, s)
+	}
+	for _, s := range servers {
+		if !s.ReadyForConnections(30 * time.Second) {
+			t.Fatal("a NATS server not ready")
+		}
+	}
+	return ports
+}
+
+// TestClusterExternalNATSAccount: three nodes on three NATS servers
+// with the README's configurations (TLS with client certificates, the
+// account of qualifyd's buckets, its user and password) form the
+// cluster; the user can make no other bucket nor write another's keys.
+func TestClusterExternalNATSAccount(t *testing.T) {
+	dir := readmeCertificates(t, "a", "b", "c", "localhost")
+	ports := natsServers(t, dir)
+	password := filepath.Join(t.TempDir(), "nats-password")
+	if err := os.WriteFile(password, []byte("s3cret-from-nats_password_file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	section := replaceAll(t, readmeBlock(t, "and qualifyd's section"),
+		"n1.example.net:4222", fmt.Sprintf("localhost:%d", ports[0]), "n2.example.net:4222", fmt.Sprintf("localhost:%d", ports[1]),
+		"n3.example.net:4222", fmt.Sprintf("localhost:%d", ports[2]),
+		"/etc/qualifyd/tls/", dir+"/", "/etc/qualifyd/nats-password", password)
+	l := &clusterProcs{conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
+	peer, err := responder.Listen("127.0.0.1:0", l.drop.Decide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	l.trunk = &trunk{name: "t", dest: "sip:" + peer.Addr().String(), contact: "sip:t@" + peer.Addr().String()}
+	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n", l.trunk.contact, liveOptions)+section+
+		fmt.Sprintf("member_ttl=%d\nlease_ttl=%d\n", clusterTTLs, clusterTTLs))
+	for i := range 3 {
+		n := &procNode{name: string(rune('a' + i)), sip: uint16(freePort(t, "udp")), http: fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), dir: t.TempDir()}
+		l.nodes = append(l.nodes, n)
+		l.start(t, n)
+	}
+	for _, n := range l.nodes {
+		eventually(t, 30*time.Second, n.name+" joined", func() bool { return n.logged("cluster: joined as " + n.name) })
+	}
+	l.clusterSays(t, "Reachable", 30*time.Second, l.leader(t, nil))
+	l.onlyInvited(t)
+	confined(t, dir, ports[0])
+}
+
+// confined checks that qualifyd's NATS user may make no bucket but its
+// four, nor write a key outside them.
+func confined(t *testing.T, dir string, port int) {
+	t.Helper()
+	errs := make(chan error, 16)
+	nc, err := nats.Connect(fmt.Sprintf("tls://localhost:%d", port), nats.RootCAs(dir+"/ca.crt"), nats.ClientCert(dir+"/a.crt", dir+"/a.key"),
+		nats.UserInfo("qualifyd", "s3cret-from-nats_password_file"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "other", Replicas: 3}); err == nil {
+		t.Fatal("qualifyd's user made a fifth bucket")
+	} else {
+		t.Logf("a fifth bucket: %v", err)
+	}
+	if err := nc.Publish("$KV.other.k", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "Permissions Violation") {
+			t.Fatalf("publish outside the buckets: %v, want a permissions violation", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("publish outside the buckets: no permissions violation")
+	}
 }
