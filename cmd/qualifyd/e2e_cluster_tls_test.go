@@ -72,19 +72,9 @@ func tlsSection(nodes []string, dir string) string {
 // probing one trunk, and waits until each has joined and one leads.
 func newTLSCluster(t *testing.T, dir string) (*clusterProcs, []string) {
 	t.Helper()
-	l := &clusterProcs{conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
-	peer, err := responder.Listen("127.0.0.1:0", l.drop.Decide)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	addr := peer.Addr().String()
-	l.trunk = &trunk{name: "t", dest: "sip:" + addr, contact: "sip:t@" + addr}
+	l := newTrunkLab(t)
 	var routes []string
-	for i := range 3 {
-		n := &procNode{name: string(rune('a' + i)), sip: uint16(freePort(t, "udp")),
-			http: fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), dir: t.TempDir()}
-		l.nodes = append(l.nodes, n)
+	for _, n := range l.nodes {
 		routes = append(routes, fmt.Sprintf("%s@127.0.0.1:%d", n.name, freePort(t, "tcp")))
 	}
 	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n", l.trunk.contact, liveOptions)+tlsSection(routes, dir))
@@ -97,6 +87,25 @@ func newTLSCluster(t *testing.T, dir string) (*clusterProcs, []string) {
 	l.leader(t, nil)
 	l.clusterSays(t, "Reachable", 30*time.Second, l.leader(t, nil))
 	return l, routes
+}
+
+// newTrunkLab is a lab of nodes a, b and c (not started) probing one
+// trunk on a SIP peer, its file at l.conf still to write.
+func newTrunkLab(t *testing.T) *clusterProcs {
+	t.Helper()
+	l := &clusterProcs{conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
+	peer, err := responder.Listen("127.0.0.1:0", l.drop.Decide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	addr := peer.Addr().String()
+	l.trunk = &trunk{name: "t", dest: "sip:" + addr, contact: "sip:t@" + addr}
+	for i := range 3 {
+		l.nodes = append(l.nodes, &procNode{name: string(rune('a' + i)), sip: uint16(freePort(t, "udp")),
+			http: fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), dir: t.TempDir()})
+	}
+	return l
 }
 
 // clusterView is n's GET /api/v1/cluster.
@@ -393,18 +402,10 @@ func TestClusterExternalNATSAccount(t *testing.T) {
 		"n1.example.net:4222", fmt.Sprintf("localhost:%d", ports[0]), "n2.example.net:4222", fmt.Sprintf("localhost:%d", ports[1]),
 		"n3.example.net:4222", fmt.Sprintf("localhost:%d", ports[2]),
 		"/etc/qualifyd/tls/", dir+"/", "/etc/qualifyd/nats-password", password)
-	l := &clusterProcs{conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
-	peer, err := responder.Listen("127.0.0.1:0", l.drop.Decide)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	l.trunk = &trunk{name: "t", dest: "sip:" + peer.Addr().String(), contact: "sip:t@" + peer.Addr().String()}
+	l := newTrunkLab(t)
 	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n", l.trunk.contact, liveOptions)+section+
 		fmt.Sprintf("member_ttl=%d\nlease_ttl=%d\n", clusterTTLs, clusterTTLs))
-	for i := range 3 {
-		n := &procNode{name: string(rune('a' + i)), sip: uint16(freePort(t, "udp")), http: fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), dir: t.TempDir()}
-		l.nodes = append(l.nodes, n)
+	for _, n := range l.nodes {
 		l.start(t, n)
 	}
 	for _, n := range l.nodes {
