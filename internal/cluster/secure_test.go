@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestSecureSetErrors(t *testing.T) {
@@ -72,4 +73,28 @@ func TestSecureDefaults(t *testing.T) {
 	if err := f.Finish("b"); err != nil || f.Name != "west" || f.TLSCert != "/t/b.crt" || f.TLSKey != "/t/b.key" || !f.RouteTLS() {
 		t.Fatalf("%+v, %v", f.Secure, err)
 	}
+}
+
+// FuzzConfig: any option and value, then Finish and CheckFiles, give an
+// error or a configuration, never a panic; an accepted embedded one
+// without TLS has its routes on loopback or insecure_routes=yes.
+func FuzzConfig(f *testing.F) {
+	f.Add("nodes", "a@127.0.0.1:1,b@10.0.0.2:2", "tls_cert", "/x/{node}.crt")
+	f.Add("nodes", "a,b", "nats_url", "tls://n:4222")
+	f.Add("insecure_routes", "yes", "name", "west")
+	f.Fuzz(func(t *testing.T, o1, v1, o2, v2 string) {
+		var c Config
+		_ = c.Set("store", "/s")
+		if c.Set(o1, v1) != nil || c.Set(o2, v2) != nil || c.Finish("a") != nil {
+			return
+		}
+		_, _ = c.CheckFiles(time.Now())
+		if c.NATSURL == "" && !c.RouteTLS() && !c.InsecureRoutes {
+			for _, n := range c.Nodes {
+				if !loopback(n.Route) {
+					t.Fatalf("accepted %+v: a route off loopback in clear", c)
+				}
+			}
+		}
+	})
 }
