@@ -60,6 +60,7 @@ func clusterModes(mode string, rounds int) ([]bool, error) {
 func (r *clusterRun) clusterAs(tls bool) func(context.Context) error {
 	return func(ctx context.Context) error {
 		r.tls, r.run = tls, r.run+1
+		r.hook.reset()
 		if err := r.cluster(ctx); err != nil {
 			return err
 		}
