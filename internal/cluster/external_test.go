@@ -2,11 +2,18 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 )
 
@@ -15,7 +22,13 @@ import (
 // leads.
 func runExternal(t *testing.T, s *server.Server, opts ...string) {
 	t.Helper()
-	c := set(t, append([]string{"nodes", "a", "nats_url", s.ClientURL(), "member_ttl", "3", "lease_ttl", "3"}, opts...)...)
+	runExternalURL(t, s.ClientURL(), opts...)
+}
+
+// runExternalURL is runExternal on the server of url.
+func runExternalURL(t *testing.T, url string, opts ...string) {
+	t.Helper()
+	c := set(t, append([]string{"nodes", "a", "nats_url", url, "member_ttl", "3", "lease_ttl", "3"}, opts...)...)
 	if err := c.Finish("a"); err != nil {
 		t.Fatal(err)
 	}
@@ -65,16 +78,43 @@ func TestExternalNATSNkey(t *testing.T) {
 	runExternal(t, s, "nats_nkey", file)
 }
 
+// readmePermissions are the publish and subscribe permissions of
+// qualifyd's NATS user in the README's NATS configuration ("Securing
+// qualifyd").
+func readmePermissions(t *testing.T) (pub, sub []string) {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(kind string) []string {
+		m := regexp.MustCompile(kind + `: \{ allow: \[([^\]]*)\] \}`).FindSubmatch(readme)
+		if m == nil {
+			t.Fatalf("the README has no %s permissions", kind)
+		}
+		var out []string
+		for _, q := range strings.Split(string(m[1]), ",") {
+			out = append(out, strings.Trim(strings.TrimSpace(q), `"`))
+		}
+		return out
+	}
+	return list("publish"), list("subscribe")
+}
+
 // TestExternalNATSCreds: nats_creds authenticates with a user JWT of an
-// operator's account, and its seed.
+// operator's account that allows four streams, the user holding the
+// README's permissions, over TLS with a client certificate (nats_ca,
+// nats_cert, nats_key); the node runs, and the user makes no fifth
+// bucket.
 func TestExternalNATSCreds(t *testing.T) {
+	dir, _ := tlsDir(t)
 	op, _ := nkeys.CreateOperator()
 	opub, _ := op.PublicKey()
 	oc := jwt.NewOperatorClaims(opub)
 	acc, _ := nkeys.CreateAccount()
 	apub, _ := acc.PublicKey()
 	ac := jwt.NewAccountClaims(apub)
-	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: 4, Consumer: -1}
 	ajwt, err := ac.Encode(op)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +122,11 @@ func TestExternalNATSCreds(t *testing.T) {
 	user, _ := nkeys.CreateUser()
 	upub, _ := user.PublicKey()
 	useed, _ := user.Seed()
-	ujwt, err := jwt.NewUserClaims(upub).Encode(acc)
+	uc := jwt.NewUserClaims(upub)
+	pub, sub := readmePermissions(t)
+	uc.Pub.Allow.Add(pub...)
+	uc.Sub.Allow.Add(sub...)
+	ujwt, err := uc.Encode(acc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +149,31 @@ func TestExternalNATSCreds(t *testing.T) {
 	if err := resolver.Store(spub, sjwt); err != nil {
 		t.Fatal(err)
 	}
-	s := startNATS(t, &server.Options{TrustedOperators: []*jwt.OperatorClaims{oc}, AccountResolver: resolver, SystemAccount: spub})
-	runExternal(t, s, "nats_creds", file)
+	ca := newTestCA(t, t.TempDir())
+	ca.issueNow(t, "localhost")
+	tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: ca.dir + "/localhost.crt", KeyFile: ca.dir + "/localhost.key", CaFile: dir + "/ca.crt", Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startNATS(t, &server.Options{TrustedOperators: []*jwt.OperatorClaims{oc}, AccountResolver: resolver, SystemAccount: spub,
+		TLSConfig: tc, TLSTimeout: 5, TLSVerify: true})
+	url := fmt.Sprintf("tls://localhost:%d", s.Addr().(*net.TCPAddr).Port)
+	runExternalURL(t, url, "nats_creds", file, "nats_ca", ca.dir+"/ca.crt", "nats_cert", dir+"/{node}.crt", "nats_key", dir+"/{node}.key")
+	nc, err := nats.Connect(url, nats.UserCredentials(file), nats.RootCAs(ca.dir+"/ca.crt"), nats.ClientCert(dir+"/a.crt", dir+"/a.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "other"}); err == nil {
+		t.Fatal("qualifyd's user made a fifth bucket")
+	}
+	if _, err := nats.Connect(url, nats.UserCredentials(file), nats.RootCAs(ca.dir+"/ca.crt")); err == nil {
+		t.Fatal("a connection without a client certificate was taken")
+	}
 }
