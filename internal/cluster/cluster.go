@@ -41,8 +41,8 @@ type Hooks struct {
 	// votes of contacts its file no longer has. It must not call the
 	// Cluster.
 	Configured func(contact string) bool
-	// ServerLog is called with each error or warning of the embedded
-	// NATS server, one line (a route refused: its TLS handshake or its
+	// ServerLog is called with each error of the embedded NATS server,
+	// one line (a route refused: its TLS handshake or its
 	// credentials failed, with the peer's address); nil drops them.
 	ServerLog func(line string)
 }

@@ -38,6 +38,10 @@ func serverOptions(c *Config, token string, tc *tls.Config, secret string) (*ser
 		NoSigs:        true,
 		NoLog:         true,
 		Cluster:       server.ClusterOpts{Name: c.Name, Host: host, Port: port},
+		// A route that cannot be dialled is logged at the first attempt,
+		// then once a minute (one attempt a second), not at every one.
+		ConnectErrorReports:   routeErrorReports,
+		ReconnectErrorReports: routeErrorReports,
 	}
 	if tc != nil {
 		o.Cluster.TLSConfig, o.Cluster.TLSTimeout = tc, routeTLSTimeout.Seconds()
@@ -54,6 +58,10 @@ func serverOptions(c *Config, token string, tc *tls.Config, secret string) (*ser
 	}
 	return o, nil
 }
+
+// routeErrorReports is every how many failed attempts to dial a route
+// the server logs one.
+const routeErrorReports = 60
 
 // routeUser is the user name of the routes' credentials; secret_file
 // holds the password.
@@ -75,8 +83,8 @@ func splitRoute(route string) (string, int, error) {
 
 // startServer starts the node's embedded server and waits until its
 // route listener is up; its JetStream becomes usable once the cluster has
-// elected a meta leader, which Run waits for. The server's errors and
-// warnings go to logf.
+// elected a meta leader, which Run waits for. The server's errors go
+// to logf.
 func startServer(c *Config, token string, tc *tls.Config, secret string, logf func(string)) (*server.Server, error) {
 	o, err := serverOptions(c, token, tc, secret)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 const certWarning = 14 * 24 * time.Hour
 
 // serverLog is the ServerLog hook: the embedded NATS server's errors
-// and warnings (a route refused, with the peer's address) in the log.
+// (a route refused, with the peer's address) in the log.
 func (n *node) serverLog(line string) {
 	n.d.log.Notice(slog.LevelWarn, "cluster: NATS: "+line)
 }
