@@ -41,7 +41,7 @@ func TestCheckConfigPrintsTLSRoutes(t *testing.T) {
 // without TLS are refused at the section's line, unless
 // insecure_routes=yes.
 func TestCheckConfigRefusesPlainRoutesOffLoopback(t *testing.T) {
-	conf := "[t]\ntype=aor\ncontact=sip:192.0.2.1\n\n[c]\ntype=cluster\nnodes=a@127.0.0.1:6222,b@192.0.2.7:6222\nstore=/s\n"
+	conf := "[t]\ntype=aor\ncontact=sip:192.0.2.1\n\n[c]\ntype=cluster\nnodes=a@127.0.0.1:6222,b@192.0.2.7:6222,c@127.0.0.1:6223\nstore=/s\n"
 	file := filepath.Join(writeConfig(t, map[string]string{"q.conf": conf}), "q.conf")
 	code, stdout, stderr := checkConfig(file)
 	want := "qualifyd check-config: " + file + `:5: section "c": invalid value: node "b" routes on 192.0.2.7:6222: routes off loopback need tls_cert, tls_key and tls_ca (or insecure_routes=yes)` + "\n"

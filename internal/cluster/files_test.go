@@ -35,7 +35,7 @@ func write(t *testing.T, path, body string, perm os.FileMode) {
 // from dir, the options in over replacing the defaults.
 func secureConfig(t *testing.T, dir string, over ...string) Config {
 	t.Helper()
-	opts := map[string]string{"nodes": "a@10.0.0.1:6222,b@10.0.0.2:6222", "store": "/s",
+	opts := map[string]string{"nodes": "a@10.0.0.1:6222,b@10.0.0.2:6222,c@10.0.0.3:6222", "store": "/s",
 		"tls_cert": dir + "/{node}.crt", "tls_key": dir + "/{node}.key", "tls_ca": dir + "/ca.crt", "secret_file": dir + "/secret"}
 	for i := 0; i+1 < len(over); i += 2 {
 		opts[over[i]] = over[i+1]
@@ -119,7 +119,7 @@ func TestCheckFilesErrors(t *testing.T) {
 	}
 	for _, tt := range external {
 		t.Run(tt.name, func(t *testing.T) {
-			c := set(t, append([]string{"nodes", "a,b", "nats_url", "tls://n:4222"}, tt.opts...)...)
+			c := set(t, append([]string{"nodes", "a,b,c", "nats_url", "tls://n:4222"}, tt.opts...)...)
 			if err := c.Finish("a"); err != nil {
 				t.Fatal(err)
 			}

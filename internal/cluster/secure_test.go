@@ -25,7 +25,7 @@ func TestSecureSetErrors(t *testing.T) {
 // TestSecureFinishErrors: plain routes off loopback, TLS options in part
 // and options of the other NATS are refused.
 func TestSecureFinishErrors(t *testing.T) {
-	off := "a@127.0.0.1:6222,b@10.0.0.2:6222"
+	off := "a@127.0.0.1:6222,b@10.0.0.2:6222,c@127.0.0.1:6223"
 	tests := []struct {
 		name string
 		opts []string
@@ -33,16 +33,16 @@ func TestSecureFinishErrors(t *testing.T) {
 	}{
 		{"plain routes off loopback", []string{"nodes", off, "store", "/s"},
 			`invalid value: node "b" routes on 10.0.0.2:6222: routes off loopback need tls_cert, tls_key and tls_ca (or insecure_routes=yes)`},
-		{"a host name is off loopback", []string{"nodes", "a@localhost:1,b@qualifyd-b:1", "store", "/s"},
+		{"a host name is off loopback", []string{"nodes", "a@localhost:1,b@qualifyd-b:1,c@localhost:2", "store", "/s"},
 			`invalid value: node "b" routes on qualifyd-b:1: routes off loopback need tls_cert, tls_key and tls_ca (or insecure_routes=yes)`},
 		{"no CA", []string{"nodes", off, "store", "/s", "tls_cert", "c", "tls_key", "k"}, "invalid value: tls_cert, tls_key and tls_ca go together"},
 		{"nats_ options embedded", []string{"nodes", off, "store", "/s", "insecure_routes", "yes", "nats_ca", "/ca"},
 			"invalid value: the nats_ options are for an external NATS (nats_url=); the embedded server's routes use tls_cert, tls_key, tls_ca and secret_file"},
-		{"route options external", []string{"nodes", "a,b", "nats_url", "nats://n:4222", "tls_ca", "/ca"},
+		{"route options external", []string{"nodes", "a,b,c", "nats_url", "nats://n:4222", "tls_ca", "/ca"},
 			"invalid value: name, tls_cert, tls_key, tls_ca, secret_file and insecure_routes are the embedded server's; with nats_url= use nats_ca, nats_cert, nats_key and the nats_ credentials"},
-		{"NATS certificate without key", []string{"nodes", "a,b", "nats_url", "nats://n:4222", "nats_cert", "/c"}, "invalid value: nats_cert and nats_key go together"},
-		{"NATS user without password", []string{"nodes", "a,b", "nats_url", "nats://n:4222", "nats_user", "q"}, "invalid value: nats_user and nats_password_file go together"},
-		{"two credentials", []string{"nodes", "a,b", "nats_url", "nats://n:4222", "nats_creds", "/c", "nats_nkey", "/n"},
+		{"NATS certificate without key", []string{"nodes", "a,b,c", "nats_url", "nats://n:4222", "nats_cert", "/c"}, "invalid value: nats_cert and nats_key go together"},
+		{"NATS user without password", []string{"nodes", "a,b,c", "nats_url", "nats://n:4222", "nats_user", "q"}, "invalid value: nats_user and nats_password_file go together"},
+		{"two credentials", []string{"nodes", "a,b,c", "nats_url", "nats://n:4222", "nats_creds", "/c", "nats_nkey", "/n"},
 			"invalid value: nats_creds, nats_nkey and nats_user are three ways to authenticate: choose one"},
 	}
 	for _, tt := range tests {
@@ -68,7 +68,7 @@ func TestSecureDefaults(t *testing.T) {
 	if d.Finish("a") != nil || e.Finish("a") != nil || c.Name != d.Name || c.Name == e.Name {
 		t.Fatalf("names %q %q %q: want the first two equal, the third apart", c.Name, d.Name, e.Name)
 	}
-	f := set(t, "nodes", "a@10.0.0.1:1,b@10.0.0.2:1", "store", "/s", "name", "west",
+	f := set(t, "nodes", "a@10.0.0.1:1,b@10.0.0.2:1,c@10.0.0.3:1", "store", "/s", "name", "west",
 		"tls_cert", "/t/{node}.crt", "tls_key", "/t/{node}.key", "tls_ca", "/t/ca.crt")
 	if err := f.Finish("b"); err != nil || f.Name != "west" || f.TLSCert != "/t/b.crt" || f.TLSKey != "/t/b.key" || !f.RouteTLS() {
 		t.Fatalf("%+v, %v", f.Secure, err)
@@ -80,7 +80,7 @@ func TestSecureDefaults(t *testing.T) {
 // without TLS has its routes on loopback or insecure_routes=yes.
 func FuzzConfig(f *testing.F) {
 	f.Add("nodes", "a@127.0.0.1:1,b@10.0.0.2:2", "tls_cert", "/x/{node}.crt")
-	f.Add("nodes", "a,b", "nats_url", "tls://n:4222")
+	f.Add("nodes", "a,b,c", "nats_url", "tls://n:4222")
 	f.Add("insecure_routes", "yes", "name", "west")
 	f.Fuzz(func(t *testing.T, o1, v1, o2, v2 string) {
 		var c Config
