@@ -22,7 +22,7 @@ export QUALIFYD_ASTERISK ?= $(ASTERISK)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy blip fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release screenshot clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy blip fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
 
 all: build
 
@@ -200,9 +200,19 @@ bench-daemon: build
 # stores are quiet and the embedded server has dropped what the first
 # round left in memory (--settle 180s), the verdict latency of a flip of a
 # tenth of the contacts, and a kill -9 of the leader (docs/performance.md).
+BENCH_CLUSTER = --contacts 100000 --vantages 2 --frequency 10s --duration 30s --settle 180s
+
 bench-cluster: build
 	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
-	bin/qualifyd-bench cluster --qualifyd bin/qualifyd --contacts 100000 --vantages 2 --frequency 10s --duration 30s --settle 180s
+	bin/qualifyd-bench cluster --qualifyd bin/qualifyd $(BENCH_CLUSTER)
+
+# bench-cluster-tls runs bench-cluster's cluster twice with its routes in
+# clear and twice with mutual TLS and the secret, alternated, between the
+# two single runs, and prints the ratio of TLS on to off
+# (docs/performance.md); BENCH_CLUSTER='...' runs a smaller one.
+bench-cluster-tls: build
+	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
+	bin/qualifyd-bench cluster --qualifyd bin/qualifyd $(BENCH_CLUSTER) --tls alternate --rounds 2
 
 # bench-release times releases of 10,000 objects one at a time (as before
 # batches) and batched, alternately, through a webhook receiver (instant and

@@ -278,10 +278,25 @@ func writeCluster(stdout io.Writer, name string, c cluster.Config) {
 			nodes[i] += "@" + n.Route
 		}
 	}
-	nats := "embedded, store " + c.Store
+	nats := "embedded, store " + c.Store + ", name " + c.Name + ", " + routesText(c)
 	if c.NATSURL != "" {
 		nats = "external, nats_url " + c.NATSURL
 	}
 	fmt.Fprintf(stdout, "cluster %s: %d %s (%s), vantages %d, quorum %s, NATS %s, member_ttl %v, lease_ttl %v\n",
 		name, len(c.Nodes), plural(len(c.Nodes), "node"), strings.Join(nodes, ", "), c.Vantages, c.Quorum, nats, c.MemberTTL, c.LeaseTTL)
+}
+
+// routesText says what protects the embedded server's routes.
+func routesText(c cluster.Config) string {
+	s := "routes in clear on loopback"
+	switch {
+	case c.RouteTLS():
+		s = "routes mutual TLS"
+	case c.InsecureRoutes:
+		s = "routes in clear (insecure_routes=yes)"
+	}
+	if c.SecretFile != "" {
+		s += " with secret_file"
+	}
+	return s
 }

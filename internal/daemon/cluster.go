@@ -81,7 +81,35 @@ func finishCluster(conf *pjsip.Config, cfg *cluster.Config, node string) error {
 	if err := cfg.Finish(node); err != nil {
 		return conf.Cluster.SectionError(err, cluster.ErrUnknownOption)
 	}
+	if err := checkFiles(conf.Cluster, cfg); err != nil {
+		return err
+	}
 	return checkFailover(conf.Sinks, cfg.LeaseTTL)
+}
+
+// checkFiles reads the files the section's options name, each error at
+// the line of the option naming the file.
+func checkFiles(sec *pjsip.Cluster, cfg *cluster.Config) error {
+	_, err := cfg.CheckFiles(time.Now())
+	return fileError(sec, err)
+}
+
+// fileError places a *cluster.FileError at its option's line, another
+// error at the section's.
+func fileError(sec *pjsip.Cluster, err error) error {
+	fe, ok := errors.AsType[*cluster.FileError](err)
+	if !ok {
+		if err != nil {
+			return sec.SectionError(err, cluster.ErrUnknownOption)
+		}
+		return nil
+	}
+	for _, o := range sec.Options {
+		if o.Key == fe.Option {
+			return sec.OptionError(o, fe, cluster.ErrUnknownOption)
+		}
+	}
+	return sec.SectionError(fe, cluster.ErrUnknownOption)
 }
 
 // checkFailover refuses a sink whose failopen_after is no longer than a
@@ -140,11 +168,13 @@ type node struct {
 // assignment and the log.
 func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
 	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1), changed: newAORQueue()}
-	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Members: n.membersEdge, Configured: n.configuredContact})
+	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Members: n.membersEdge,
+		Configured: n.configuredContact, ServerLog: n.serverLog})
 	if err != nil {
 		return nil, err
 	}
 	n.c = c
+	n.warnSecurity(c.CertExpiry(), time.Now())
 	return n, nil
 }
 
@@ -177,6 +207,7 @@ func (n *node) stats() metrics.ClusterStats {
 		}
 	}
 	s.Probed, s.Stale, s.Lagged, s.Pending = cs.Probes, cs.Stale, cs.Lagged, cs.Pending
+	s.CertExpiry = n.c.CertExpiry()
 	return s
 }
 

@@ -313,11 +313,13 @@ func (d *Daemon) warn(conf *pjsip.Config) {
 }
 
 // clusterChanged warns when a reload's cluster section is not the one
-// the daemon started with: the cluster is built once, at start.
+// the daemon started with: the cluster is built once, at start; the
+// files its options name are read again.
 func (d *Daemon) clusterChanged(conf *pjsip.Config) {
 	var raw []pjsip.ClusterOption
 	if d.cluster != nil {
 		raw = d.cluster.raw
+		d.cluster.reloadFiles()
 	}
 	if !sameSection(raw, conf.Cluster) {
 		d.log.Notice(slog.LevelWarn, "configuration warning: the type=cluster section changed: it applies at the next start (restart qualifyd)")
