@@ -48,27 +48,49 @@ type procNode struct {
 }
 
 // changes is a webhook receiver that keeps every contact change in
-// order and counts the heartbeats.
+// order, counts the heartbeats, and logs which node sent each body (by
+// the socket it came on, when who is set).
 type changes struct {
 	mu    sync.Mutex
 	to    []string // the contact's pushes: "up", "down"
 	beats int
+	who   func(remote string) string // the node that owns the peer socket, "" for unknown
+	from  []pushed                   // every body, in the order received
+}
+
+// pushed is one body the receiver got: when, and from which node.
+type pushed struct {
+	at   time.Time
+	node string
 }
 
 func (c *changes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	at := time.Now()
 	var p struct{ Kind, To string }
 	if err := json.NewDecoder(req.Body).Decode(&p); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	node := ""
+	if c.who != nil {
+		node = c.who(req.RemoteAddr)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.from = append(c.from, pushed{at, node})
 	switch p.Kind {
 	case "contact":
 		c.to = append(c.to, p.To)
 	case "heartbeat":
 		c.beats++
 	}
+}
+
+// senders returns who sent each body so far.
+func (c *changes) senders() []pushed {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]pushed(nil), c.from...)
 }
 
 // pushes returns the contact's pushes so far.
@@ -80,12 +102,15 @@ func (c *changes) pushes() []string {
 
 // clusterProcs is the lab.
 type clusterProcs struct {
-	conf  string
-	trunk *trunk
-	k     *kamailio
-	hook  *changes
-	nodes []*procNode
-	drop  responder.Ports
+	conf    string
+	hookURL string // the webhook receiver's
+	routes  string // nodes=
+	trunk   *trunk
+	k       *kamailio
+	hook    *changes
+	nodes   []*procNode
+	drop    responder.Ports
+	pids    sync.Map // pid -> node name, of every process started (sender)
 }
 
 // newClusterProcs starts the peer, Kamailio, the webhook receiver and the
@@ -93,7 +118,15 @@ type clusterProcs struct {
 // active in Kamailio, and the webhook has heard it up.
 func newClusterProcs(t *testing.T) *clusterProcs {
 	t.Helper()
+	return newClusterProcsWith(t, clusterTTLs, clusterFailOpen)
+}
+
+// newClusterProcsWith is newClusterProcs with lease_ttl leaseTTL and
+// the sinks' failopen_after failOpen, in seconds.
+func newClusterProcsWith(t *testing.T, leaseTTL, failOpen int) *clusterProcs {
+	t.Helper()
 	l := &clusterProcs{hook: &changes{}, conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
+	l.hook.who = l.sender
 	peer, err := responder.Listen("127.0.0.1:0", l.drop.Decide)
 	if err != nil {
 		t.Fatal(err)
@@ -111,11 +144,8 @@ func newClusterProcs(t *testing.T) *clusterProcs {
 		l.nodes = append(l.nodes, n)
 		routes = append(routes, fmt.Sprintf("%s@127.0.0.1:%d", n.name, freePort(t, "tcp")))
 	}
-	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n"+
-		"[edge]\ntype=sink\ndriver=kamailio\nurl=%s\naors=t\nresync_interval=2\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
-		"[hook]\ntype=sink\ndriver=webhook\nurl=%s\naors=t\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
-		"[c]\ntype=cluster\nnodes=%s\nstore=cluster\nmember_ttl=%d\nlease_ttl=%d\n",
-		l.trunk.contact, liveOptions, l.k.rpc, clusterFailOpen, srv.URL, clusterFailOpen, strings.Join(routes, ","), clusterTTLs, clusterTTLs))
+	l.hookURL, l.routes = srv.URL, strings.Join(routes, ",")
+	l.writeConf(t, leaseTTL, failOpen)
 	for _, n := range l.nodes {
 		l.start(t, n)
 	}
@@ -131,6 +161,17 @@ func newClusterProcs(t *testing.T) *clusterProcs {
 	return l
 }
 
+// writeConf writes the lab's file with lease_ttl leaseTTL and the
+// sinks' failopen_after failOpen, in seconds.
+func (l *clusterProcs) writeConf(t *testing.T, leaseTTL, failOpen int) {
+	t.Helper()
+	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n"+
+		"[edge]\ntype=sink\ndriver=kamailio\nurl=%s\naors=t\nresync_interval=2\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
+		"[hook]\ntype=sink\ndriver=webhook\nurl=%s\naors=t\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
+		"[c]\ntype=cluster\nnodes=%s\nstore=cluster\nmember_ttl=%d\nlease_ttl=%d\n",
+		l.trunk.contact, liveOptions, l.k.rpc, failOpen, l.hookURL, failOpen, l.routes, clusterTTLs, leaseTTL))
+}
+
 // start runs node n (again) in its own directory.
 func (l *clusterProcs) start(t *testing.T, n *procNode) {
 	t.Helper()
@@ -140,6 +181,7 @@ func (l *clusterProcs) start(t *testing.T, n *procNode) {
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	l.pids.Store(n.cmd.Process.Pid, n.name)
 	cmd := n.cmd
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	t.Cleanup(func() {
