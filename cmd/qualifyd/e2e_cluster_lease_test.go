@@ -289,3 +289,26 @@ func TestClusterPausedLeaderPushesNothing(t *testing.T) {
 		t.Fatalf("no body reached the webhook after %s resumed: the new leader %s should beat", old.name, next.name)
 	}
 }
+
+// agreedLeader waits until every running node but gone answers its API
+// with the same leader, one of them, which says it leads, and returns
+// that leader's name and when they agreed.
+func (l *clusterProcs) agreedLeader(t *testing.T, gone *procNode) (string, time.Time) {
+	t.Helper()
+	leader := ""
+	eventually(t, 60*time.Second, "the survivors' APIs agree on a leader", func() bool {
+		leader = ""
+		for _, n := range l.nodes {
+			if n == gone {
+				continue
+			}
+			v, ok := n.view()
+			if !ok || v.Leader == "" || v.Leader == gone.name || (leader != "" && v.Leader != leader) || (v.Leader == n.name) != v.Leading {
+				return false
+			}
+			leader = v.Leader
+		}
+		return true
+	})
+	return leader, time.Now()
+}

@@ -36,6 +36,12 @@ const clusterTTL = clusterTTLs * time.Second
 // with room for a loaded host (6.4 s seen under the race detector).
 const clusterFailOpen = 3 * clusterTTLs
 
+// clusterHeadroom is what a timing bound of the lab adds to the bound
+// the design gives, for a loaded 2-core machine (six engineers' tests,
+// the race detector): the tests log every measured figure, and the
+// README gives the design's bound and the figures.
+const clusterHeadroom = 2 * time.Second
+
 // procNode is one `qualifyd run` of the lab.
 type procNode struct {
 	name     string
@@ -358,8 +364,8 @@ func (l *clusterProcs) downByTwo(t *testing.T) {
 		// When Kamailio confirmed it, as the leader's sink logged it.
 		took := lead.waitStamped(t, from, "qualifyd: sink edge: host "+strings.TrimPrefix(l.trunk.dest, "sip:")+" is now down in the router").Sub(at)
 		t.Logf("t inactive in Kamailio %v after b's probes were dropped, as the leader %s logged it (one node's detection %v)", took, lead.name, liveDetection)
-		if took > liveDetection+time.Second {
-			t.Fatalf("Kamailio confirmed t inactive %v after b's probes were dropped, want within one node's detection %v + 1 s", took, liveDetection)
+		if took > liveDetection+time.Second+clusterHeadroom {
+			t.Fatalf("Kamailio confirmed t inactive %v after b's probes were dropped, want within one node's detection %v + 1 s (and %v of headroom)", took, liveDetection, clusterHeadroom)
 		}
 		l.clusterSays(t, "Unreachable", peerBound, l.nodes...)
 		eventually(t, peerBound, "the webhook hears t down", func() bool {
@@ -415,8 +421,18 @@ func TestClusterLeaderKilledWhileTrunkDown(t *testing.T) {
 	// (TestLeaseOneLeaderThenFailover holds the servers' stamps to it).
 	took := next.waitStamped(t, from[next], "cluster: this node leads").Sub(old.killedAt)
 	t.Logf("leader %s killed; %s logged that it leads %v later (lease TTL %v)", old.name, next.name, took, clusterTTL)
-	if took > clusterTTL+clusterTTL/3 {
-		t.Errorf("the new leader logged that it leads %v after the kill, want within the lease TTL %v (and a third, a campaign's retry)", took, clusterTTL)
+	if took > clusterTTL+clusterTTL/3+clusterHeadroom {
+		t.Errorf("the new leader logged that it leads %v after the kill, want within the lease TTL %v and a third, a campaign's retry (and %v of headroom)", took, clusterTTL, clusterHeadroom)
+	}
+	// Every survivor's API names the new leader at once on the leader,
+	// and within a candidate's next campaign (a third of the TTL, which
+	// reads the holder) on the others, whose watch of the lease may have
+	// lost its consumer with the dead server.
+	agreed, at := l.agreedLeader(t, old)
+	agree := at.Sub(old.killedAt)
+	t.Logf("the survivors' APIs agree that %s leads %v after the kill", agreed, agree)
+	if agree > clusterTTL+2*clusterTTL/3+clusterHeadroom {
+		t.Errorf("the survivors' APIs agree on a leader %v after the kill, want within the lease TTL %v and two thirds (and %v of headroom)", agree, clusterTTL, clusterHeadroom)
 	}
 	l.k.renewals(4) // the new leader's heartbeats, over 3 s
 	s.end(t, l.trunk.dest, "I")

@@ -101,6 +101,7 @@ type Cluster struct {
 	memberSent time.Time // send time of this node's last renewal that succeeded
 	selfSeen   time.Time // when the members watch last delivered this node's key
 	leader     string
+	leaderRev  uint64 // the revision of the lease key leader was read from
 	held       bool
 	heldSent   time.Time // send time of the lease's last renewal that succeeded
 	heldUntil  time.Time // when this node stops acting as the leader, from heldSent and the lease's term
@@ -219,7 +220,7 @@ func (c *Cluster) newLease(ctx context.Context, b *buckets) *lease {
 		t = term{min(ttl, c.cfg.LeaseTTL)}
 	}
 	return &lease{t: t, want: c.cfg.LeaseTTL, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant,
-		set: c.setLeading, bucket: bucket, changed: c.leaseTTLChanged}
+		set: c.setLeading, bucket: bucket, changed: c.leaseTTLChanged, seen: c.seeLeader}
 }
 
 // Ready is closed once the node has read the cluster's verdicts back

@@ -31,6 +31,7 @@ type leaseStore interface {
 	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
 	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
 	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 }
 
 // ttlStore reads and sets the TTL of the lease's bucket: the key lives
@@ -56,6 +57,11 @@ type lease struct {
 	changed func(from, to time.Duration, err error)
 	// vacant wakes a candidate when the key is removed.
 	vacant <-chan struct{}
+	// seen, if set, is told the holder a candidate found (the key's
+	// value and revision), so that a node knows the leader within a
+	// campaign's retry of its taking the lease even while its watch of
+	// the key is stalled (its consumer was on a server that died).
+	seen func(holder string, rev uint64)
 	// set records whether the node holds the lease, when its last
 	// renewal was sent and until when it may act as the leader; the
 	// Cluster keeps it under its lock.
@@ -94,11 +100,25 @@ func (l *lease) campaign(ctx context.Context) {
 	wait := l.t.ttl / 3
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		wait = l.t.retry()
+	} else {
+		l.look(ctx)
 	}
 	select {
 	case <-ctx.Done():
 	case <-l.vacant:
 	case <-time.After(wait):
+	}
+}
+
+// look reads the key a campaign found held and tells seen its holder.
+func (l *lease) look(ctx context.Context) {
+	if l.seen == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.t.ttl/3)
+	defer cancel()
+	if e, err := l.kv.Get(ctx, leaseKey); err == nil {
+		l.seen(string(e.Value()), e.Revision())
 	}
 }
 

@@ -58,6 +58,18 @@ func (f *fakeLease) Update(ctx context.Context, _ string, _ []byte, rev uint64) 
 	return f.rev, nil
 }
 
+func (f *fakeLease) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if _, err := f.wait(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rev == 0 {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return entry{key: key, value: "b", op: jetstream.KeyValuePut, rev: f.rev}, nil
+}
+
 func (f *fakeLease) Delete(ctx context.Context, _ string, _ ...jetstream.KVDeleteOpt) error {
 	_, err := f.wait(ctx)
 	return err
@@ -248,4 +260,21 @@ func TestLeaseTermFollowsTheBucket(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLeaseCandidateSeesHolder: a campaign that finds the key held reads
+// its holder, so that the node knows the leader even while its watch of
+// the key is stalled.
+func TestLeaseCandidateSeesHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var holder string
+		var rev uint64
+		l := &lease{t: term{3 * time.Second}, want: 3 * time.Second, self: []byte("a"), kv: &fakeLease{up: true, rev: 7},
+			vacant: make(chan struct{}), set: func(bool, time.Time, time.Time) {},
+			seen: func(h string, r uint64) { holder, rev = h, r }}
+		l.campaign(t.Context())
+		if holder != "b" || rev != 7 || l.rev != 0 {
+			t.Fatalf("campaign on a held key: saw %q at revision %d (own revision %d), want b at 7 and not holding", holder, rev, l.rev)
+		}
+	})
 }
