@@ -74,6 +74,11 @@ type Config struct {
 	// servers (allow_two_nodes=, default no): JetStream's quorum is then
 	// both nodes, so the loss of either stops every push.
 	AllowTwoNodes bool
+
+	// advertise, if set, is the route address the embedded server gives
+	// the others to reach it (tests: an address nobody answers, so that
+	// the servers route only through nodes=).
+	advertise string
 }
 
 // Options are the section's options, in the order the README lists them.

@@ -38,7 +38,7 @@ func serverOptions(c *Config, token string) (*server.Options, error) {
 		StoreDir:      c.Store,
 		NoSigs:        true,
 		NoLog:         true,
-		Cluster:       server.ClusterOpts{Name: clusterName, Host: host, Port: port},
+		Cluster:       server.ClusterOpts{Name: clusterName, Host: host, Port: port, Advertise: c.advertise},
 	}
 	for _, n := range c.Nodes {
 		if n.Name != c.Self {
