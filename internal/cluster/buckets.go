@@ -81,7 +81,7 @@ func bucketCause(err error) string {
 	case errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported):
 		return "the NATS server is too old for the buckets' removal markers (nats-server 2.11 or later is needed): " + err.Error()
 	case strings.Contains(strings.ToLower(err.Error()), "permission"):
-		return "permission refused by NATS (the user may not use JetStream's API or the KV_qualifyd-* streams): " + err.Error()
+		return "permission refused by NATS (the user may not use JetStream's API or the KV_qualifyd_* streams): " + err.Error()
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, nats.ErrNoResponders):
 		return "JetStream did not answer (no meta leader elected yet: fewer than a majority of the nodes reach each other): " + err.Error()
 	}
