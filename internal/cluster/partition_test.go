@@ -1,89 +1,18 @@
 package cluster
 
 import (
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/peertest"
 )
-
-// cutProxy forwards the TCP connections it accepts to one address until
-// it is cut: then it closes every connection it carries and refuses new
-// ones, until it is joined again.
-type cutProxy struct {
-	ln net.Listener
-	to string
-
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-// newCutProxy listens on loopback and forwards to to, until the test
-// ends.
-func newCutProxy(t *testing.T, to string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, to: to}
-	t.Cleanup(func() { ln.Close(); p.setCut(true) })
-	go p.serve()
-	return p
-}
-
-func (p *cutProxy) serve() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.carry(in)
-	}
-}
-
-// carry pipes in to the target both ways, unless the proxy is cut.
-func (p *cutProxy) carry(in net.Conn) {
-	out, err := net.Dial("tcp", p.to)
-	if err != nil {
-		in.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.cut {
-		p.mu.Unlock()
-		in.Close()
-		out.Close()
-		return
-	}
-	p.conns = append(p.conns, in, out)
-	p.mu.Unlock()
-	go func() { _, _ = io.Copy(out, in); out.Close() }()
-	_, _ = io.Copy(in, out)
-	in.Close()
-}
-
-// setCut cuts (closing what it carries) or joins the proxy again.
-func (p *cutProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.conns = nil
-	}
-}
 
 // partitionable starts three nodes whose every route goes through a
 // proxy of its own (from -> to), and returns them and the proxies.
-func partitionable(t *testing.T) ([]*testNode, map[[2]string]*cutProxy) {
+func partitionable(t *testing.T) ([]*testNode, map[[2]string]*peertest.Proxy) {
 	t.Helper()
 	base := testConfigs(t, 3, Majority)
-	proxies := map[[2]string]*cutProxy{}
+	proxies := map[[2]string]*peertest.Proxy{}
 	var nodes []*testNode
 	for _, cfg := range base {
 		var own []Node
@@ -92,9 +21,9 @@ func partitionable(t *testing.T) ([]*testNode, map[[2]string]*cutProxy) {
 				own = append(own, n)
 				continue
 			}
-			p := newCutProxy(t, n.Route)
+			p := peertest.NewProxy(t, n.Route)
 			proxies[[2]string{cfg.Self, n.Name}] = p
-			own = append(own, Node{Name: n.Name, Route: p.ln.Addr().String()})
+			own = append(own, Node{Name: n.Name, Route: p.Addr()})
 		}
 		cfg.Nodes, cfg.advertise = own, "127.0.0.1:1" // no route but through the proxies
 		nodes = append(nodes, startNode(t, cfg))
@@ -132,7 +61,7 @@ func TestPartitionOfTheLeader(t *testing.T) {
 	cut := time.Now()
 	for pair, p := range proxies {
 		if pair[0] == old.cfg.Self || pair[1] == old.cfg.Self {
-			p.setCut(true)
+			p.SetCut(true)
 		}
 	}
 	var next *testNode
