@@ -158,3 +158,46 @@ func TestBucketSettingsFollowTheFile(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketReplicasFollowTheFile: a bucket whose replicas are fewer
+// than nodes= gives (a cluster that grew) is updated to them by the next
+// node that starts, which logs it.
+func TestBucketReplicasFollowTheFile(t *testing.T) {
+	nodes := startCluster(t, 3, Majority)
+	js, ctx, cancel := nodes[0].jetStream(t)
+	defer cancel()
+	if _, err := js.UpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketVerdicts, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	replicas := func() int {
+		kv, err := js.KeyValue(ctx, bucketVerdicts)
+		if err != nil {
+			return 0
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return 0
+		}
+		return st.(*jetstream.KeyValueBucketStatus).Config().Replicas
+	}
+	if r := replicas(); r != 1 {
+		t.Fatalf("replicas %d after the test's update, want 1", r)
+	}
+	nodes[2].stop()
+	log := &notices{}
+	again := nodes[2].cfg
+	c, err := New(again, Hooks{Notice: log.notice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(rctx); close(done) }()
+	defer func() { stop(); <-done }()
+	const line = "cluster: bucket qualifyd_verdicts: settings updated from replicas 1, TTL 0s to the file's replicas 3, TTL 0s"
+	took := waitFor(t, 10*testTTL, "the restarted node logs the update", func() bool { return log.has(line) })
+	t.Logf("updated %v after the restart", took)
+	if r := replicas(); r != 3 {
+		t.Fatalf("replicas %d after the restart, want the file's 3", r)
+	}
+}
