@@ -73,8 +73,10 @@ type View struct {
 	InCluster bool
 	// Leading is whether this node holds the lease now.
 	Leading bool
-	// Leader is the lease's holder as last seen, "" for none or when
-	// this node is not in the cluster (it cannot know).
+	// Leader is the lease's holder as last seen (by the watch of the
+	// key or a campaign's read of it; this node itself as soon as it
+	// leads), "" for none or when this node is not in the cluster and
+	// does not lead (it cannot know).
 	Leader string
 	// Members are every configured node, in the file's order.
 	Members []Member
