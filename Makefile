@@ -22,7 +22,7 @@ export QUALIFYD_ASTERISK ?= $(ASTERISK)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster screenshot clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release screenshot clean
 
 all: build
 
@@ -35,8 +35,11 @@ build:
 # iproute2 and nftables for the lossy-network lab, chromium for the
 # status page's browser tests, promtool (Debian's prometheus) for the
 # metrics' lint and the alerting rules' tests, and PostgreSQL (initdb and
-# postgres, on PATH or in /usr/lib/postgresql/*/bin) for the realtime
-# source's tests.
+# postgres, on PATH or in /usr/lib/postgresql/*/bin), MariaDB (Debian's
+# mariadb-server: mariadb-install-db and mariadbd) and alembic (Debian's,
+# which turns Asterisk's migrations in contrib/ast-db-manage, extracted
+# into ASTERISK/ast-db-manage from the Asterisk source, into the MariaDB
+# schema) for the realtime source's tests.
 deps:
 	$(GO) mod download
 	$(GO) -C packaging mod download
@@ -47,7 +50,11 @@ deps:
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	command -v man >/dev/null 2>&1 || missing="$$missing man-db"; \
 	{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	{ command -v mariadbd || test -x /usr/sbin/mariadbd; } >/dev/null 2>&1 || missing="$$missing mariadb-server"; \
+	command -v alembic >/dev/null 2>&1 || missing="$$missing alembic"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -55,6 +62,11 @@ deps:
 	@if [ -x $(ASTERISK_SRC)/build.sh ]; then $(ASTERISK_SRC)/build.sh $(ASTERISK); \
 	elif [ -x $(ASTERISK)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the Asterisk built in $(ASTERISK)"; \
 	else echo "deps: no $(ASTERISK_SRC)/build.sh and no Asterisk in $(ASTERISK): the real-Asterisk tests need one (ASTERISK_SRC=...)"; exit 1; fi
+	@if [ -f $(ASTERISK)/ast-db-manage/config/env.py ]; then :; \
+	elif ls $(ASTERISK_SRC)/asterisk-*.tar.gz >/dev/null 2>&1; then \
+		mkdir -p $(ASTERISK)/ast-db-manage && \
+		tar -xzf $(ASTERISK_SRC)/asterisk-*.tar.gz --strip-components=3 -C $(ASTERISK)/ast-db-manage asterisk/contrib/ast-db-manage; \
+	else echo "deps: no Asterisk source in $(ASTERISK_SRC): the realtime tests need its contrib/ast-db-manage in $(ASTERISK)/ast-db-manage"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)
@@ -180,6 +192,13 @@ bench-daemon: build
 bench-cluster: build
 	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
 	bin/qualifyd-bench cluster --qualifyd bin/qualifyd --contacts 100000 --vantages 2 --frequency 10s --duration 30s --settle 180s
+
+# bench-release times releases of 10,000 objects one at a time (as before
+# batches) and batched, alternately, through a webhook receiver (instant and
+# 1 ms late), the real Kamailio (needs kamailio) and the fake Manager, and
+# prints both times and their ratio (docs/performance.md).
+bench-release:
+	$(GO) test -run '^$$' -bench '^BenchmarkRelease$$' -benchtime 3x ./internal/sink/
 
 # screenshot refreshes docs/status-page.png, the README's picture of the
 # status page, from the browser test that renders it (needs chromium).

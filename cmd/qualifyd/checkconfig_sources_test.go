@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/qualifyd/qualifyd/internal/peertest"
 )
 
 // TestCheckConfigSources: --connect reads each source once and prints
@@ -45,13 +43,16 @@ func TestCheckConfigSources(t *testing.T) {
 // prints its AoRs, endpoints and auths, the auth's password as
 // "(secret)"; neither the output nor an error shows the DSN's password.
 func TestCheckConfigRealtime(t *testing.T) {
-	pg := peertest.StartRealtime(t, realtimeSchema, "cc-db-pw")
-	pg.Exec("asterisk", `
+	eachRealtimeDB(t, "cc-db-pw", testCheckConfigRealtime)
+}
+
+func testCheckConfigRealtime(t *testing.T, db realtimeDB) {
+	db.exec(`
 		INSERT INTO ps_aors (id, contact, qualify_frequency) VALUES ('pbx-trunk', 'sip:192.0.2.30:5060', 45);
 		INSERT INTO ps_endpoints (id, aors, outbound_auth) VALUES ('pbx-trunk', 'pbx-trunk', 'pbx-auth');
 		INSERT INTO ps_auths (id, auth_type, username, password) VALUES ('pbx-auth', 'userpass', 'bob', 'auth-pw')`)
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "realtime.dsn"), pg.DSN("qualifyd", "cc-db-pw", "asterisk")+"\n")
+	writeFile(t, filepath.Join(dir, "realtime.dsn"), db.dsn("cc-db-pw")+"\n")
 	conf := filepath.Join(dir, "q.conf")
 	writeFile(t, conf, "[db]\ntype=source\ndriver=realtime\ndsn_file=realtime.dsn\n")
 	var out, errs bytes.Buffer
@@ -65,7 +66,7 @@ func TestCheckConfigRealtime(t *testing.T) {
 	if !strings.Contains(out.String(), want) || strings.Contains(out.String()+errs.String(), "auth-pw") {
 		t.Fatalf("output lacks\n%s\nor shows a password:\n%s%s", want, out.String(), errs.String())
 	}
-	writeFile(t, filepath.Join(dir, "realtime.dsn"), pg.DSN("qualifyd", "wr0ng-db-pw", "asterisk")+"\n")
+	writeFile(t, filepath.Join(dir, "realtime.dsn"), db.dsn("wr0ng-db-pw")+"\n")
 	out.Reset()
 	if code := run(context.Background(), []string{"check-config", "--connect", conf}, &out, &errs); code != 1 ||
 		!strings.Contains(errs.String(), `section "db": source error: failed to connect to`) ||

@@ -57,17 +57,25 @@ type procNode struct {
 // order, counts the heartbeats, and logs which node sent each body (by
 // the socket it came on, when who is set).
 type changes struct {
-	mu    sync.Mutex
-	to    []string // the contact's pushes: "up", "down"
-	beats int
-	who   func(remote string) string // the node that owns the peer socket, "" for unknown
-	from  []pushed                   // every body, in the order received
+	mu     sync.Mutex
+	to     []string // the contact's pushes: "up", "down"
+	beats  int
+	refuse bool                       // answer every body 503, delivering nothing
+	who    func(remote string) string // the node that owns the peer socket, "" for unknown
+	from   []pushed                   // every body, in the order received (refused ones too)
 }
 
 // pushed is one body the receiver got: when, and from which node.
 type pushed struct {
 	at   time.Time
 	node string
+}
+
+// refusing makes the receiver answer every body 503 (or 200 again).
+func (c *changes) refusing(refuse bool) {
+	c.mu.Lock()
+	c.refuse = refuse
+	c.mu.Unlock()
 }
 
 func (c *changes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -84,6 +92,10 @@ func (c *changes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.from = append(c.from, pushed{at, node})
+	if c.refuse {
+		http.Error(w, "refused by the test", http.StatusServiceUnavailable)
+		return
+	}
 	switch p.Kind {
 	case "contact":
 		c.to = append(c.to, p.To)

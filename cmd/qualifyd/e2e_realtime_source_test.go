@@ -21,20 +21,49 @@ import (
 )
 
 // TestRealtimeSource: qualifyd with only a realtime source on a real
-// PostgreSQL holding Asterisk's tables, read as a user with SELECT on the
-// three tables alone, and no AoR written by hand. The static contacts
-// are probed with the AoRs' own qualify_frequency, the endpoint's
-// from_user and from_domain, and the credentials of its outbound_auth
-// (the peer challenges); an UPDATE of a contact is followed within
-// refresh_interval; a contact that is no SIP URI fails the read naming
-// table, row and column, is counted, and the last good list stays; with
-// the database stopped the last good list stays and qualifyd_source_up
-// is 0; no log line or API answer shows the database password.
+// PostgreSQL and on a real MariaDB, each holding Asterisk's tables, read
+// as a user with SELECT on the three tables alone, and no AoR written by
+// hand. The static contacts are probed with the AoRs' own
+// qualify_frequency, the endpoint's from_user and from_domain, and the
+// credentials of its outbound_auth (the peer challenges); an UPDATE of a
+// contact is followed within refresh_interval; a contact that is no SIP
+// URI fails the read naming table, row and column, is counted, and the
+// last good list stays; with the database stopped the last good list
+// stays and qualifyd_source_up is 0; no log line or API answer shows the
+// database password.
 func TestRealtimeSource(t *testing.T) {
-	const dbPassword = "db-s3cret-pw"
-	pg := peertest.StartRealtime(t, realtimeSchema, dbPassword)
+	eachRealtimeDB(t, "db-s3cret-pw", testRealtimeSource)
+}
+
+// realtimeDB is a database holding Asterisk's realtime tables, for a
+// test run on each kind: exec runs SQL as its administrator, stop shuts
+// it down, dsn is the dsn_file line of user qualifyd with a password.
+type realtimeDB struct {
+	exec     func(sql string)
+	stop     func()
+	dsn      func(password string) string
+	password string
+}
+
+// eachRealtimeDB runs test on a PostgreSQL and on a MariaDB, each with
+// Asterisk's tables and user qualifyd's password.
+func eachRealtimeDB(t *testing.T, password string, test func(*testing.T, realtimeDB)) {
+	t.Run("postgres", func(t *testing.T) {
+		pg := peertest.StartRealtime(t, password)
+		test(t, realtimeDB{exec: func(sql string) { pg.Exec("asterisk", sql) }, stop: pg.Stop, password: password,
+			dsn: func(pw string) string { return fmt.Sprintf("postgres://qualifyd:%s@/asterisk?host=%s", pw, pg.Dir) }})
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		m := peertest.StartRealtimeMariaDB(t, password)
+		test(t, realtimeDB{exec: func(sql string) { m.Exec("asterisk", sql) }, stop: m.Stop, password: password,
+			dsn: func(pw string) string { return m.DSN("qualifyd", pw, "asterisk") }})
+	})
+}
+
+func testRealtimeSource(t *testing.T, db realtimeDB) {
+	dbPassword := db.password
 	plain, authed, moved := startSIPPeer(t, false), startSIPPeer(t, true), startSIPPeer(t, false)
-	pg.Exec("asterisk", fmt.Sprintf(`
+	db.exec(fmt.Sprintf(`
 		INSERT INTO ps_aors (id, contact, qualify_frequency, max_contacts) VALUES
 			('trunk-a', 'sip:%s', 1, 1), ('trunk-b', 'sip:%s', 1, NULL);
 		INSERT INTO ps_endpoints (id, aors, context, outbound_auth, from_user, from_domain, direct_media) VALUES
@@ -43,7 +72,7 @@ func TestRealtimeSource(t *testing.T) {
 			('trunk-b-auth', 'userpass', 'alice', 'secret', 'lab')`, plain.addr, authed.addr))
 
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "realtime.dsn"), fmt.Sprintf("postgres://qualifyd:%s@/asterisk?host=%s\n", dbPassword, pg.Dir))
+	writeFile(t, filepath.Join(dir, "realtime.dsn"), db.dsn(dbPassword)+"\n")
 	conf := filepath.Join(dir, "qualifyd.conf")
 	writeFile(t, conf, fmt.Sprintf("[pbx-db]\ntype=source\ndriver=realtime\ndsn_file=realtime.dsn\nrefresh_interval=%d\ntimeout=5\n",
 		int(sourceRefresh/time.Second))+"[trunk-a](+type=aor)\nqualify_failures=2\n")
@@ -65,7 +94,7 @@ func TestRealtimeSource(t *testing.T) {
 		}
 	})
 	step(t, "2 an UPDATE followed within refresh_interval", func() {
-		pg.Exec("asterisk", "UPDATE ps_aors SET contact = 'sip:"+moved.addr+"' WHERE id = 'trunk-a'")
+		db.exec("UPDATE ps_aors SET contact = 'sip:" + moved.addr + "' WHERE id = 'trunk-a'")
 		updated := time.Now()
 		reachable(t, base, "trunk-a", "sip:"+moved.addr)
 		if took := time.Since(updated); took > 2*sourceRefresh+time.Second {
@@ -76,7 +105,7 @@ func TestRealtimeSource(t *testing.T) {
 		}
 	})
 	step(t, "3 garbage in a column: an error naming table, row and column, the last good list kept", func() {
-		pg.Exec("asterisk", "UPDATE ps_aors SET contact = 'trunk-b.example.net' WHERE id = 'trunk-b'")
+		db.exec("UPDATE ps_aors SET contact = 'trunk-b.example.net' WHERE id = 'trunk-b'")
 		d.expect(`source pbx-db: ps_aors:2: section "trunk-b": option "contact": `)
 		s := sourceState(t, base)
 		if s.Up || s.Errors == 0 || !strings.Contains(s.LastError, `ps_aors:2: section "trunk-b": option "contact"`) || s.AoRs != 2 {
@@ -85,11 +114,11 @@ func TestRealtimeSource(t *testing.T) {
 		if got := names(listAoRs(t, base)); !slices.Equal(got, []string{"trunk-a", "trunk-b"}) {
 			t.Fatalf("AoRs %v after a broken read", got)
 		}
-		pg.Exec("asterisk", "UPDATE ps_aors SET contact = 'sip:"+authed.addr+"' WHERE id = 'trunk-b'")
+		db.exec("UPDATE ps_aors SET contact = 'sip:" + authed.addr + "' WHERE id = 'trunk-b'")
 		eventually(t, 2*sourceRefresh+peerBound, "the source up again", func() bool { return sourceState(t, base).Up })
 	})
 	step(t, "4 the database stopped: the last good list kept, qualifyd_source_up 0", func() {
-		pg.Stop()
+		db.stop()
 		d.expect("source pbx-db: failed to connect to")
 		_, metrics := get(t, "GET", base+"/metrics", "")
 		for _, want := range []string{`qualifyd_source_up{source="pbx-db"} 0`, `qualifyd_source_aors{source="pbx-db"} 2`} {
@@ -123,10 +152,6 @@ func reachable(t *testing.T, base, aor, uri string) {
 	})
 }
 
-// realtimeSchema is Asterisk's realtime tables, as the source driver's
-// tests create them.
-var realtimeSchema = filepath.Join("..", "..", "internal", "source", "testdata", "realtime.sql")
-
 // sourceState is the one source of GET /api/v1/sources.
 func sourceState(t *testing.T, base string) api.Source {
 	t.Helper()
@@ -152,12 +177,20 @@ type sipPeer struct {
 
 func startSIPPeer(t *testing.T, challenge bool) *sipPeer {
 	t.Helper()
+	p := &sipPeer{challenge: challenge}
+	p.addr = serveUDP(t, p.answer)
+	return p
+}
+
+// serveUDP answers each datagram on a loopback UDP socket with answer's
+// response ("" for none) until the test ends, and returns its address.
+func serveUDP(t *testing.T, answer func(msg string) string) string {
+	t.Helper()
 	c, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	p := &sipPeer{addr: c.LocalAddr().String(), challenge: challenge}
 	go func() {
 		buf := make([]byte, 65535)
 		for {
@@ -165,12 +198,12 @@ func startSIPPeer(t *testing.T, challenge bool) *sipPeer {
 			if err != nil {
 				return
 			}
-			if resp := p.answer(string(buf[:n])); resp != "" {
+			if resp := answer(string(buf[:n])); resp != "" {
 				_, _ = c.WriteTo([]byte(resp), src)
 			}
 		}
 	}()
-	return p
+	return c.LocalAddr().String()
 }
 
 // seen returns the last From answered and how many challenges were.

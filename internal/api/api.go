@@ -319,8 +319,8 @@ type Cluster struct {
 	Vantages int    `json:"vantages"`
 	// Members are every configured node, in the file's order.
 	Members []ClusterMember `json:"members"`
-	// Disagree names the nodes whose configuration assigns other AoRs
-	// than the leader's (a file not yet reloaded everywhere).
+	// Disagree names the nodes whose configuration would probe or push
+	// otherwise than the leader's (a file not yet reloaded everywhere).
 	Disagree []string `json:"disagree"`
 }
 

@@ -54,7 +54,9 @@ type Config struct {
 	// Quorum is how many vantages must agree (quorum=, default Majority).
 	Quorum Quorum
 	// Store is the embedded server's JetStream directory (store=;
-	// required unless NATSURL is set).
+	// required unless NATSURL is set), with every {node} replaced by
+	// Self once Finish ran, so that nodes sharing a host or a volume
+	// keep apart with one file.
 	Store string
 	// NATSURL is an external NATS to use instead of an embedded server
 	// (nats_url=; comma-separated server URLs).
@@ -115,6 +117,7 @@ func (c *Config) Set(option, value string) error {
 // self (--node) is one of the nodes. It is called once, after every Set.
 func (c *Config) Finish(self string) error {
 	c.Self = self
+	c.Store = strings.ReplaceAll(c.Store, "{node}", self)
 	if err := c.checkNodes(); err != nil {
 		return err
 	}

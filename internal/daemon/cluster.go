@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -19,6 +21,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/metrics"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -134,8 +137,9 @@ type node struct {
 	cfg cluster.Config
 	raw []pjsip.ClusterOption // the section as read at start, to warn when a reload changes it
 
-	lead  chan struct{} // capacity 1: the Leading hook changed leading
-	moved chan struct{} // capacity 1: the Members hook changed live
+	lead    chan struct{} // capacity 1: the Leading hook changed leading
+	moved   chan struct{} // capacity 1: the Members hook changed live
+	changed *aorQueue     // the AoRs of the Verdict hook, for feedVerdicts
 
 	mu      sync.Mutex           // guards leading, live and taken
 	leading bool                 // the Leading hook's last edge
@@ -146,7 +150,7 @@ type node struct {
 // newNode builds the Cluster of cfg; its hooks feed the sinks, the
 // assignment and the log.
 func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
-	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
+	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1), changed: newAORQueue()}
 	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Members: n.membersEdge,
 		Configured: n.configuredContact, Notice: d.log.Notice})
 	if err != nil {
@@ -249,14 +253,15 @@ func (n *node) runSinks(ctx context.Context) {
 	}
 }
 
-// verdict is the Verdict hook: the sinks recompute the contact's objects
-// and the log says the cluster's new status with the votes.
+// verdict is the Verdict hook: it queues the contact's AoR for the
+// sinks (feedVerdicts), never waiting on their lock, and the log says the
+// cluster's new status with the votes.
 func (n *node) verdict(v cluster.Verdict) {
 	aor, uri, ok := splitContactKey(v.Contact)
 	if !ok {
 		return
 	}
-	n.d.sinks.AoRChanged(aor)
+	n.changed.add(aor)
 	if v.Status != qualify.Reachable && v.Status != qualify.Unreachable {
 		return
 	}
@@ -349,21 +354,55 @@ func (s clusterSource) AoR(name string) (engine.AoRSnapshot, bool) {
 	return a, true
 }
 
-// digestOf is the configuration's digest that the nodes compare: every
-// AoR's name and contacts (the AoRs the configuration assigns).
+// digestOf is the configuration's digest that the nodes compare: what
+// decides what the leader pushes, so that two nodes whose files would
+// push differently are told apart. It covers every AoR's name, contacts
+// and qualify policy, the endpoints, the sinks (without their secrets,
+// which it must not leak even hashed, nor their file and line) and the
+// panic rule.
 func digestOf(conf *pjsip.Config) string {
 	h := sha256.New()
+	policies := map[*qualify.Policy]int{} // shared: each formatted once
+	var order []*qualify.Policy
+	var buf [binary.MaxVarintLen64]byte
 	for i := range conf.AoRs {
 		a := &conf.AoRs[i]
-		h.Write([]byte(a.Name))
-		h.Write([]byte{0})
-		for _, c := range a.Contacts {
-			h.Write([]byte(c))
-			h.Write([]byte{0})
+		p, ok := policies[a.Policy]
+		if !ok {
+			p = len(order)
+			policies[a.Policy] = p
+			order = append(order, a.Policy)
 		}
-		h.Write([]byte{1})
+		writeList(h, a.Name, a.Contacts)
+		h.Write(binary.AppendUvarint(buf[:0], uint64(p)))
 	}
+	for i, p := range order {
+		a := probe.AoR{Policy: p}
+		fmt.Fprintf(h, "policy %d %#v\n", i, a.PolicyValue())
+	}
+	h.Write([]byte("endpoints\n"))
+	for _, e := range conf.Endpoints {
+		writeList(h, e.Name, e.AoRs)
+	}
+	for _, def := range conf.Sinks {
+		s := *def
+		s.File, s.Line, s.Secret, s.SecretFile = "", 0, "", ""
+		fmt.Fprintf(h, "sink %#v\n", s)
+	}
+	fmt.Fprintf(h, "panic %#v\n", conf.Panic)
 	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// writeList writes name and items to w, each ended by a 0 byte, and a 1
+// byte after the last, so that an item cannot pass for the next name.
+func writeList(w io.Writer, name string, items []string) {
+	w.Write([]byte(name))
+	w.Write([]byte{0})
+	for _, it := range items {
+		w.Write([]byte(it))
+		w.Write([]byte{0})
+	}
+	w.Write([]byte{1})
 }
 
 // configured announces the applied configuration's digest and how many
@@ -414,7 +453,7 @@ func (n *node) check(last logged, v cluster.View) logged {
 		n.d.log.Notice(slog.LevelInfo, "cluster: leader is "+cmp.Or(v.Leader, "none"))
 	}
 	if !slices.Equal(disagree, last.disagree) && len(disagree) > 0 {
-		n.d.log.Notice(slog.LevelWarn, "cluster: the configuration of "+strings.Join(disagree, ",")+" assigns other AoRs than the leader's ("+v.Leader+"): reload every node with the same file")
+		n.d.log.Notice(slog.LevelWarn, "cluster: the configuration of "+strings.Join(disagree, ",")+" differs from the leader's ("+v.Leader+") in its AoRs, policies, endpoints, sinks or panic rule: reload every node with the same file")
 	}
 	return logged{in: v.InCluster, leader: v.Leader, disagree: disagree}
 }

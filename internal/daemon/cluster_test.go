@@ -484,7 +484,7 @@ func TestClusterFileDisagreement(t *testing.T) {
 			return strings.Join(v.Disagree, ",") == want
 		})
 		waitUntil(t, labBound, nd.name+" logs them", func() bool {
-			return strings.Contains(nd.log.String(), "cluster: the configuration of "+want+" assigns other AoRs than the leader's ("+lead.name+")")
+			return strings.Contains(nd.log.String(), "cluster: the configuration of "+want+" differs from the leader's ("+lead.name+") in its AoRs")
 		})
 	}
 }

@@ -123,13 +123,17 @@ func (d *Daemon) start() error {
 	return nil
 }
 
-// closeLogs stops the log's and the errors' writers, together given
-// logBound to write what they hold.
+// closeLogs stops the log's writer, given logBound to write what it
+// holds, then the errors' writer (Config.Errors, stderr), given logBound
+// too, after it took the notice of the log lines no notice in the log
+// counts: with stdout stalled at exit, the drop notice cannot reach the
+// log, so it goes where the errors go.
 func (d *Daemon) closeLogs() {
-	errs := make(chan struct{})
-	go func() { d.errs.close(logBound); close(errs) }()
 	d.log.Close(logBound)
-	<-errs
+	if n := d.log.Unreported(); n > 0 {
+		d.errs.Write(d.log.droppedLine(nil, n))
+	}
+	d.errs.close(logBound)
 }
 
 // build creates everything after the prober, and applies conf; with
@@ -382,6 +386,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.restoreState()
 	runCtx, cancel := context.WithCancel(ctx)
 	if d.cluster != nil {
+		wg.Go(func() { d.cluster.feedVerdicts(runCtx) })
 		wg.Go(func() { _ = d.cluster.c.Run(runCtx) })
 		d.cluster.waitReady(runCtx)
 		d.cluster.assignPending()

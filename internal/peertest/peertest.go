@@ -1,8 +1,10 @@
 // Package peertest starts the real peers of the interoperability tests
-// (SIPp, Kamailio, PostgreSQL) as child processes of a test, on loopback;
-// Kamailio through StartKamailio and PostgreSQL through StartPostgres
-// (postgres.go: its own cluster on a Unix socket), which wait until they
-// answer. A missing
+// (SIPp, Kamailio, PostgreSQL, MariaDB, Asterisk) as child processes of a
+// test, on loopback; Kamailio through StartKamailio, PostgreSQL through
+// StartPostgres (postgres.go: its own cluster on a Unix socket) and
+// MariaDB through StartMariaDB (mariadb.go: likewise), which wait until
+// they answer; the realtime tables through Asterisk's Alembic migrations
+// (alembic.go). A missing
 // peer fails the test rather than skipping it, so that an interop test
 // never passes unrun; `make deps` installs them. It is imported by tests
 // only.
@@ -120,15 +122,20 @@ type Kamailio struct {
 // dslist, with the private memory (-M 64) the README gives for 100,000
 // destinations, and returns once its JSON-RPC answers core.version: it
 // starts in well under a second; the 20 s bound only stops a broken start.
-func StartKamailio(t testing.TB, cfg, dslist string) *Kamailio {
+// Each of defines, NAME=VALUE, is one more -A.
+func StartKamailio(t testing.TB, cfg, dslist string, defines ...string) *Kamailio {
 	t.Helper()
 	dir := t.TempDir()
 	httpPort := FreePort(t, "tcp")
 	k := &Kamailio{SIP: fmt.Sprintf("127.0.0.1:%d", FreePort(t, "udp")),
 		RPC: fmt.Sprintf("http://127.0.0.1:%d/RPC", httpPort), Ctl: "unix:" + filepath.Join(dir, "kamailio.ctl")}
-	k.Log = Start(t, "kamailio", "-f", cfg, "-DD", "-E", "-w", dir, "-Y", dir, "-P", filepath.Join(dir, "kamailio.pid"),
-		"-M", "64", "-A", "LISTEN=udp:"+k.SIP, "-A", "HTTP_PORT="+strconv.Itoa(httpPort),
-		"-A", fmt.Sprintf("DSLIST=%q", dslist), "-A", fmt.Sprintf("CTLSOCK=%q", k.Ctl))
+	args := []string{"-f", cfg, "-DD", "-E", "-w", dir, "-Y", dir, "-P", filepath.Join(dir, "kamailio.pid"),
+		"-M", "64", "-A", "LISTEN=udp:" + k.SIP, "-A", "HTTP_PORT=" + strconv.Itoa(httpPort),
+		"-A", fmt.Sprintf("DSLIST=%q", dslist), "-A", fmt.Sprintf("CTLSOCK=%q", k.Ctl)}
+	for _, d := range defines {
+		args = append(args, "-A", d)
+	}
+	k.Log = Start(t, "kamailio", args...)
 	if err := awaitUp(20*time.Second, nil, k.answers); err != nil {
 		t.Fatalf("kamailio did not answer on %s: %v", k.RPC, err)
 	}

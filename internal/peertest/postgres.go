@@ -210,18 +210,16 @@ func (p *Postgres) Exec(database, sql string) {
 }
 
 // StartRealtime starts a cluster whose database "asterisk" holds the
-// tables that the SQL file schema creates, and a user "qualifyd" with
-// password that may only SELECT from ps_aors, ps_endpoints and ps_auths:
-// the grants the README asks of a realtime source's user.
-func StartRealtime(t testing.TB, schema, password string) *Postgres {
+// tables Asterisk's Alembic migrations make (AlembicSchema), and a user
+// "qualifyd" with password that may only SELECT from ps_aors,
+// ps_endpoints and ps_auths: the grants the README asks of a realtime
+// source's user.
+func StartRealtime(t testing.TB, password string) *Postgres {
 	t.Helper()
-	sql, err := os.ReadFile(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	schema := AlembicSchema(t, "postgresql")
 	p := StartPostgres(t)
 	p.Exec("postgres", "CREATE DATABASE asterisk")
-	p.Exec("asterisk", string(sql))
+	p.Exec("asterisk", schema)
 	p.Exec("asterisk", "CREATE ROLE qualifyd LOGIN PASSWORD "+quote(password)+
 		"; GRANT SELECT ON ps_aors, ps_endpoints, ps_auths TO qualifyd")
 	return p

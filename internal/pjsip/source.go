@@ -19,7 +19,8 @@ type Source struct {
 	Name string
 	// Driver is "kamailio" (dispatcher.list over JSON-RPC),
 	// "dispatcher_file" (Kamailio's dispatcher list file) or "realtime"
-	// (Asterisk's ps_aors, ps_endpoints and ps_auths in PostgreSQL).
+	// (Asterisk's ps_aors, ps_endpoints and ps_auths in PostgreSQL, MySQL
+	// or MariaDB, which the DSN names).
 	Driver string
 	// File and Line locate the section's header.
 	File string

@@ -322,8 +322,9 @@ func (g *Group) Resync() {
 // Run runs every sink's loop, and those Configure adds, until ctx is
 // done; then it stops them all (cancel and wait), without releasing
 // anything, and returns. Run may be called again once it returned (a
-// cluster node that leads again): each sink's next session pushes the
-// levels it wants (every known one, where the driver reasserts).
+// cluster node that leads again). Each Run is a leading edge: every
+// sink, the webhook too, first pushes every level it knows, since
+// another node may have pushed others meanwhile.
 func (g *Group) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	g.mu.Lock()
@@ -335,19 +336,21 @@ func (g *Group) Run(ctx context.Context) {
 	}
 	g.release = func(s *sink) { wg.Go(func() { g.retire(ctx, s) }) }
 	for _, s := range g.sinks {
+		s.rec.requeue(true) // a leading edge: every level, even a webhook's
 		g.start(s)
 	}
 	g.mu.Unlock()
 	<-ctx.Done()
 	g.mu.Lock()
+	// One step, so that a Configure while the loops stop finds neither a
+	// release to run nor a loop to stop: a sink it removes now has
+	// nothing to release, and wg waits for every loop.
 	g.start, g.release = nil, nil
-	g.mu.Unlock()
-	wg.Wait()
-	g.mu.Lock()
 	for _, s := range g.sinks {
-		s.stop = nil // stopped: a sink removed now has nothing to release
+		s.stop = nil
 	}
 	g.mu.Unlock()
+	wg.Wait()
 }
 
 // Objects returns the state and the objects of the sink named name, or

@@ -1,7 +1,9 @@
 package sink
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -55,12 +57,22 @@ func (r *Reconciler) Hold(on bool) {
 // (failed). The sink's loop must not run. With all, every object is
 // pushed, as for a router whose levels qualifyd does not know (`qualifyd
 // release`); else a level driver's objects not confirmed Up and a
-// webhook's delivered Down.
+// webhook's delivered Down. The downs go first (those wanted Down, and
+// those the router confirmed or reads back Down), so that a release cut
+// short by its timeout leaves as few Downs as it can, and the pushes go
+// through the driver's batcher, several in flight, when it has one.
 func (r *Reconciler) Release(ctx context.Context, all bool) (released, failed int) {
+	released, failed, _ = r.release(ctx, all)
+	return released, failed
+}
+
+// release is Release, and also returns how many objects went first
+// (downs).
+func (r *Reconciler) release(ctx context.Context, all bool) (released, failed, downs int) {
 	n := r.releaseAll(all)
-	r.drain(ctx)
+	downs = r.drain(ctx)
 	left := r.Stats().Objects
-	return n - left, left
+	return n - left, left, downs
 }
 
 // releaseAll retires the objects that need a push Up and forgets the
@@ -75,11 +87,38 @@ func (r *Reconciler) releaseAll(all bool) int {
 			delete(r.objs, k)
 			continue
 		}
+		if o.want == Down || o.have == Down {
+			o.flags |= first
+		}
 		r.seq++
 		o.want, o.reason, o.seq, o.at, o.flags = Up, qualify.ReasonNone, r.seq, now, o.flags|retire
 		r.store(k, o)
 	}
 	return len(r.objs)
+}
+
+// downsFirst orders the queue: the objects a release pushes first (see
+// releaseAll), or that the router holds Down, ahead of the others. It
+// returns how many went first.
+func (r *Reconciler) downsFirst() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	slices.SortStableFunc(r.queue, func(a, b Key) int {
+		return cmp.Compare(r.rank(a), r.rank(b))
+	})
+	n := 0
+	for n < len(r.queue) && r.rank(r.queue[n]) == 0 {
+		n++
+	}
+	return n
+}
+
+// rank is 0 for an object that goes first, else 1. Called with mu held.
+func (r *Reconciler) rank(k Key) int {
+	if o := r.objs[k]; o.flags&first != 0 || o.have == Down {
+		return 0
+	}
+	return 1
 }
 
 // mayHoldDown reports whether o's router may hold it Down: a level
@@ -95,13 +134,19 @@ func (r *Reconciler) mayHoldDown(o object) bool {
 
 // drain connects and pushes what is queued until it is pushed or ctx is
 // done, reconnecting with backoff; it closes the session. A resync first
-// learns the router's objects (a Kamailio's destinations).
-func (r *Reconciler) drain(ctx context.Context) {
+// learns the router's objects (a Kamailio's destinations). It returns how
+// many objects the first session's queue put first (see downsFirst).
+func (r *Reconciler) drain(ctx context.Context) (downs int) {
+	once := false
 	r.reconnect(ctx, func(step *int) error {
 		if err := r.ticks(ctx, true, false, step); err != nil {
 			return err
 		}
 		r.requeue(false)
-		return r.pushAll(ctx, nil, step)
+		if n := r.downsFirst(); !once {
+			downs, once = n, true
+		}
+		return r.pushBurst(ctx, step)
 	})
+	return downs
 }

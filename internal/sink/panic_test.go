@@ -416,8 +416,9 @@ func TestReleaseIsBoundedByTheTimeout(t *testing.T) {
 
 // TestReleaseSetsEveryObjectUp is `qualifyd release` against a fake
 // Kamailio 5.6 and a webhook receiver: every dispatcher destination of
-// the sink is set active, whatever it held, and the receiver hears every
-// object removed; only the sinks named are touched.
+// the sink is set active, whatever it held (the inactive one first), and
+// the receiver hears every object removed; only the sinks named are
+// touched.
 func TestReleaseSetsEveryObjectUp(t *testing.T) {
 	f, srv := newFakeDispatcher(t)
 	var mu sync.Mutex
@@ -438,7 +439,7 @@ func TestReleaseSetsEveryObjectUp(t *testing.T) {
 			{Name: "hook", Driver: "webhook", URL: hook.URL, Timeout: 5 * time.Second}},
 	}
 	out, err := Release(t.Context(), conf, []string{"edge"}, Config{})
-	if err != nil || len(out) != 1 || out[0] != (Released{Name: "edge", Driver: "kamailio", Objects: 2, Released: 2}) {
+	if err != nil || len(out) != 1 || out[0] != (Released{Name: "edge", Driver: "kamailio", Objects: 2, Released: 2, Downs: 1}) {
 		t.Fatalf("release %+v, %v", out, err)
 	}
 	if f.flags("sip:192.0.2.10:5060") != "AX" || f.flags("sip:127.0.0.1:5080") != "AX" {

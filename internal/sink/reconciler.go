@@ -85,6 +85,7 @@ const (
 	dirty  uint8 = 1 << iota // queued in Reconciler.queue
 	stale                    // push even when confirmed equals wanted
 	retire                   // forget once pushed
+	first                    // a release pushes it first: it was wanted or confirmed Down
 )
 
 // object is one object's wanted and confirmed level: 24 bytes.

@@ -3,7 +3,8 @@
 // list, Kamailio's dispatcher over JSON-RPC (driver=kamailio, through
 // sink.Kamailio's reading of dispatcher.list), Kamailio's dispatcher
 // list file (driver=dispatcher_file, dispatcher.go) and Asterisk's
-// realtime tables in PostgreSQL (driver=realtime, realtime.go: a row of
+// realtime tables in PostgreSQL, MySQL or MariaDB (driver=realtime,
+// realtime.go, with realtime_postgres.go and realtime_mysql.go: a row of
 // ps_aors, ps_endpoints or ps_auths becomes the AoR, endpoint or auth
 // named by its id, its columns the options of their names). A Driver
 // reads its list once and returns pjsip.Objects, which the configuration reader
@@ -20,5 +21,6 @@
 // reports each source's status for the metrics and the API. It never
 // logs: it returns what happened and the daemon logs it.
 //
-// Imports: pjsip, sink, sipuri; github.com/jackc/pgx/v5 for PostgreSQL.
+// Imports: pjsip, sink, sipuri; github.com/jackc/pgx/v5 for PostgreSQL,
+// github.com/go-sql-driver/mysql for MySQL and MariaDB.
 package source

@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 )
 
@@ -34,24 +32,51 @@ var tables = []table{
 // idColumn names each row's object.
 const idColumn = "id"
 
-// realtime reads Asterisk's realtime tables in PostgreSQL.
+// realtime reads Asterisk's realtime tables in PostgreSQL, MySQL or
+// MariaDB: which one follows from the DSN (newDatabase).
 type realtime struct {
 	src *pjsip.Source
-	cfg *pgx.ConnConfig
+	db  database
+}
+
+// database is one kind of database the realtime driver reads
+// (realtime_postgres.go, realtime_mysql.go).
+type database interface {
+	// begin connects and opens a read-only snapshot of the database:
+	// every query of the snapshot sees the same committed state.
+	begin(ctx context.Context) (snapshot, error)
+	// password is the DSN's password, "" for none.
+	password() string
+}
+
+// snapshot is one open read-only transaction.
+type snapshot interface {
+	// query runs sql and calls row with each row's values as the text
+	// the server sends, nil for a NULL; it returns the result's columns.
+	query(ctx context.Context, sql string, row func(vals [][]byte)) ([]string, error)
+	// quote is name as an identifier of the database's SQL.
+	quote(name string) string
+	// close ends the transaction and the connection.
+	close()
 }
 
 // newRealtime parses the source's DSN. Its error names the DSN's file,
-// never its content: pgx's own parse errors may quote it.
+// never its content: the drivers' own parse errors may quote it.
 func newRealtime(s *pjsip.Source) (Driver, error) {
-	cfg, err := pgx.ParseConfig(s.DSN.Reveal())
+	db, err := newDatabase(s.DSN.Reveal())
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a PostgreSQL connection string (postgres://USER:PASSWORD@HOST:PORT/DATABASE or KEY=VALUE pairs)", s.DSNFile)
+		return nil, fmt.Errorf("%s: %w", s.DSNFile, err)
 	}
-	// The simple protocol returns every value as text, whatever the
-	// column's type: the text Asterisk's res_config_pgsql reads.
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	cfg.RuntimeParams["application_name"] = "qualifyd"
-	return &realtime{src: s, cfg: cfg}, nil
+	return &realtime{src: s, db: db}, nil
+}
+
+// newDatabase is the database a DSN names: MySQL or MariaDB for a
+// mysql:// URL or go-sql-driver's form (isMySQL), PostgreSQL otherwise.
+func newDatabase(dsn string) (database, error) {
+	if isMySQL(dsn) {
+		return newMySQL(dsn)
+	}
+	return newPostgres(dsn)
 }
 
 // Read reads the three tables in one read-only snapshot, within the
@@ -67,19 +92,14 @@ func (d *realtime) Read(ctx context.Context) ([]pjsip.Object, error) {
 func (d *realtime) read(ctx context.Context) ([]pjsip.Object, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.src.Timeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, d.cfg)
+	snap, err := d.db.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close(ctx)
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback(ctx)
+	defer snap.close()
 	out := []pjsip.Object{}
 	for _, t := range tables {
-		objs, err := readTable(ctx, tx, t)
+		objs, err := readTable(ctx, snap, t)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.name, err)
 		}
@@ -89,42 +109,33 @@ func (d *realtime) read(ctx context.Context) ([]pjsip.Object, error) {
 }
 
 // readTable reads the rows of t, ordered by id, as objects.
-func readTable(ctx context.Context, tx pgx.Tx, t table) ([]pjsip.Object, error) {
-	cols, err := columnsOf(ctx, tx, t)
+func readTable(ctx context.Context, snap snapshot, t table) ([]pjsip.Object, error) {
+	cols, err := columnsOf(ctx, snap, t)
 	if err != nil {
 		return nil, err
 	}
 	quoted := make([]string, len(cols))
 	for i, c := range cols {
-		quoted[i] = pgx.Identifier{c}.Sanitize()
+		quoted[i] = snap.quote(c)
 	}
-	rows, err := tx.Query(ctx, "SELECT "+strings.Join(quoted, ", ")+" FROM "+pgx.Identifier{t.name}.Sanitize()+
-		" ORDER BY "+pgx.Identifier{idColumn}.Sanitize())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var out []pjsip.Object
-	for rows.Next() {
-		out = append(out, rowObject(t, cols, rows.RawValues(), len(out)+1))
-	}
-	return out, rows.Err()
+	_, err = snap.query(ctx, "SELECT "+strings.Join(quoted, ", ")+" FROM "+snap.quote(t.name)+
+		" ORDER BY "+snap.quote(idColumn), func(vals [][]byte) {
+		out = append(out, rowObject(t, cols, vals, len(out)+1))
+	})
+	return out, err
 }
 
 // columnsOf returns id and those of t's columns the table has, in t's
 // order.
-func columnsOf(ctx context.Context, tx pgx.Tx, t table) ([]string, error) {
-	rows, err := tx.Query(ctx, "SELECT * FROM "+pgx.Identifier{t.name}.Sanitize()+" LIMIT 0")
+func columnsOf(ctx context.Context, snap snapshot, t table) ([]string, error) {
+	names, err := snap.query(ctx, "SELECT * FROM "+snap.quote(t.name)+" LIMIT 0", func([][]byte) {})
 	if err != nil {
 		return nil, err
 	}
 	has := map[string]bool{}
-	for _, f := range rows.FieldDescriptions() {
-		has[f.Name] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+	for _, n := range names {
+		has[n] = true
 	}
 	if !has[idColumn] {
 		return nil, fmt.Errorf("no column %q", idColumn)
@@ -140,8 +151,8 @@ func columnsOf(ctx context.Context, tx pgx.Tx, t table) ([]string, error) {
 
 // rowObject is the object one row becomes, at line (its place in the
 // table ordered by id): named by its id column, each other column an
-// option, a value split as Asterisk's res_config_pgsql splits it
-// (chunks), a NULL or empty one unset.
+// option, a value split as Asterisk's res_config_pgsql, res_config_odbc
+// and res_config_mysql split it (chunks), a NULL or empty one unset.
 func rowObject(t table, cols []string, vals [][]byte, line int) pjsip.Object {
 	o := pjsip.Object{Type: t.typ, File: t.name, Line: line}
 	for i, c := range cols {
@@ -159,7 +170,8 @@ func rowObject(t table, cols []string, vals [][]byte, line int) pjsip.Object {
 	return o
 }
 
-// chunks splits a column's value as res_config_pgsql does: at each ';',
+// chunks splits a column's value as res_config_pgsql does (and
+// res_config_odbc, through which most MySQL realtime is read): at each ';',
 // each part stripped of blanks, then each "^XX" (two hexadecimal digits)
 // decoded to its byte (ast_realtime_decode_chunk: a ';' in a value is
 // written "^3B"), empty parts dropped.
@@ -205,11 +217,12 @@ func unhex(c byte) byte {
 }
 
 // redact returns err on one line with the DSN and its password, as
-// written and as URL-escaped, replaced: pgx's errors name the host, user
-// and database, and no error of qualifyd may show the password.
+// written and as URL-escaped, replaced: the drivers' errors name the
+// host, user and database, and no error of qualifyd may show the password.
 func (d *realtime) redact(err error) error {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
-	for _, s := range []string{d.src.DSN.Reveal(), d.cfg.Password, url.PathEscape(d.cfg.Password), url.QueryEscape(d.cfg.Password)} {
+	pw := d.db.password()
+	for _, s := range []string{d.src.DSN.Reveal(), pw, url.PathEscape(pw), url.QueryEscape(pw)} {
 		if s != "" {
 			msg = strings.ReplaceAll(msg, s, "(secret)")
 		}

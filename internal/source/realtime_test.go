@@ -40,12 +40,12 @@ func TestRealtimeRow(t *testing.T) {
 	}
 }
 
-// realtimeDB is a cluster with Asterisk's realtime tables in database
-// asterisk, and a user qualifyd that may only SELECT from the three
+// realtimeDB is a cluster with Asterisk's realtime tables (its Alembic
+// migrations') in database asterisk, and a user qualifyd that may only SELECT from the three
 // tables the driver reads.
 func realtimeDB(t *testing.T) (*peertest.Postgres, string) {
 	t.Helper()
-	pg := peertest.StartRealtime(t, "testdata/realtime.sql", "rt-pass;w0rd")
+	pg := peertest.StartRealtime(t, "rt-pass;w0rd")
 	return pg, pg.DSN("qualifyd", "'rt-pass;w0rd'", "asterisk")
 }
 
@@ -66,50 +66,16 @@ func readRealtime(t *testing.T, dsn string) ([]pjsip.Object, error) {
 // naming table, row and column; and no error shows the password.
 func TestRealtimePostgres(t *testing.T) {
 	pg, dsn := realtimeDB(t)
-	pg.Exec("asterisk", `
-		INSERT INTO ps_aors (id, contact, qualify_frequency, qualify_timeout, authenticate_qualify, max_contacts, remove_existing)
-			VALUES ('trunk-b', 'sip:192.0.2.20:5060', 30, 2.5, 'no', 1, 'yes'),
-			       ('trunk-a', 'sip:192.0.2.10:5060;sip:192.0.2.11:5080', NULL, NULL, NULL, NULL, NULL);
-		INSERT INTO ps_endpoints (id, transport, aors, context, allow, direct_media, dtmf_mode, outbound_auth, from_user, from_domain)
-			VALUES ('trunk-a', 'transport-udp', 'trunk-a', 'from-trunk', 'ulaw,alaw', 'no', 'rfc4733', 'trunk-a-auth', 'pbx', 'pbx.example.net');
-		INSERT INTO ps_auths (id, auth_type, username, password, realm, md5_cred)
-			VALUES ('trunk-a-auth', 'userpass', 'alice', 'secret', NULL, NULL)`)
+	exec := func(sql string) { pg.Exec("asterisk", sql) }
+	exec(realtimeRows)
 	got, err := readRealtime(t, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := func(pairs ...string) []pjsip.KeyValue {
-		var out []pjsip.KeyValue
-		for i := 0; i < len(pairs); i += 2 {
-			out = append(out, pjsip.KeyValue{Key: pairs[i], Value: pairs[i+1]})
-		}
-		return out
+	if !reflect.DeepEqual(got, realtimeObjects) {
+		t.Fatalf("objects\n got %+v\nwant %+v", got, realtimeObjects)
 	}
-	want := []pjsip.Object{
-		{Type: "aor", Name: "trunk-a", File: "ps_aors", Line: 1, Options: kv("contact", "sip:192.0.2.10:5060", "contact", "sip:192.0.2.11:5080")},
-		{Type: "aor", Name: "trunk-b", File: "ps_aors", Line: 2, Options: kv("contact", "sip:192.0.2.20:5060",
-			"qualify_frequency", "30", "qualify_timeout", "2.5", "authenticate_qualify", "no")},
-		{Type: "endpoint", Name: "trunk-a", File: "ps_endpoints", Line: 1, Options: kv("aors", "trunk-a", "transport", "transport-udp",
-			"from_user", "pbx", "from_domain", "pbx.example.net", "outbound_auth", "trunk-a-auth")},
-		{Type: "auth", Name: "trunk-a-auth", File: "ps_auths", Line: 1, Options: kv("username", "alice", "password", "secret")},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("objects\n got %+v\nwant %+v", got, want)
-	}
-
-	// A column of another type (text, as some installations have it)
-	// holding what Asterisk's option refuses.
-	pg.Exec("asterisk", `ALTER TABLE ps_aors ALTER COLUMN qualify_frequency TYPE text;
-		UPDATE ps_aors SET qualify_frequency = 'abc' WHERE id = 'trunk-b'`)
-	_, err = readRealtime(t, dsn)
-	if want := `ps_aors:2: section "trunk-b": option "qualify_frequency": invalid value: "abc" is not an unsigned integer`; err == nil || err.Error() != want {
-		t.Fatalf("garbage: got %v, want %s", err, want)
-	}
-	pg.Exec("asterisk", `UPDATE ps_aors SET qualify_frequency = '60', contact = 'trunk-b.example.net' WHERE id = 'trunk-b'`)
-	_, err = readRealtime(t, dsn)
-	if err == nil || !strings.HasPrefix(err.Error(), `ps_aors:2: section "trunk-b": option "contact": `) {
-		t.Fatalf("a contact that is no SIP URI: %v", err)
-	}
+	checkGarbage(t, exec, "ALTER TABLE ps_aors ALTER COLUMN qualify_frequency TYPE text", dsn)
 
 	// A table the user may not read; a wrong password.
 	pg.Exec("asterisk", "REVOKE SELECT ON ps_auths FROM qualifyd")
@@ -122,6 +88,24 @@ func TestRealtimePostgres(t *testing.T) {
 		t.Fatalf("wrong password: %v", err)
 	}
 	noSecret(t, err, "wr0ng-pass")
+}
+
+// checkGarbage: with realtimeRows in the database, a column retyped to
+// text (as some installations have it) holding what Asterisk's option
+// refuses fails the read naming table, row and column, as does a contact
+// that is no SIP URI.
+func checkGarbage(t *testing.T, exec func(sql string), retype, dsn string) {
+	t.Helper()
+	exec(retype + "; UPDATE ps_aors SET qualify_frequency = 'abc' WHERE id = 'trunk-b'")
+	_, err := readRealtime(t, dsn)
+	if want := `ps_aors:2: section "trunk-b": option "qualify_frequency": invalid value: "abc" is not an unsigned integer`; err == nil || err.Error() != want {
+		t.Fatalf("garbage: got %v, want %s", err, want)
+	}
+	exec(`UPDATE ps_aors SET qualify_frequency = '60', contact = 'trunk-b.example.net' WHERE id = 'trunk-b'`)
+	_, err = readRealtime(t, dsn)
+	if err == nil || !strings.HasPrefix(err.Error(), `ps_aors:2: section "trunk-b": option "contact": `) {
+		t.Fatalf("a contact that is no SIP URI: %v", err)
+	}
 }
 
 // noSecret fails the test when err shows secret.
@@ -159,7 +143,9 @@ func TestRealtimeSecret(t *testing.T) {
 }
 
 // TestRealtimeStall: a database that accepts the connection and never
-// answers fails the read within the source's timeout; it does not hang.
+// answers (PostgreSQL's, or MySQL's that never sends its greeting) fails
+// the read within the source's timeout, in every DSN form; it does not
+// hang, and the error does not show the password.
 func TestRealtimeStall(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -175,14 +161,19 @@ func TestRealtimeStall(t *testing.T) {
 			defer c.Close() // held open, never answered
 		}
 	}()
-	src := realtimeSource("postgres://qualifyd:pw@" + ln.Addr().String() + "/asterisk?sslmode=disable")
-	src.Timeout = 200 * time.Millisecond
-	d, err := New(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = d.Read(context.Background())
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("got %v, want a timeout", err)
+	for _, dsn := range []string{"postgres://qualifyd:stall-pw@" + ln.Addr().String() + "/asterisk?sslmode=disable",
+		"mysql://qualifyd:stall-pw@" + ln.Addr().String() + "/asterisk",
+		fmt.Sprintf("qualifyd:stall-pw@tcp(%s)/asterisk", ln.Addr())} {
+		src := realtimeSource(dsn)
+		src.Timeout = 200 * time.Millisecond
+		d, err := New(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Read(context.Background())
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: got %v, want a timeout", dsn, err)
+		}
+		noSecret(t, err, "stall-pw")
 	}
 }
