@@ -63,6 +63,12 @@ func runExternal(t *testing.T, url string, memberTTL, leaseTTL time.Duration, lo
 	if err := cfg.Finish("a"); err != nil {
 		t.Fatal(err)
 	}
+	return runLogged(t, cfg, log)
+}
+
+// runLogged runs a node of cfg, logging into log, until the test ends.
+func runLogged(t *testing.T, cfg Config, log *notices) *Cluster {
+	t.Helper()
 	c, err := New(cfg, Hooks{Notice: log.notice})
 	if err != nil {
 		t.Fatal(err)
@@ -185,15 +191,7 @@ func TestBucketReplicasFollowTheFile(t *testing.T) {
 	}
 	nodes[2].stop()
 	log := &notices{}
-	again := nodes[2].cfg
-	c, err := New(again, Hooks{Notice: log.notice})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(rctx); close(done) }()
-	defer func() { stop(); <-done }()
+	runLogged(t, nodes[2].cfg, log)
 	const line = "cluster: bucket qualifyd_verdicts: settings updated from replicas 1, TTL 0s to the file's replicas 3, TTL 0s"
 	took := waitFor(t, 10*testTTL, "the restarted node logs the update", func() bool { return log.has(line) })
 	t.Logf("updated %v after the restart", took)
