@@ -63,6 +63,11 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)
 		return 1
 	}
+	if clustered {
+		for _, w := range daemon.ClusterWarnings(cfg, cl) {
+			fmt.Fprintf(stderr, "qualifyd check-config: warning: %v\n", w)
+		}
+	}
 	if *asJSON {
 		return writeJSON(stdout, stderr, cfg)
 	}

@@ -30,16 +30,25 @@ func TestCheckConfigPrintsTheCluster(t *testing.T) {
 
 // TestCheckConfigPrintsFewerVantages: fewer vantages than nodes, written
 // or by default with 4 nodes, are printed, not refused.
+// An even vantages under majority, and two nodes (allowed), are warned
+// of at the section's line.
 func TestCheckConfigPrintsFewerVantages(t *testing.T) {
-	tests := []struct{ section, want string }{
-		{"nodes=a@h:1,b@h:2,c@h:3\nvantages=2\nstore=/s\ninsecure_routes=yes\n", "cluster c: 3 nodes (a@h:1, b@h:2, c@h:3), vantages 2, quorum majority"},
-		{"nodes=a@h:1,b@h:2,c@h:3,d@h:4\nstore=/s\ninsecure_routes=yes\n", "cluster c: 4 nodes (a@h:1, b@h:2, c@h:3, d@h:4), vantages 3, quorum majority"},
+	tests := []struct{ section, want, warn string }{
+		{"nodes=a@h:1,b@h:2,c@h:3\nvantages=2\nstore=/s\ninsecure_routes=yes\n", "cluster c: 3 nodes (a@h:1, b@h:2, c@h:3), vantages 2, quorum majority",
+			`:5: section "c": vantages=2 is even: with quorum=majority a split of the votes (1 against 1) keeps a contact's status; an odd count decides every split`},
+		{"nodes=a@h:1,b@h:2,c@h:3,d@h:4\nstore=/s\ninsecure_routes=yes\n", "cluster c: 4 nodes (a@h:1, b@h:2, c@h:3, d@h:4), vantages 3, quorum majority", ""},
+		{"nodes=a@h:1,b@h:2\nallow_two_nodes=yes\nquorum=all\nstore=/s\ninsecure_routes=yes\n", "cluster c: 2 nodes (a@h:1, b@h:2), vantages 2, quorum all",
+			`:5: section "c": nodes= has two nodes (allow_two_nodes=yes): the loss of either node stops every push until it is back`},
 	}
 	for _, tt := range tests {
 		file := filepath.Join(writeConfig(t, map[string]string{"q.conf": "[t]\ntype=aor\ncontact=sip:192.0.2.1\n\n[c]\ntype=cluster\n" + tt.section}), "q.conf")
 		code, stdout, stderr := checkConfig(file)
-		if code != 0 || stderr != "" || !strings.Contains(stdout, tt.want) {
-			t.Errorf("exit %d, stderr %q, stdout:\n%s\nwant it to hold %q", code, stderr, stdout, tt.want)
+		want := ""
+		if tt.warn != "" {
+			want = "qualifyd check-config: warning: " + file + tt.warn + "\n"
+		}
+		if code != 0 || stderr != want || !strings.Contains(stdout, tt.want) {
+			t.Errorf("exit %d, stderr %q (want %q), stdout:\n%s\nwant it to hold %q", code, stderr, want, stdout, tt.want)
 		}
 	}
 }
@@ -49,7 +58,9 @@ func TestCheckConfigRefusesABrokenCluster(t *testing.T) {
 		{"bad quorum", "nodes=a@10.0.0.1:6222\nquorum=most\nstore=/s\n",
 			`:8: section "c": option "quorum": invalid value: "most": want majority, all or any`},
 		{"unknown option", "nodes=a@10.0.0.1:6222\nleader=a\nstore=/s\n",
-			`:8: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`},
+			`:8: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`},
+		{"two nodes", "nodes=a@h:1,b@h:2\nstore=/s\n",
+			`:5: section "c": invalid value: nodes= has two nodes: JetStream's quorum is then both, and the loss of either stops every push; use three (or one), or set allow_two_nodes=yes`},
 		{"no store", "nodes=a@10.0.0.1:6222\n",
 			`:5: section "c": invalid value: store= is required for the embedded NATS server (or nats_url=)`},
 		{"more vantages than nodes", "nodes=a@h:1,b@h:2,c@h:3\nvantages=4\nstore=/s\n",

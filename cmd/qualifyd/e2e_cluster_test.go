@@ -36,6 +36,12 @@ const clusterTTL = clusterTTLs * time.Second
 // with room for a loaded host (6.4 s seen under the race detector).
 const clusterFailOpen = 3 * clusterTTLs
 
+// clusterHeadroom is what a timing bound of the lab adds to the bound
+// the design gives, for a loaded 2-core machine (six engineers' tests,
+// the race detector): the tests log every measured figure, and the
+// README gives the design's bound and the figures.
+const clusterHeadroom = 2 * time.Second
+
 // procNode is one `qualifyd run` of the lab.
 type procNode struct {
 	name     string
@@ -48,12 +54,21 @@ type procNode struct {
 }
 
 // changes is a webhook receiver that keeps every contact change in
-// order and counts the heartbeats.
+// order, counts the heartbeats, and logs which node sent each body (by
+// the socket it came on, when who is set).
 type changes struct {
 	mu     sync.Mutex
 	to     []string // the contact's pushes: "up", "down"
 	beats  int
-	refuse bool // answer every body 503, delivering nothing
+	refuse bool                       // answer every body 503, delivering nothing
+	who    func(remote string) string // the node that owns the peer socket, "" for unknown
+	from   []pushed                   // every body, in the order received (refused ones too)
+}
+
+// pushed is one body the receiver got: when, and from which node.
+type pushed struct {
+	at   time.Time
+	node string
 }
 
 // refusing makes the receiver answer every body 503 (or 200 again).
@@ -64,13 +79,19 @@ func (c *changes) refusing(refuse bool) {
 }
 
 func (c *changes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	at := time.Now()
 	var p struct{ Kind, To string }
 	if err := json.NewDecoder(req.Body).Decode(&p); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	node := ""
+	if c.who != nil {
+		node = c.who(req.RemoteAddr)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.from = append(c.from, pushed{at, node})
 	if c.refuse {
 		http.Error(w, "refused by the test", http.StatusServiceUnavailable)
 		return
@@ -83,6 +104,13 @@ func (c *changes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// senders returns who sent each body so far.
+func (c *changes) senders() []pushed {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]pushed(nil), c.from...)
+}
+
 // pushes returns the contact's pushes so far.
 func (c *changes) pushes() []string {
 	c.mu.Lock()
@@ -92,12 +120,15 @@ func (c *changes) pushes() []string {
 
 // clusterProcs is the lab.
 type clusterProcs struct {
-	conf  string
-	trunk *trunk
-	k     *kamailio
-	hook  *changes
-	nodes []*procNode
-	drop  responder.Ports
+	conf    string
+	hookURL string // the webhook receiver's
+	routes  string // nodes=
+	trunk   *trunk
+	k       *kamailio
+	hook    *changes
+	nodes   []*procNode
+	drop    responder.Ports
+	pids    sync.Map // pid -> node name, of every process started (sender)
 }
 
 // newClusterProcs starts the peer, Kamailio, the webhook receiver and the
@@ -105,7 +136,15 @@ type clusterProcs struct {
 // active in Kamailio, and the webhook has heard it up.
 func newClusterProcs(t *testing.T) *clusterProcs {
 	t.Helper()
+	return newClusterProcsWith(t, clusterTTLs, clusterFailOpen)
+}
+
+// newClusterProcsWith is newClusterProcs with lease_ttl leaseTTL and
+// the sinks' failopen_after failOpen, in seconds.
+func newClusterProcsWith(t *testing.T, leaseTTL, failOpen int) *clusterProcs {
+	t.Helper()
 	l := &clusterProcs{hook: &changes{}, conf: filepath.Join(t.TempDir(), "qualifyd.conf")}
+	l.hook.who = l.sender
 	peer, err := responder.Listen("127.0.0.1:0", l.drop.Decide)
 	if err != nil {
 		t.Fatal(err)
@@ -123,11 +162,8 @@ func newClusterProcs(t *testing.T) *clusterProcs {
 		l.nodes = append(l.nodes, n)
 		routes = append(routes, fmt.Sprintf("%s@127.0.0.1:%d", n.name, freePort(t, "tcp")))
 	}
-	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n"+
-		"[edge]\ntype=sink\ndriver=kamailio\nurl=%s\naors=t\nresync_interval=2\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
-		"[hook]\ntype=sink\ndriver=webhook\nurl=%s\naors=t\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
-		"[c]\ntype=cluster\nnodes=%s\nstore=cluster\nmember_ttl=%d\nlease_ttl=%d\n",
-		l.trunk.contact, liveOptions, l.k.rpc, clusterFailOpen, srv.URL, clusterFailOpen, strings.Join(routes, ","), clusterTTLs, clusterTTLs))
+	l.hookURL, l.routes = srv.URL, strings.Join(routes, ",")
+	l.writeConf(t, leaseTTL, failOpen)
 	for _, n := range l.nodes {
 		l.start(t, n)
 	}
@@ -143,6 +179,17 @@ func newClusterProcs(t *testing.T) *clusterProcs {
 	return l
 }
 
+// writeConf writes the lab's file with lease_ttl leaseTTL and the
+// sinks' failopen_after failOpen, in seconds.
+func (l *clusterProcs) writeConf(t *testing.T, leaseTTL, failOpen int) {
+	t.Helper()
+	writeFile(t, l.conf, fmt.Sprintf("[t]\ntype=aor\ncontact=%s\n%s\n"+
+		"[edge]\ntype=sink\ndriver=kamailio\nurl=%s\naors=t\nresync_interval=2\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
+		"[hook]\ntype=sink\ndriver=webhook\nurl=%s\naors=t\nheartbeat_interval=1\nfailopen_after=%d\n\n"+
+		"[c]\ntype=cluster\nnodes=%s\nstore=cluster\nmember_ttl=%d\nlease_ttl=%d\n",
+		l.trunk.contact, liveOptions, l.k.rpc, failOpen, l.hookURL, failOpen, l.routes, clusterTTLs, leaseTTL))
+}
+
 // start runs node n (again) in its own directory.
 func (l *clusterProcs) start(t *testing.T, n *procNode) {
 	t.Helper()
@@ -152,6 +199,7 @@ func (l *clusterProcs) start(t *testing.T, n *procNode) {
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	l.pids.Store(n.cmd.Process.Pid, n.name)
 	cmd := n.cmd
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	t.Cleanup(func() {
@@ -328,8 +376,8 @@ func (l *clusterProcs) downByTwo(t *testing.T) {
 		// When Kamailio confirmed it, as the leader's sink logged it.
 		took := lead.waitStamped(t, from, "qualifyd: sink edge: host "+strings.TrimPrefix(l.trunk.dest, "sip:")+" is now down in the router").Sub(at)
 		t.Logf("t inactive in Kamailio %v after b's probes were dropped, as the leader %s logged it (one node's detection %v)", took, lead.name, liveDetection)
-		if took > liveDetection+time.Second {
-			t.Fatalf("Kamailio confirmed t inactive %v after b's probes were dropped, want within one node's detection %v + 1 s", took, liveDetection)
+		if took > liveDetection+time.Second+clusterHeadroom {
+			t.Fatalf("Kamailio confirmed t inactive %v after b's probes were dropped, want within one node's detection %v + 1 s (and %v of headroom)", took, liveDetection, clusterHeadroom)
 		}
 		l.clusterSays(t, "Unreachable", peerBound, l.nodes...)
 		eventually(t, peerBound, "the webhook hears t down", func() bool {
@@ -385,8 +433,18 @@ func TestClusterLeaderKilledWhileTrunkDown(t *testing.T) {
 	// (TestLeaseOneLeaderThenFailover holds the servers' stamps to it).
 	took := next.waitStamped(t, from[next], "cluster: this node leads").Sub(old.killedAt)
 	t.Logf("leader %s killed; %s logged that it leads %v later (lease TTL %v)", old.name, next.name, took, clusterTTL)
-	if took > clusterTTL+clusterTTL/3 {
-		t.Errorf("the new leader logged that it leads %v after the kill, want within the lease TTL %v (and a third, a campaign's retry)", took, clusterTTL)
+	if took > clusterTTL+clusterTTL/3+clusterHeadroom {
+		t.Errorf("the new leader logged that it leads %v after the kill, want within the lease TTL %v and a third, a campaign's retry (and %v of headroom)", took, clusterTTL, clusterHeadroom)
+	}
+	// Every survivor's API names the new leader at once on the leader,
+	// and within a candidate's next campaign (a third of the TTL, which
+	// reads the holder) on the others, whose watch of the lease may have
+	// lost its consumer with the dead server.
+	agreed, at := l.agreedLeader(t, old)
+	agree := at.Sub(old.killedAt)
+	t.Logf("the survivors' APIs agree that %s leads %v after the kill", agreed, agree)
+	if agree > clusterTTL+2*clusterTTL/3+clusterHeadroom {
+		t.Errorf("the survivors' APIs agree on a leader %v after the kill, want within the lease TTL %v and two thirds (and %v of headroom)", agree, clusterTTL, clusterHeadroom)
 	}
 	l.k.renewals(4) // the new leader's heartbeats, over 3 s
 	s.end(t, l.trunk.dest, "I")

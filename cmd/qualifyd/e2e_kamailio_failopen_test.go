@@ -2,16 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/peertest"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -167,97 +165,22 @@ func TestKamailioFailsOpenWhenQualifydStalls(t *testing.T) {
 // heartbeat, reads dispatcher.list and sets A inactive again.
 func TestKamailioFailsOpenWhenPartitioned(t *testing.T) {
 	r := failOpenRouting(t)
-	p := newRPCProxy(t, strings.TrimSuffix(strings.TrimPrefix(r.k.rpc, "http://"), "/RPC"))
+	p := peertest.NewProxy(t, strings.TrimSuffix(strings.TrimPrefix(r.k.rpc, "http://"), "/RPC"))
 	conf, err := os.ReadFile(r.conf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, r.conf, strings.Replace(string(conf), "url="+r.k.rpc, "url=http://"+p.ln.Addr().String()+"/RPC", 1))
+	writeFile(t, r.conf, strings.Replace(string(conf), "url="+r.k.rpc, "url=http://"+p.Addr()+"/RPC", 1))
 	r.a.relay.setDead(true)
 	d := r.qualifyd(t, "--http", "")
 	d.expect(contactLine(r.a) + "is now Unreachable.")
 	eventually(t, peerBound, "A inactive in dispatcher.list", func() bool { return r.k.state(r.a.dest) == "I" })
-	p.setCut(true)
+	p.SetCut(true)
 	cut := time.Now()
 	t.Logf("fail-open delay after the cut: %v", r.k.failedOpen(r.a.dest, cut).Round(10*time.Millisecond))
-	d.expect("qualifyd: sink edge: kamailio http://" + p.ln.Addr().String() + "/RPC: ")
-	p.setCut(false)
+	d.expect("qualifyd: sink edge: kamailio http://" + p.Addr() + "/RPC: ")
+	p.SetCut(false)
 	// The bound covers qualifyd's backoff (1 s doubling) over the cut.
 	eventually(t, 2*peerBound, "A inactive again once the RPC port answers", func() bool { return r.k.state(r.a.dest) == "I" })
 	d.expect("qualifyd: sink edge: connected")
-}
-
-// rpcProxy forwards TCP connections to target; while cut, it closes
-// every connection it holds and each new one at once.
-type rpcProxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]bool
-}
-
-// newRPCProxy listens on a loopback port until the test ends.
-func newRPCProxy(t *testing.T, target string) *rpcProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &rpcProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	t.Cleanup(func() { ln.Close(); p.setCut(true) })
-	go p.serve()
-	return p
-}
-
-func (p *rpcProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.forward(c)
-	}
-}
-
-// forward copies c to and from a new connection to the target.
-func (p *rpcProxy) forward(c net.Conn) {
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	if !p.hold(c, up) {
-		return
-	}
-	go func() { _, _ = io.Copy(up, c); up.Close() }()
-	_, _ = io.Copy(c, up)
-	c.Close()
-}
-
-// hold registers the pair, or closes it when the proxy is cut.
-func (p *rpcProxy) hold(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		if p.cut {
-			c.Close()
-		} else {
-			p.conns[c] = true
-		}
-	}
-	return !p.cut
-}
-
-// setCut cuts the proxy (closing what it holds) or heals it.
-func (p *rpcProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for c := range p.conns {
-			c.Close()
-		}
-		clear(p.conns)
-	}
 }

@@ -311,8 +311,8 @@ type Cluster struct {
 	// JetStream quorum: it then serves its own view and pushes nothing.
 	InCluster bool `json:"in_cluster"`
 	// Leading is whether this node holds the lease and runs the sinks;
-	// Leader is the holder as last seen, "" for none or when not in the
-	// cluster.
+	// Leader is the holder as last seen (this node as soon as it leads),
+	// "" for none or when not in the cluster.
 	Leading bool   `json:"leading"`
 	Leader  string `json:"leader"`
 	// Quorum and Vantages are the rule in force: majority, all or any of

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -26,7 +29,10 @@ const publishWindow = 4096
 const bucketRetry = 250 * time.Millisecond
 
 // buckets creates (or opens) the buckets, retrying until JetStream
-// answers or ctx ends.
+// answers or ctx ends. An attempt that fails is logged with its cause
+// (Hooks.Notice) each time the cause changes: JetStream not enabled, a
+// server too old for the buckets' markers, a permission refused, or no
+// JetStream leader elected yet.
 func (c *Cluster) buckets(ctx context.Context) (*buckets, error) {
 	js, err := jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(publishWindow),
 		jetstream.WithPublishAsyncTimeout(c.member.ttl/3))
@@ -36,44 +42,137 @@ func (c *Cluster) buckets(ctx context.Context) (*buckets, error) {
 	cfgs := c.bucketConfigs()
 	kvs := make([]jetstream.KeyValue, len(cfgs))
 	for i, cfg := range cfgs {
+		last := ""
 		for kvs[i] == nil {
 			kvs[i], err = c.bucket(ctx, js, cfg)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if err != nil && !sleepUntil(ctx, time.Now().Add(bucketRetry)) {
-				return nil, ctx.Err()
+			if err != nil {
+				last = c.bucketFailed(cfg.Bucket, err, last)
+				if !sleepUntil(ctx, time.Now().Add(bucketRetry)) {
+					return nil, ctx.Err()
+				}
 			}
 		}
 	}
+	c.setStartError("")
 	return &buckets{members: kvs[0], lease: kvs[1], votes: kvs[2], verdicts: kvs[3], js: js}, nil
 }
 
+// bucketFailed logs a failed attempt at bucket when its cause differs
+// from the last one logged (last), records it for StartError, and
+// returns the cause.
+func (c *Cluster) bucketFailed(bucket string, err error, last string) string {
+	cause := bucketCause(err)
+	c.setStartError(fmt.Sprintf("bucket %s: %s", bucket, cause))
+	if cause != last {
+		c.notice(slog.LevelWarn, fmt.Sprintf("cluster: bucket %s: not created or opened, retrying every %v: %s", bucket, bucketRetry, cause))
+	}
+	return cause
+}
+
+// bucketCause says why a bucket could not be created or opened, in the
+// operator's words where the error is one of the known causes.
+func bucketCause(err error) string {
+	switch {
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return "JetStream is not enabled on the NATS server or for this account: " + err.Error()
+	case errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported):
+		return "the NATS server is too old for the buckets' removal markers (nats-server 2.11 or later is needed): " + err.Error()
+	case strings.Contains(strings.ToLower(err.Error()), "permission"):
+		return "permission refused by NATS (the user may not use JetStream's API or the KV_qualifyd_* streams): " + err.Error()
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, nats.ErrNoResponders):
+		return "JetStream did not answer (no meta leader elected yet: fewer than a majority of the nodes reach each other): " + err.Error()
+	}
+	return err.Error()
+}
+
 // bucket creates or opens one bucket, bounded by the retry period's few
-// multiples so that a JetStream without a leader does not hold it.
+// multiples so that a JetStream without a leader does not hold it. A
+// bucket that exists with other replicas than the file's is updated to
+// them (nodes= grew or shrank), and so is the members bucket's TTL; the
+// lease bucket's TTL is the holder's to set (lease.follow).
 func (c *Cluster) bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, 8*bucketRetry)
 	defer cancel()
 	kv, err := js.CreateKeyValue(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		return js.KeyValue(ctx, cfg.Bucket)
+	if !errors.Is(err, jetstream.ErrBucketExists) {
+		return kv, err
 	}
-	return kv, err
+	if kv, err = js.KeyValue(ctx, cfg.Bucket); err != nil {
+		return nil, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return kv, nil
+	}
+	have, want := bs.Config(), cfg
+	if cfg.Bucket == bucketLease {
+		want.TTL, want.LimitMarkerTTL = have.TTL, have.LimitMarkerTTL
+	}
+	if sameSettings(have, want) {
+		return kv, nil
+	}
+	if kv, err = js.UpdateKeyValue(ctx, want); err != nil {
+		return nil, fmt.Errorf("update the settings from %s to the file's %s: %w", settings(have), settings(want), err)
+	}
+	c.notice(slog.LevelInfo, fmt.Sprintf("cluster: bucket %s: settings updated from %s to the file's %s", cfg.Bucket, settings(have), settings(want)))
+	return kv, nil
+}
+
+// sameSettings reports whether a bucket with have needs no update to
+// want: the same replicas, TTL and markers.
+func sameSettings(have, want jetstream.KeyValueConfig) bool {
+	return have.Replicas == want.Replicas && have.TTL == want.TTL && have.LimitMarkerTTL == want.LimitMarkerTTL
+}
+
+// settings is what the log says of a bucket's settings.
+func settings(cfg jetstream.KeyValueConfig) string {
+	return fmt.Sprintf("replicas %d, TTL %v", cfg.Replicas, cfg.TTL)
 }
 
 // bucketConfigs are the four buckets: members and lease expire keys
 // nobody renews, and leave a marker so that watchers see the removal.
 func (c *Cluster) bucketConfigs() []jetstream.KeyValueConfig {
 	r := c.cfg.Replicas()
-	ttl := func(name string, d time.Duration) jetstream.KeyValueConfig {
-		return jetstream.KeyValueConfig{Bucket: name, Replicas: r, TTL: d, LimitMarkerTTL: max(d, time.Second)}
-	}
 	return []jetstream.KeyValueConfig{
-		ttl(bucketMembers, c.cfg.MemberTTL),
-		ttl(bucketLease, c.cfg.LeaseTTL),
+		ttlBucket(bucketMembers, r, c.cfg.MemberTTL),
+		ttlBucket(bucketLease, r, c.cfg.LeaseTTL),
 		{Bucket: bucketVotes, Replicas: r},
 		{Bucket: bucketVerdicts, Replicas: r},
 	}
+}
+
+// ttlBucket is the configuration of a bucket whose keys live ttl.
+func ttlBucket(name string, replicas int, ttl time.Duration) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: name, Replicas: replicas, TTL: ttl, LimitMarkerTTL: max(ttl, time.Second)}
+}
+
+// leaseBucket is the lease's view of its bucket's TTL (ttlStore).
+type leaseBucket struct {
+	js       jetstream.JetStream
+	kv       jetstream.KeyValue
+	replicas int
+}
+
+// TTL is the bucket's TTL as its stream's leader says.
+func (b leaseBucket) TTL(ctx context.Context) (time.Duration, error) {
+	st, err := b.kv.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return st.TTL(), nil
+}
+
+// SetTTL sets the bucket's TTL (and its markers' life) to ttl.
+func (b leaseBucket) SetTTL(ctx context.Context, ttl time.Duration) error {
+	_, err := b.js.UpdateKeyValue(ctx, ttlBucket(bucketLease, b.replicas, ttl))
+	return err
 }
 
 // watch feeds every entry of kv to each, from the latest value of every

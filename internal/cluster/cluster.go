@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +47,10 @@ type Hooks struct {
 	// one line (a route refused: its TLS handshake or its
 	// credentials failed, with the peer's address); nil drops them.
 	ServerLog func(line string)
+	// Notice, if set, logs what the cluster itself says: a bucket that
+	// could not be created (with its cause) or whose settings were
+	// updated to the file's.
+	Notice func(level slog.Level, msg string, attrs ...slog.Attr)
 }
 
 // Member is one node as this node sees it.
@@ -73,8 +79,10 @@ type View struct {
 	InCluster bool
 	// Leading is whether this node holds the lease now.
 	Leading bool
-	// Leader is the lease's holder as last seen, "" for none or when
-	// this node is not in the cluster (it cannot know).
+	// Leader is the lease's holder as last seen (by the watch of the
+	// key or a campaign's read of it; this node itself as soon as it
+	// leads), "" for none or when this node is not in the cluster and
+	// does not lead (it cannot know).
 	Leader string
 	// Members are every configured node, in the file's order.
 	Members []Member
@@ -95,15 +103,18 @@ type Cluster struct {
 	wake   chan struct{} // the publisher's, capacity 1
 	vacant chan struct{} // the candidate's, capacity 1
 	ready  chan struct{} // closed once the verdicts are read back
-	yield  chan struct{} // yieldLeaseStream's, capacity 1
+	yield  chan struct{} // yieldStreams's, capacity 1
 
 	mu         sync.Mutex // guards the fields below
 	members    map[string]Member
 	memberSent time.Time // send time of this node's last renewal that succeeded
 	selfSeen   time.Time // when the members watch last delivered this node's key
 	leader     string
+	leaderRev  uint64 // the revision of the lease key leader was read from
 	held       bool
-	heldSent   time.Time
+	heldSent   time.Time // send time of the lease's last renewal that succeeded
+	heldUntil  time.Time // when this node stops acting as the leader, from heldSent and the lease's term
+	startErr   string    // why the buckets could not be created yet, "" once they are
 	probes     int
 	digest     string
 	tally      *tally
@@ -112,6 +123,8 @@ type Cluster struct {
 	votesOut   map[string]qualify.Status // this node's votes to publish, by contact
 	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
 	sending    int                       // the votes and verdicts publish is writing now (stats.go)
+	echo       map[string]qualify.Status // this node's votes reported and not yet seen back through the votes watch
+	echoAt     time.Time                 // when one of them last came back, or echo last became non-empty
 
 	rewatches atomic.Uint64 // counts the times every watch was started again
 	lagged    atomic.Uint64 // counts the watches started again because they lagged
@@ -137,7 +150,7 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 		start: time.Now(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1), yield: make(chan struct{}, 1),
 		ready: make(chan struct{}), members: map[string]Member{},
 		tally: newTally(cfg.Quorum, cfg.Vantages), recorded: map[string]qualify.Status{},
-		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}}
+		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, echo: map[string]qualify.Status{}}
 	if err := c.connect(); err != nil {
 		c.Close()
 		return nil, err
@@ -277,13 +290,24 @@ func (c *Cluster) Run(ctx context.Context) error {
 	wg.Go(func() { c.watchLease(ctx, b.lease) })
 	wg.Go(func() { c.publish(ctx, b) })
 	wg.Go(func() { c.watchVerdicts(ctx, b, announced) })
-	wg.Go(func() { c.yieldLeaseStream(ctx) })
-	wg.Go(func() {
-		l := &lease{t: c.lease, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant, set: c.setLeading}
-		l.run(ctx)
-	})
+	wg.Go(func() { c.yieldStreams(ctx) })
+	wg.Go(func() { c.newLease(ctx, b).run(ctx) })
 	wg.Wait()
 	return ctx.Err()
+}
+
+// newLease is the node's lease over b's lease bucket, its term first
+// from the shorter of the file's TTL and the bucket's as found now.
+func (c *Cluster) newLease(ctx context.Context, b *buckets) *lease {
+	bucket := leaseBucket{js: b.js, kv: b.lease, replicas: c.cfg.Replicas()}
+	t := c.lease
+	rctx, cancel := context.WithTimeout(ctx, c.lease.ttl/3)
+	defer cancel()
+	if ttl, err := bucket.TTL(rctx); err == nil {
+		t = term{min(ttl, c.cfg.LeaseTTL)}
+	}
+	return &lease{t: t, want: c.cfg.LeaseTTL, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant,
+		set: c.setLeading, bucket: bucket, changed: c.leaseTTLChanged, seen: c.seeLeader}
 }
 
 // Ready is closed once the node has read the cluster's verdicts back
@@ -291,17 +315,60 @@ func (c *Cluster) Run(ctx context.Context) error {
 func (c *Cluster) Ready() <-chan struct{} { return c.ready }
 
 // Leading reports whether this node holds the lease now: it took it and
-// its last successful renewal was sent less than 2/3 of the lease TTL
-// ago. Make this check right before each push.
+// its last successful renewal was sent less than 2/3 of the lease's TTL
+// (the bucket's, see lease.follow) ago. Make this check right before
+// each push.
 func (c *Cluster) Leading() bool {
+	_, ok := c.LeadingUntil()
+	return ok
+}
+
+// LeadingUntil is when this node stops acting as the leader unless it
+// renews the lease meanwhile (the lease's safe deadline), ok false when
+// it does not lead now. Every push and heartbeat runs under a context
+// that ends then, so that a node paused past it (SIGSTOP, a VM frozen)
+// sends nothing when it resumes until it holds the lease again.
+func (c *Cluster) LeadingUntil() (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.leadingAt(time.Now())
+	return c.heldUntil, c.leadingAt(time.Now())
 }
 
 // leadingAt is Leading at now; c.mu held.
 func (c *Cluster) leadingAt(now time.Time) bool {
-	return c.held && now.Before(c.lease.deadline(c.heldSent))
+	return c.held && now.Before(c.heldUntil)
+}
+
+// StartError is why the buckets could not be created or opened yet, ""
+// when they were (or no attempt failed).
+func (c *Cluster) StartError() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startErr
+}
+
+// setStartError records StartError.
+func (c *Cluster) setStartError(s string) {
+	c.mu.Lock()
+	c.startErr = s
+	c.mu.Unlock()
+}
+
+// notice is Hooks.Notice, or nothing.
+func (c *Cluster) notice(level slog.Level, msg string) {
+	if c.hooks.Notice != nil {
+		c.hooks.Notice(level, msg)
+	}
+}
+
+// leaseTTLChanged logs the holder's update of the lease bucket's TTL.
+func (c *Cluster) leaseTTLChanged(from, to time.Duration, err error) {
+	if err != nil {
+		c.notice(slog.LevelError, fmt.Sprintf("cluster: bucket %s: TTL %v, the file's lease_ttl %v: not updated (%v): this node leads by the bucket's %v",
+			bucketLease, from, to, err, min(from, to)))
+		return
+	}
+	c.notice(slog.LevelInfo, fmt.Sprintf("cluster: bucket %s: TTL updated from %v to the file's lease_ttl %v", bucketLease, from, to))
 }
 
 // View returns the cluster as this node sees it now.
@@ -311,7 +378,10 @@ func (c *Cluster) View() View {
 	now := time.Now()
 	v := View{Self: c.cfg.Self, Leading: c.leadingAt(now),
 		InCluster: !c.memberSent.IsZero() && now.Before(c.member.deadline(c.memberSent))}
-	if v.InCluster {
+	switch {
+	case v.Leading:
+		v.Leader = c.cfg.Self // known from the lease's own write, before its watch delivers it
+	case v.InCluster:
 		v.Leader = c.leader
 	}
 	for _, n := range c.cfg.Nodes {
@@ -380,9 +450,54 @@ func (c *Cluster) Report(contact string, s qualify.Status) bool {
 	}
 	c.mu.Lock()
 	c.votesOut[contact] = s
+	if len(c.echo) == 0 {
+		c.echoAt = time.Now()
+	}
+	c.echo[contact] = voteOf(s)
 	c.mu.Unlock()
 	c.poke()
 	return true
+}
+
+// voteOf is the status a vote of s holds in the votes bucket:
+// NonQualified for every status that withdraws the vote.
+func voteOf(s qualify.Status) qualify.Status {
+	if s == qualify.Reachable || s == qualify.Unreachable {
+		return s
+	}
+	return qualify.NonQualified
+}
+
+// echoed records that this node's vote of contact came back through the
+// votes watch with s.
+func (c *Cluster) echoed(contact string, s qualify.Status) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if want, ok := c.echo[contact]; ok {
+		c.echoAt = time.Now()
+		if want == s {
+			delete(c.echo, contact)
+		}
+	}
+}
+
+// Vouch reports whether this node, as the leader, can vouch for the
+// verdicts it pushes (the sinks' check before each heartbeat): an error
+// when it is out of the cluster, or when its own votes have stopped
+// coming back through NATS (some are outstanding and none came back for
+// MemberTTL), so that the routers fail open instead of holding verdicts
+// that no longer move.
+func (c *Cluster) Vouch() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.memberSent.IsZero() || !now.Before(c.member.deadline(c.memberSent)) {
+		return errors.New("this node is out of the cluster: its verdicts may be stale")
+	}
+	if stalled := now.Sub(c.echoAt); len(c.echo) > 0 && stalled > c.member.ttl {
+		return fmt.Errorf("%d of this node's votes have not come back through NATS for %v (member_ttl %v): its verdicts may be stale", len(c.echo), stalled.Round(100*time.Millisecond), c.member.ttl)
+	}
+	return nil
 }
 
 // SetProbes sets how many contacts this node probes, announced with its
@@ -422,12 +537,15 @@ func (c *Cluster) poke() {
 // setLeading is the lease's record of its state; it calls the Leading
 // hook on each edge and, on taking the lease, queues the verdicts the
 // bucket does not hold yet.
-func (c *Cluster) setLeading(held bool, sent time.Time) {
+func (c *Cluster) setLeading(held bool, sent, until time.Time) {
 	c.leadingMu.Lock()
 	defer c.leadingMu.Unlock()
+	if held && !c.isHeld() {
+		c.decide(c.adoptRecorded)
+	}
 	c.mu.Lock()
 	edge := held != c.held
-	c.held, c.heldSent = held, sent
+	c.held, c.heldSent, c.heldUntil = held, sent, until
 	var orphans []string
 	if edge && held {
 		c.queueUnrecorded()
@@ -442,6 +560,28 @@ func (c *Cluster) setLeading(held bool, sent time.Time) {
 		c.hooks.Leading(held)
 	}
 	c.poke()
+}
+
+// isHeld reports whether the lease's last record was held.
+func (c *Cluster) isHeld() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held
+}
+
+// adoptRecorded takes the recorded verdict of every contact whose votes
+// decide nothing on their own (the rule keeps whatever status it had):
+// a new leader then keeps what the routers were told, instead of its own
+// tally's previous status, which may differ from the last leader's.
+// c.mu held.
+func (c *Cluster) adoptRecorded() []Verdict {
+	var out []Verdict
+	for contact, s := range c.recorded {
+		if v, ok := c.tally.adopt(contact, s); ok {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // queueUnrecorded queues every status the verdicts bucket does not hold;

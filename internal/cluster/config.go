@@ -73,13 +73,23 @@ type Config struct {
 	// at least 1 s).
 	LeaseTTL time.Duration
 
+	// AllowTwoNodes accepts nodes= with two nodes and the embedded
+	// servers (allow_two_nodes=, default no): JetStream's quorum is then
+	// both nodes, so the loss of either stops every push.
+	AllowTwoNodes bool
+
+	// advertise, if set, is the route address the embedded server gives
+	// the others to reach it (tests: an address nobody answers, so that
+	// the servers route only through nodes=).
+	advertise string
+
 	// Secure is how the nodes authenticate each other, or qualifyd to an
 	// external NATS (secure.go).
 	Secure
 }
 
 // Options are the section's options, in the order the README lists them.
-var Options = append([]string{"nodes", "vantages", "quorum", "store", "nats_url", "member_ttl", "lease_ttl"}, secureOptions...)
+var Options = append([]string{"nodes", "vantages", "quorum", "store", "nats_url", "member_ttl", "lease_ttl", "allow_two_nodes"}, secureOptions...)
 
 // Set applies one option of the section. Its error names the cause only;
 // the reader adds the file, line, section and option.
@@ -100,6 +110,8 @@ func (c *Config) Set(option, value string) error {
 		c.MemberTTL, err = parseTTL(value)
 	case "lease_ttl":
 		c.LeaseTTL, err = parseTTL(value)
+	case "allow_two_nodes":
+		err = parseYesNo(value, &c.AllowTwoNodes)
 	default:
 		return c.setSecure(option, value)
 	}
@@ -113,6 +125,9 @@ func (c *Config) Finish(self string) error {
 	c.Store = strings.ReplaceAll(c.Store, "{node}", self)
 	if err := c.checkNodes(); err != nil {
 		return err
+	}
+	if c.twoServers() && !c.AllowTwoNodes {
+		return fmt.Errorf("%w: nodes= has two nodes: JetStream's quorum is then both, and the loss of either stops every push; use three (or one), or set allow_two_nodes=yes", ErrValue)
 	}
 	if c.Vantages == 0 {
 		c.Vantages = min(len(c.Nodes), MaxDefaultVantages)
@@ -277,6 +292,26 @@ func parseTTL(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("%w: %q: want whole seconds, 1 to %d", ErrValue, v, int(MaxTTL/time.Second))
 	}
 	return time.Duration(n) * time.Second, nil
+}
+
+// twoServers reports whether the cluster's JetStream is two embedded
+// servers (an external NATS has its own quorum).
+func (c *Config) twoServers() bool { return len(c.Nodes) == 2 && c.NATSURL == "" }
+
+// Warnings are what a finished configuration allows but an operator
+// should hear of at every start: two nodes (allow_two_nodes=yes), whose
+// cluster stops pushing when either is lost, and an even vantages,
+// where a split of the votes keeps a contact's status (a majority of
+// two is both).
+func (c *Config) Warnings() []string {
+	var out []string
+	if c.twoServers() {
+		out = append(out, "nodes= has two nodes (allow_two_nodes=yes): the loss of either node stops every push until it is back")
+	}
+	if c.Vantages%2 == 0 && c.Quorum == Majority {
+		out = append(out, fmt.Sprintf("vantages=%d is even: with quorum=majority a split of the votes (%d against %d) keeps a contact's status; an odd count decides every split", c.Vantages, c.Vantages/2, c.Vantages/2))
+	}
+	return out
 }
 
 // nonEmpty refuses an empty value.

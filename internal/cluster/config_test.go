@@ -28,7 +28,8 @@ func TestConfigSetErrors(t *testing.T) {
 		{"member_ttl", "0", `invalid value: "0": want whole seconds, 1 to 3600`, ErrValue},
 		{"lease_ttl", "2s", `invalid value: "2s": want whole seconds, 1 to 3600`, ErrValue},
 		{"lease_ttl", "3601", `invalid value: "3601": want whole seconds, 1 to 3600`, ErrValue},
-		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`, ErrUnknownOption},
+		{"allow_two_nodes", "true", `invalid value: "true": want yes or no`, ErrValue},
+		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`, ErrUnknownOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.option+"="+tt.value, func(t *testing.T) {
@@ -68,6 +69,8 @@ func TestConfigFinishErrors(t *testing.T) {
 		{"no store", []string{"nodes", three}, "a", "invalid value: store= is required for the embedded NATS server (or nats_url=)"},
 		{"store and url", []string{"nodes", "a,b", "store", "/s", "nats_url", "nats://n:4222"}, "a", "invalid value: store= is the embedded server's; with nats_url= nothing is embedded"},
 		{"no route", []string{"nodes", "a@10.0.0.1:6222,b", "store", "/s"}, "a", `invalid value: node "b" has no route address (name@host:port), which the embedded server needs`},
+		{"two nodes", []string{"nodes", "a@10.0.0.1:6222,b@10.0.1.1:6222", "store", "/s"}, "a", "invalid value: nodes= has two nodes: JetStream's quorum is then both, and the loss of either stops every push; use three (or one), or set allow_two_nodes=yes"},
+		{"two nodes, no", []string{"nodes", "a@10.0.0.1:6222,b@10.0.1.1:6222", "store", "/s", "allow_two_nodes", "no"}, "a", "invalid value: nodes= has two nodes: JetStream's quorum is then both, and the loss of either stops every push; use three (or one), or set allow_two_nodes=yes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,11 +94,11 @@ func TestConfigDefaults(t *testing.T) {
 		{"a@h:1,b@h:2,c@h:3,d@h:4,e@h:5", 3},
 	}
 	for _, tt := range tests {
-		c := set(t, "nodes", tt.nodes, "store", "/var/lib/qualifyd/cluster", "insecure_routes", "yes")
+		c := set(t, "nodes", tt.nodes, "store", "/var/lib/qualifyd/cluster", "allow_two_nodes", "yes", "insecure_routes", "yes")
 		if err := c.Finish("a"); err != nil {
 			t.Fatal(err)
 		}
-		if c.Vantages != tt.vantages || c.Quorum != Majority || c.MemberTTL != DefaultMemberTTL || c.LeaseTTL != DefaultLeaseTTL {
+		if c.Vantages != tt.vantages || c.Quorum != Majority || c.MemberTTL != DefaultMemberTTL || c.LeaseTTL != DefaultLeaseTTL || !c.AllowTwoNodes {
 			t.Errorf("%s: %+v, want vantages=%d, majority, default TTLs", tt.nodes, c, tt.vantages)
 		}
 		if want := min(3, tt.vantages); c.Replicas() != want {
@@ -132,5 +135,32 @@ func TestConfigIssueExample(t *testing.T) {
 	ext := set(t, "nodes", "a,b", "nats_url", "nats://n1:4222,tls://n2:4222")
 	if err := ext.Finish("a"); err != nil || ext.Nodes[1] != (Node{Name: "b"}) {
 		t.Fatalf("external NATS: %+v, %v", ext, err)
+	}
+}
+
+// TestConfigWarnings: two nodes (allowed) and an even vantages under
+// majority are warned of; three nodes with three vantages, and an even
+// vantages under all, are not.
+func TestConfigWarnings(t *testing.T) {
+	tests := []struct {
+		opts []string
+		want []string
+	}{
+		{[]string{"nodes", "a@127.0.0.1:1,b@127.0.0.1:2,c@127.0.0.1:3"}, nil},
+		{[]string{"nodes", "a@127.0.0.1:1,b@127.0.0.1:2", "allow_two_nodes", "yes"}, []string{
+			"nodes= has two nodes (allow_two_nodes=yes): the loss of either node stops every push until it is back",
+			"vantages=2 is even: with quorum=majority a split of the votes (1 against 1) keeps a contact's status; an odd count decides every split"}},
+		{[]string{"nodes", "a@127.0.0.1:1,b@127.0.0.1:2,c@127.0.0.1:3,d@127.0.0.1:4", "vantages", "4"}, []string{
+			"vantages=4 is even: with quorum=majority a split of the votes (2 against 2) keeps a contact's status; an odd count decides every split"}},
+		{[]string{"nodes", "a@127.0.0.1:1,b@127.0.0.1:2,c@127.0.0.1:3", "vantages", "2", "quorum", "all"}, nil},
+	}
+	for _, tt := range tests {
+		c := set(t, append(tt.opts, "store", "/s")...)
+		if err := c.Finish("a"); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Warnings(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%v: warnings %q, want %q", tt.opts, got, tt.want)
+		}
 	}
 }

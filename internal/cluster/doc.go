@@ -13,7 +13,8 @@
 //     a node that stops renewing leaves when the bucket's TTL removes its key.
 //   - qualifyd_lease: the key "leader", created if absent by a candidate,
 //     renewed by its holder with compare-and-set on the revision, removed by
-//     the TTL when the holder stops renewing (lease.go).
+//     the TTL when the holder stops renewing (lease.go); the holder leads by
+//     the bucket's real TTL and sets it to its file's lease_ttl.
 //   - qualifyd_votes: each vantage's status of each contact it probes, under
 //     key cCONTACT.NODE (CONTACT in unpadded base64url, keys.go).
 //   - qualifyd_verdicts: the cluster's status of each contact, written by the

@@ -43,10 +43,11 @@ func bare(leading bool, configured func(string) bool) *Cluster {
 	c := &Cluster{cfg: Config{Self: "a", Quorum: Majority, Vantages: 3}, hooks: Hooks{Configured: configured},
 		lease: term{time.Hour}, wake: make(chan struct{}, 1), members: map[string]Member{},
 		tally: newTally(Majority, 3), recorded: map[string]qualify.Status{},
-		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}}
+		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, echo: map[string]qualify.Status{}}
 	c.tally.members([]string{"a", "b", "c"})
 	if leading {
 		c.held, c.heldSent = true, time.Now()
+		c.heldUntil = c.lease.deadline(c.heldSent)
 	}
 	return c
 }

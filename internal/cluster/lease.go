@@ -31,19 +31,41 @@ type leaseStore interface {
 	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
 	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
 	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
+}
+
+// ttlStore reads and sets the TTL of the lease's bucket: the key lives
+// the bucket's TTL, whatever the file of the node that holds it says.
+type ttlStore interface {
+	TTL(ctx context.Context) (time.Duration, error)
+	SetTTL(ctx context.Context, ttl time.Duration) error
 }
 
 // lease campaigns for and holds the leader key. Only its loop reads and
 // writes its fields; what others read goes through set.
 type lease struct {
+	// t is the arithmetic of the term held now: the bucket's TTL as
+	// last read, or the file's (want) once the holder set it.
 	t    term
+	want time.Duration // the file's lease_ttl
 	self []byte
 	kv   leaseStore
+	// bucket, if set, is the bucket's TTL; nil means it is want.
+	bucket ttlStore
+	// changed, if set, is told when the holder set the bucket's TTL
+	// from one value to another, or failed to.
+	changed func(from, to time.Duration, err error)
 	// vacant wakes a candidate when the key is removed.
 	vacant <-chan struct{}
-	// set records whether the node holds the lease and since when its
-	// last renewal was sent; the Cluster keeps it under its lock.
-	set func(held bool, sent time.Time)
+	// seen, if set, is told the holder a candidate found (the key's
+	// value and revision), so that a node knows the leader within a
+	// campaign's retry of its taking the lease even while its watch of
+	// the key is stalled (its consumer was on a server that died).
+	seen func(holder string, rev uint64)
+	// set records whether the node holds the lease, when its last
+	// renewal was sent and until when it may act as the leader; the
+	// Cluster keeps it under its lock.
+	set func(held bool, sent, until time.Time)
 	// rev is the revision of the key this node wrote last (0: not
 	// holding) and sent when that write was sent.
 	rev  uint64
@@ -71,17 +93,32 @@ func (l *lease) campaign(ctx context.Context) {
 	cancel()
 	if err == nil {
 		l.rev, l.sent = rev, sent
-		l.set(true, sent)
+		l.follow(ctx)
+		l.set(true, sent, l.t.deadline(sent))
 		return
 	}
 	wait := l.t.ttl / 3
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		wait = l.t.retry()
+	} else {
+		l.look(ctx)
 	}
 	select {
 	case <-ctx.Done():
 	case <-l.vacant:
 	case <-time.After(wait):
+	}
+}
+
+// look reads the key a campaign found held and tells seen its holder.
+func (l *lease) look(ctx context.Context) {
+	if l.seen == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.t.ttl/3)
+	defer cancel()
+	if e, err := l.kv.Get(ctx, leaseKey); err == nil {
+		l.seen(string(e.Value()), e.Revision())
 	}
 }
 
@@ -106,7 +143,7 @@ func (l *lease) hold(ctx context.Context) {
 		switch {
 		case err == nil:
 			l.rev, l.sent, next = rev, now, l.t.renewAt(now)
-			l.set(true, now)
+			l.set(true, now, l.t.deadline(now))
 		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
 			l.lose()
 			return
@@ -116,9 +153,41 @@ func (l *lease) hold(ctx context.Context) {
 	}
 }
 
+// follow takes the term's arithmetic from the bucket's real TTL, read
+// right after the key was created: the key this node now holds lives
+// that long, whatever this node's file says. The holder then sets the
+// bucket's TTL to the file's (only a holder does: another node's key
+// would otherwise die sooner than its holder believes), and the term
+// follows the file from then on. A read that fails keeps the shorter
+// of the file's and the last TTL read, never the longer.
+func (l *lease) follow(ctx context.Context) {
+	if l.bucket == nil {
+		l.t = term{l.want}
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.want/3)
+	defer cancel()
+	real, err := l.bucket.TTL(ctx)
+	if err != nil {
+		l.t = term{min(l.t.ttl, l.want)}
+		return
+	}
+	l.t = term{min(real, l.want)}
+	if real == l.want {
+		return
+	}
+	err = l.bucket.SetTTL(ctx, l.want)
+	if err == nil {
+		l.t = term{l.want}
+	}
+	if l.changed != nil {
+		l.changed(real, l.want, err)
+	}
+}
+
 // lose stops leading and forgets the revision.
 func (l *lease) lose() {
-	l.set(false, time.Time{})
+	l.set(false, time.Time{}, time.Time{})
 	l.rev = 0
 }
 

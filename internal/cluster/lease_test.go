@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -57,6 +58,18 @@ func (f *fakeLease) Update(ctx context.Context, _ string, _ []byte, rev uint64) 
 	return f.rev, nil
 }
 
+func (f *fakeLease) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if _, err := f.wait(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rev == 0 {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return entry{key: key, value: "b", op: jetstream.KeyValuePut, rev: f.rev}, nil
+}
+
 func (f *fakeLease) Delete(ctx context.Context, _ string, _ ...jetstream.KVDeleteOpt) error {
 	_, err := f.wait(ctx)
 	return err
@@ -69,7 +82,7 @@ type recorder struct {
 	sent  time.Time
 }
 
-func (r *recorder) set(held bool, sent time.Time) {
+func (r *recorder) set(held bool, sent, _ time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.edges = append(r.edges, edge{held, time.Now(), sent})
@@ -81,7 +94,7 @@ func (r *recorder) set(held bool, sent time.Time) {
 // runLease runs a lease over f until stop, recording its edges.
 func runLease(t *testing.T, ttl time.Duration, f *fakeLease, vacant chan struct{}) (*recorder, func()) {
 	r := &recorder{}
-	l := &lease{t: term{ttl}, self: []byte("a"), kv: f, vacant: vacant, set: r.set}
+	l := &lease{t: term{ttl}, want: ttl, self: []byte("a"), kv: f, vacant: vacant, set: r.set}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { l.run(ctx); close(done) }()
@@ -174,5 +187,94 @@ func TestLeaseCampaignWaitsForVacancy(t *testing.T) {
 			t.Errorf("edges %v, want taken at once on the vacancy", edges)
 		}
 		stop()
+	})
+}
+
+// fakeTTL is the lease bucket's TTL: TTL fails while readErr is set,
+// SetTTL while setErr is.
+type fakeTTL struct {
+	mu              sync.Mutex
+	ttl             time.Duration
+	readErr, setErr error
+}
+
+func (f *fakeTTL) TTL(context.Context) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ttl, f.readErr
+}
+
+func (f *fakeTTL) SetTTL(_ context.Context, ttl time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.setErr != nil {
+		return f.setErr
+	}
+	f.ttl = ttl
+	return nil
+}
+
+// TestLeaseTermFollowsTheBucket: a holder takes its term's arithmetic
+// from the bucket's real TTL, read right after it took the key, and sets
+// the bucket's TTL to its file's: a bucket of 6 s under a file of 30 s
+// is raised to 30 s and the holder leads for 20 s; one it cannot raise
+// leaves it leading for 4 s (the key dies after 6 s), never 20; a file
+// of 6 s lowers a bucket of 30 s and leads for 4 s; a bucket whose TTL
+// cannot be read leaves the shorter of the file's and the last known.
+func TestLeaseTermFollowsTheBucket(t *testing.T) {
+	refused := errors.New("refused")
+	tests := []struct {
+		name              string
+		file, bucket      time.Duration
+		readErr, setErr   error
+		leads, bucketEnds time.Duration
+		changed           int
+	}{
+		{"raised", 30 * time.Second, 6 * time.Second, nil, nil, 20 * time.Second, 30 * time.Second, 1},
+		{"not raised", 30 * time.Second, 6 * time.Second, nil, refused, 4 * time.Second, 6 * time.Second, 1},
+		{"lowered", 6 * time.Second, 30 * time.Second, nil, nil, 4 * time.Second, 6 * time.Second, 1},
+		{"the file's", 6 * time.Second, 6 * time.Second, nil, nil, 4 * time.Second, 6 * time.Second, 0},
+		{"unread", 30 * time.Second, 6 * time.Second, refused, nil, 4 * time.Second, 6 * time.Second, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := &fakeTTL{ttl: tt.bucket, readErr: tt.readErr, setErr: tt.setErr}
+				var until time.Time
+				changed := 0
+				l := &lease{t: term{tt.bucket}, want: tt.file, self: []byte("a"), kv: &fakeLease{up: true}, vacant: make(chan struct{}),
+					bucket: b, changed: func(time.Duration, time.Duration, error) { changed++ },
+					set: func(held bool, _, u time.Time) {
+						if held && until.IsZero() {
+							until = u
+						}
+					}}
+				start := time.Now()
+				l.campaign(t.Context())
+				if got := until.Sub(start); got != tt.leads {
+					t.Errorf("file %v, bucket %v: leads for %v, want %v", tt.file, tt.bucket, got, tt.leads)
+				}
+				if b.ttl != tt.bucketEnds || changed != tt.changed {
+					t.Errorf("bucket's TTL %v after %d changes, want %v after %d", b.ttl, changed, tt.bucketEnds, tt.changed)
+				}
+			})
+		})
+	}
+}
+
+// TestLeaseCandidateSeesHolder: a campaign that finds the key held reads
+// its holder, so that the node knows the leader even while its watch of
+// the key is stalled.
+func TestLeaseCandidateSeesHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var holder string
+		var rev uint64
+		l := &lease{t: term{3 * time.Second}, want: 3 * time.Second, self: []byte("a"), kv: &fakeLease{up: true, rev: 7},
+			vacant: make(chan struct{}), set: func(bool, time.Time, time.Time) {},
+			seen: func(h string, r uint64) { holder, rev = h, r }}
+		l.campaign(t.Context())
+		if holder != "b" || rev != 7 || l.rev != 0 {
+			t.Fatalf("campaign on a held key: saw %q at revision %d (own revision %d), want b at 7 and not holding", holder, rev, l.rev)
+		}
 	})
 }

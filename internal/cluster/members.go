@@ -166,9 +166,7 @@ func (c *Cluster) watchLease(ctx context.Context, kv jetstream.KeyValue) {
 			default:
 			}
 		}
-		c.mu.Lock()
-		c.leader = leader
-		c.mu.Unlock()
+		c.seeLeader(leader, e.Revision())
 	}, func(seen map[string]bool) {
 		if !seen[leaseKey] {
 			c.mu.Lock()
@@ -176,4 +174,15 @@ func (c *Cluster) watchLease(ctx context.Context, kv jetstream.KeyValue) {
 			c.mu.Unlock()
 		}
 	}, false)
+}
+
+// seeLeader records the lease's holder as of revision rev of its key
+// (the watch's entries and a candidate's reads, lease.seen), unless a
+// later revision was seen already: "" for none.
+func (c *Cluster) seeLeader(leader string, rev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev >= c.leaderRev {
+		c.leader, c.leaderRev = leader, rev
+	}
 }

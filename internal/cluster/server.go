@@ -37,7 +37,7 @@ func serverOptions(c *Config, token string, tc *tls.Config, secret string) (*ser
 		StoreDir:      c.Store,
 		NoSigs:        true,
 		NoLog:         true,
-		Cluster:       server.ClusterOpts{Name: c.Name, Host: host, Port: port},
+		Cluster:       server.ClusterOpts{Name: c.Name, Host: host, Port: port, Advertise: c.advertise},
 		// A route that cannot be dialled is logged at the first attempt,
 		// then once a minute (one attempt a second), not at every one.
 		ConnectErrorReports:   routeErrorReports,

@@ -50,6 +50,23 @@ func (t *tally) seed(contact string, s qualify.Status) {
 	}
 }
 
+// adopt sets contact's status to s, the recorded verdict, when its live
+// vantages' votes would keep s as well as the status it has now (they
+// decide nothing on their own), and returns the change.
+func (t *tally) adopt(contact string, s qualify.Status) (Verdict, bool) {
+	from := t.status[contact]
+	if from == s || (s != qualify.Reachable && s != qualify.Unreachable) {
+		return Verdict{}, false
+	}
+	v := Verdict{Contact: contact, Status: s, From: from, Votes: t.ballot(contact)}
+	votes := statuses(v.Votes)
+	if t.q.Decide(len(votes), votes, s) != s || t.q.Decide(len(votes), votes, from) != from {
+		return Verdict{}, false
+	}
+	t.status[contact] = s
+	return v, true
+}
+
 // vote records node's status of contact; NonQualified and Removed remove
 // the vote.
 func (t *tally) vote(contact, node string, s qualify.Status) (Verdict, bool) {
@@ -97,10 +114,7 @@ func (t *tally) members(live []string) []Verdict {
 // decide applies the quorum rule to contact's live vantages.
 func (t *tally) decide(contact string) (Verdict, bool) {
 	v := Verdict{Contact: contact, From: t.status[contact], Votes: t.ballot(contact)}
-	votes := make([]qualify.Status, len(v.Votes))
-	for i, b := range v.Votes {
-		votes[i] = b.Status
-	}
+	votes := statuses(v.Votes)
 	v.Status = t.q.Decide(len(votes), votes, v.From)
 	if v.Status == v.From {
 		return v, false
@@ -115,6 +129,15 @@ func (t *tally) ballot(contact string) []Vote {
 	out := make([]Vote, len(nodes))
 	for i, n := range nodes {
 		out[i] = Vote{n, t.votes[contact][n]}
+	}
+	return out
+}
+
+// statuses are the votes' statuses, in order.
+func statuses(votes []Vote) []qualify.Status {
+	out := make([]qualify.Status, len(votes))
+	for i, b := range votes {
+		out[i] = b.Status
 	}
 	return out
 }

@@ -59,3 +59,42 @@ func TestTallySeedKeepsRecordedStatus(t *testing.T) {
 		t.Fatalf("a seed overwrote the decided status: %v", tl.status["k"])
 	}
 }
+
+// TestTallyAdoptsRecordedWhereVotesKeep: a new leader's tally takes the
+// recorded verdict where the votes decide nothing (a split, or silence),
+// so that a failover never flips a route because two nodes' tallies
+// kept different previous statuses; where the votes decide, its own
+// status stands, and a record that is no verdict is never adopted.
+func TestTallyAdoptsRecordedWhereVotesKeep(t *testing.T) {
+	tests := []struct {
+		name     string
+		votes    map[string]qualify.Status
+		own, rec qualify.Status
+		want     qualify.Status
+		changed  bool
+	}{
+		{"split keeps: adopt", map[string]qualify.Status{"a": U, "b": R}, R, U, U, true},
+		{"silence keeps: adopt", nil, qualify.NonQualified, U, U, true},
+		{"majority down decides", map[string]qualify.Status{"a": U, "b": U}, U, R, U, false},
+		{"majority up decides", map[string]qualify.Status{"a": R, "b": R, "c": U}, R, U, R, false},
+		{"same", map[string]qualify.Status{"a": U, "b": R}, U, U, U, false},
+		{"record no verdict", map[string]qualify.Status{"a": U, "b": R}, R, qualify.NonQualified, R, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tl := newTally(Majority, 3)
+			tl.members([]string{"a", "b", "c"})
+			tl.seed("k", tt.own)
+			for n, s := range tt.votes {
+				tl.vote("k", n, s)
+			}
+			if tl.status["k"] != tt.own {
+				t.Fatalf("the votes %v moved the tally to %v before the test", tt.votes, tl.status["k"])
+			}
+			v, ok := tl.adopt("k", tt.rec)
+			if ok != tt.changed || tl.status["k"] != tt.want || (ok && (v.From != tt.own || v.Status != tt.rec || len(v.Votes) != 3)) {
+				t.Fatalf("own %v, recorded %v, votes %v: adopt = %+v %v, status %v; want %v (changed %v)", tt.own, tt.rec, tt.votes, v, ok, tl.status["k"], tt.want, tt.changed)
+			}
+		})
+	}
+}

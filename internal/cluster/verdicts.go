@@ -86,6 +86,9 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 		return
 	}
 	s := statusOf(e)
+	if node == c.cfg.Self {
+		c.echoed(contact, s)
+	}
 	c.decide(func() []Verdict {
 		if v, changed := c.tally.vote(contact, node, s); changed {
 			return []Verdict{v}

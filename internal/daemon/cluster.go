@@ -75,6 +75,17 @@ func setCluster(sec *pjsip.Cluster) (cluster.Config, error) {
 	return cfg, nil
 }
 
+// ClusterWarnings are cfg's warnings (cluster.Config.Warnings) at the
+// file:line of conf's cluster section: check-config prints them and the
+// daemon logs them at every start.
+func ClusterWarnings(conf *pjsip.Config, cfg cluster.Config) []error {
+	var out []error
+	for _, w := range cfg.Warnings() {
+		out = append(out, &pjsip.Error{File: conf.Cluster.File, Line: conf.Cluster.Line, Section: conf.Cluster.Name, Err: errors.New(w)})
+	}
+	return out
+}
+
 // finishCluster finishes cfg for node and refuses a sink whose router
 // would fail open during a failover.
 func finishCluster(conf *pjsip.Config, cfg *cluster.Config, node string) error {
@@ -169,7 +180,7 @@ type node struct {
 func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
 	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1), changed: newAORQueue()}
 	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Members: n.membersEdge,
-		Configured: n.configuredContact, ServerLog: n.serverLog})
+		Configured: n.configuredContact, ServerLog: n.serverLog, Notice: d.log.Notice})
 	if err != nil {
 		return nil, err
 	}
@@ -223,15 +234,16 @@ func (n *node) leadingEdge(leading bool) {
 }
 
 // gate is the sinks' check before every push and heartbeat: only the
-// leader changes the routers.
-func (n *node) gate() error {
-	if n.c.Leading() {
-		return nil
+// leader changes the routers, and each push or heartbeat is fenced by
+// the lease's safe deadline.
+func (n *node) gate() (time.Time, error) {
+	if until, ok := n.c.LeadingUntil(); ok {
+		return until, nil
 	}
 	if v := n.c.View(); !v.InCluster {
-		return errors.New("this node is not in the cluster (NATS or its JetStream quorum lost): it pushes nothing")
+		return time.Time{}, errors.New("this node is not in the cluster (NATS or its JetStream quorum lost): it pushes nothing")
 	}
-	return errors.New("this node does not lead the cluster: it pushes nothing")
+	return time.Time{}, errors.New("this node does not lead the cluster: it pushes nothing")
 }
 
 // runSinks runs the sinks while this node leads, until ctx ends: the
@@ -547,7 +559,11 @@ func (n *node) waitReady(ctx context.Context) {
 		n.mu.Unlock()
 		n.d.log.Notice(slog.LevelInfo, fmt.Sprintf("cluster: took %d verdicts back from the cluster (%d Unreachable)", total, down))
 	case <-t.C:
-		n.d.log.Notice(slog.LevelError, fmt.Sprintf("cluster: no cluster within %v: this node probes and serves its own view and pushes nothing until it joins", readyBound))
+		why := ""
+		if e := n.c.StartError(); e != "" {
+			why = " (" + e + ")"
+		}
+		n.d.log.Notice(slog.LevelError, fmt.Sprintf("cluster: no cluster within %v%s: this node probes and serves its own view and pushes nothing until it joins", readyBound, why))
 	case <-ctx.Done():
 	}
 }

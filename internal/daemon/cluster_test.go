@@ -396,11 +396,11 @@ func TestClusterConfigErrors(t *testing.T) {
 	}{
 		{"node without a section", &pjsip.Config{}, "a", nil, "--node a: the configuration has no type=cluster section (a single node has no name)"},
 		{"unknown option", sec("leader", "a"), "a", pjsip.ErrUnknownOption,
-			`q.conf:5: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`},
+			`q.conf:5: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`},
 		{"node not listed", sec("nodes", "a@h:1", "store", "/s"), "z", pjsip.ErrValue,
 			`q.conf:4: section "c": invalid value: node "z" is not in nodes= (a)`},
 	}
-	shortWindow := sec("nodes", "a@h:1,b@h:2", "store", "/s", "lease_ttl", "6", "insecure_routes", "yes")
+	shortWindow := sec("nodes", "a@h:1,b@h:2", "store", "/s", "lease_ttl", "6", "allow_two_nodes", "yes", "insecure_routes", "yes")
 	shortWindow.Sinks = []*pjsip.Sink{{Name: "edge", Driver: "kamailio", File: "q.conf", Line: 9,
 		HeartbeatInterval: 2 * time.Second, FailOpenAfter: 12 * time.Second}}
 	tests = append(tests, struct {
@@ -417,7 +417,7 @@ func TestClusterConfigErrors(t *testing.T) {
 			t.Errorf("%s: %v, want %s", tt.name, err, tt.want)
 		}
 	}
-	cfg, ok, err := ClusterConfig(sec("nodes", "a@h:1,b@h:2", "store", "/s", "quorum", "any", "insecure_routes", "yes"), "b")
+	cfg, ok, err := ClusterConfig(sec("nodes", "a@h:1,b@h:2", "store", "/s", "quorum", "any", "allow_two_nodes", "yes", "insecure_routes", "yes"), "b")
 	if err != nil || !ok || cfg.Self != "b" || cfg.Quorum != cluster.Any || cfg.Vantages != 2 {
 		t.Fatalf("ClusterConfig = %+v, %v, %v", cfg, ok, err)
 	}

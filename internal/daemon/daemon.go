@@ -164,6 +164,9 @@ func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) 
 		if d.cluster, err = newNode(d, ccfg, conf.Cluster.Options); err != nil {
 			return err
 		}
+		for _, w := range ClusterWarnings(conf, ccfg) {
+			d.log.Notice(slog.LevelWarn, "configuration warning: "+w.Error())
+		}
 		scfg.Source, scfg.Gate = clusterSource{d.eng, d.cluster.c}, d.cluster.gate
 		d.eng.SetProbed(d.cluster.probedBy(d.cluster.assumed()), nil)
 		if err := d.metrics.WatchCluster(d.reg, d.cluster.stats); err != nil {
@@ -193,11 +196,15 @@ func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) 
 const stalledAfter = 10 * time.Second
 
 // vouch is the sinks' check before each heartbeat: an error when the
-// scheduler is stuck, so that the routers fail open on verdicts that
-// are no longer being renewed.
+// scheduler is stuck or, in a cluster, when this node is out of it or
+// its votes stall (cluster.Cluster.Vouch), so that the routers fail open
+// on verdicts that are no longer being renewed.
 func (d *Daemon) vouch() error {
 	if late := d.eng.Counters().Overdue; late > cmp.Or(d.cfg.stalledAfter, stalledAfter) {
 		return fmt.Errorf("the earliest probe is %v overdue: qualifyd's scheduler is stalled and its verdicts are stale", late.Round(time.Second))
+	}
+	if d.cluster != nil {
+		return d.cluster.c.Vouch()
 	}
 	return nil
 }

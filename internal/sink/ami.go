@@ -46,7 +46,8 @@ type AMI struct {
 	rd      *bufio.Reader
 	stop    func() bool // ends the ctx watch of the connection
 	id      uint64
-	skipped uint64 // events and replies to other actions, read and skipped
+	skipped uint64    // events and replies to other actions, read and skipped
+	until   time.Time // the fence's end (fence), zero for none
 }
 
 // maxLine bounds a Manager protocol line.
@@ -121,7 +122,8 @@ func (a *AMI) login() error {
 	return err
 }
 
-func (a *AMI) push(_ context.Context, o Object) error {
+func (a *AMI) push(ctx context.Context, o Object) error {
+	defer a.fence(ctx)()
 	name, fields := a.request(o)
 	_, err := a.action(name, fields...)
 	return err
@@ -150,7 +152,8 @@ func maintenanceRequest(o Object) (name string, fields []string) {
 }
 
 // pushBatch pipelines the pushes over the session (see batch).
-func (a *AMI) pushBatch(_ context.Context, objs []Object, errs []error) {
+func (a *AMI) pushBatch(ctx context.Context, objs []Object, errs []error) {
+	defer a.fence(ctx)()
 	a.batch(objs, errs, a.request)
 }
 
@@ -221,7 +224,8 @@ const (
 // whole seconds, rounded down: a router that fails open when its clock's
 // second is past it (${EPOCH} > failopen_at) does so after FailOpenAfter,
 // and at most a second later.
-func (a *AMI) heartbeat(context.Context) error {
+func (a *AMI) heartbeat(ctx context.Context) error {
+	defer a.fence(ctx)()
 	now := time.Now()
 	until := now.Add(a.FailOpenAfter).Unix()
 	if _, err := a.action("DBPut", "Family", "qualifyd", "Key", keyFailOpenAt, "Val", strconv.FormatInt(until, 10)); err != nil {
@@ -358,8 +362,22 @@ func (a *AMI) list(name string, fields ...string) ([]map[string]string, error) {
 // make a list take.
 const maxEvents = 1 << 18
 
-// deadline bounds the next request.
-func (a *AMI) deadline() { a.conn.SetDeadline(time.Now().Add(a.Timeout)) }
+// deadline bounds the next request by Timeout, and by the fence's end
+// when one is set.
+func (a *AMI) deadline() {
+	d := time.Now().Add(a.Timeout)
+	if !a.until.IsZero() && a.until.Before(d) {
+		d = a.until
+	}
+	a.conn.SetDeadline(d)
+}
+
+// fence bounds the requests that follow by ctx's deadline (a cluster
+// leader's lease, Config.Gate) until the function it returns is called.
+func (a *AMI) fence(ctx context.Context) func() {
+	a.until, _ = ctx.Deadline()
+	return func() { a.until = time.Time{} }
+}
 
 // reply reads messages until the one answering id, skipping events and
 // replies to other actions.

@@ -56,12 +56,14 @@ func (r *Reconciler) pushBurst(ctx context.Context, step *int) error {
 		if batch = r.take(batch[:0]); len(batch) == 0 {
 			return nil
 		}
-		if err := r.gated(); err != nil {
+		fctx, cancel, err := r.fenced(ctx)
+		if err != nil {
 			r.putBack(batch)
 			return err
 		}
 		clear(errs)
-		b.pushBatch(ctx, batch, errs[:len(batch)])
+		b.pushBatch(fctx, batch, errs[:len(batch)])
+		cancel()
 		if err := r.batchPushed(batch, errs, step); err != nil {
 			return err
 		}

@@ -30,9 +30,12 @@ type Config struct {
 	Vouch func() error
 	// Gate, if set, is asked right before every push and heartbeat
 	// whether this qualifyd may change the routers now (in a cluster:
-	// whether it leads); an error withholds it and ends the session,
-	// which reconnects with backoff and asks again.
-	Gate func() error
+	// whether it leads), and until when: the push or heartbeat runs
+	// under a context that ends then (the zero time: no end), so that
+	// one caught past it (a paused process) is abandoned. An error
+	// withholds it and ends the session, which reconnects with backoff
+	// and asks again.
+	Gate func() (time.Time, error)
 }
 
 // Group is the daemon's sinks: built from the configuration, fed with

@@ -142,7 +142,7 @@ type Reconciler struct {
 	withheld bool
 	// gate, if set, is asked before every push and heartbeat
 	// (Config.Gate); the loop goroutine's.
-	gate func() error
+	gate func() (time.Time, error)
 
 	mu      sync.Mutex
 	objs    map[Key]object

@@ -582,11 +582,11 @@ func TestGateWithholdsPushesAndHeartbeats(t *testing.T) {
 		r := newReconciler("x", f, Intervals{Heartbeat: 10 * time.Second}, nil, half)
 		var closed atomic.Bool
 		closed.Store(true)
-		r.gate = func() error {
+		r.gate = func() (time.Time, error) {
 			if closed.Load() {
-				return errors.New("this node does not lead the cluster")
+				return time.Time{}, errors.New("this node does not lead the cluster")
 			}
-			return nil
+			return time.Time{}, nil
 		}
 		r.Set(key("a"), Down, 0)
 		stop := start(t, r)
@@ -604,4 +604,64 @@ func TestGateWithholdsPushesAndHeartbeats(t *testing.T) {
 			t.Fatalf("pushes once open %v, want a=down", got)
 		}
 	})
+}
+
+// pausedDriver is a router reached by a process that pauses for pause
+// inside each push and heartbeat, before its request leaves (a SIGSTOP
+// between the gate's check and the write): what it sends then goes only
+// while the request's context lives, as net/http and the AMI's
+// connection deadline do.
+type pausedDriver struct {
+	fakeDriver
+	pause time.Duration
+	beats int
+}
+
+func (p *pausedDriver) push(ctx context.Context, o Object) error {
+	time.Sleep(p.pause)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return p.fakeDriver.push(ctx, o)
+}
+
+func (p *pausedDriver) heartbeat(ctx context.Context) error {
+	time.Sleep(p.pause)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.beats++
+	p.mu.Unlock()
+	return nil
+}
+
+// TestGateFencesPushesAndHeartbeats: every push and heartbeat runs under
+// a context that ends when the gate's permission ends (a cluster
+// leader's lease deadline), so that one caught past it by a pause sends
+// nothing; one within it goes.
+func TestGateFencesPushesAndHeartbeats(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pause  time.Duration
+		pushes int
+	}{{"paused past the deadline", 5 * time.Second, 0}, {"within it", time.Second, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &pausedDriver{pause: tc.pause}
+				r := newReconciler("x", f, Intervals{Heartbeat: time.Hour}, nil, half)
+				r.gate = func() (time.Time, error) { return time.Now().Add(4 * time.Second), nil }
+				r.Set(key("a"), Down, 0)
+				stop := start(t, r)
+				defer stop()
+				time.Sleep(5*time.Second + 500*time.Millisecond) // past the pause, before a reconnect's
+				synctest.Wait()
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if len(f.pushes) != tc.pushes || f.beats != tc.pushes {
+					t.Fatalf("paused %v with a fence of 4 s: %d pushes and %d heartbeats reached the router, want %d of each", tc.pause, len(f.pushes), f.beats, tc.pushes)
+				}
+			})
+		})
+	}
 }

@@ -191,13 +191,15 @@ func (r *Reconciler) ticks(ctx context.Context, resync, beat bool, step *int) er
 // an answer: logged, and the session goes on, so that a receiver that
 // refuses heartbeats still gets the changes.
 func (r *Reconciler) beat(ctx context.Context, hb heartbeater, step *int) error {
-	if err := r.gated(); err != nil {
+	fctx, cancel, err := r.fenced(ctx)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	if r.withhold() {
 		return nil
 	}
-	err := hb.heartbeat(ctx)
+	err = hb.heartbeat(fctx)
 	var rej *Rejected
 	if errors.As(err, &rej) && rej.Drop {
 		r.notice(slog.LevelWarn, "sink "+r.name+": heartbeat: "+rej.Error())
@@ -210,13 +212,32 @@ func (r *Reconciler) beat(ctx context.Context, hb heartbeater, step *int) error 
 	return nil
 }
 
-// gated is the gate's answer: nil when there is no gate or it lets this
-// qualifyd change the router now.
-func (r *Reconciler) gated() error {
+// fenced is the gate's answer: ctx, ended when the gate's permission
+// ends, when there is no gate or it lets this qualifyd change the router
+// now; else its error.
+func (r *Reconciler) fenced(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if r.gate == nil {
-		return nil
+		return ctx, func() {}, nil
 	}
-	return r.gate()
+	until, err := r.gate()
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case until.IsZero():
+		return ctx, func() {}, nil
+	}
+	fctx, cancel := context.WithDeadline(ctx, until)
+	return fctx, cancel, nil
+}
+
+// push pushes o under the gate's fence (fenced).
+func (r *Reconciler) push(ctx context.Context, o Object) error {
+	fctx, cancel, err := r.fenced(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return r.drv.push(fctx, o)
 }
 
 // withhold reports whether qualifyd cannot vouch for its verdicts now,
@@ -252,10 +273,7 @@ func (r *Reconciler) pushAll(ctx context.Context, tm *timers, step *int) error {
 		for i, o := range batch {
 			err := r.beatIfDue(ctx, tm, step)
 			if err == nil {
-				err = r.gated()
-			}
-			if err == nil {
-				err = r.drv.push(ctx, o)
+				err = r.push(ctx, o)
 			}
 			var rej *Rejected
 			if err != nil && !errors.As(err, &rej) {

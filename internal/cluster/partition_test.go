@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/peertest"
+)
+
+// partitionable starts three nodes whose every route goes through a
+// proxy of its own (from -> to), and returns them and the proxies.
+func partitionable(t *testing.T) ([]*testNode, map[[2]string]*peertest.Proxy) {
+	t.Helper()
+	base := testConfigs(t, 3, Majority)
+	proxies := map[[2]string]*peertest.Proxy{}
+	var nodes []*testNode
+	for _, cfg := range base {
+		var own []Node
+		for _, n := range base[0].Nodes {
+			if n.Name == cfg.Self {
+				own = append(own, n)
+				continue
+			}
+			p := peertest.NewProxy(t, n.Route)
+			proxies[[2]string{cfg.Self, n.Name}] = p
+			own = append(own, Node{Name: n.Name, Route: p.Addr()})
+		}
+		cfg.Nodes, cfg.advertise = own, "127.0.0.1:1" // no route but through the proxies
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	for _, nd := range nodes {
+		waitFor(t, 30*time.Second, nd.cfg.Self+" sees 3 members up", func() bool { return upCount(nd.c.View()) == 3 })
+	}
+	return nodes, proxies
+}
+
+// TestPartitionOfTheLeader: the leader's routes cut both ways (every
+// proxy to and from it): the two nodes that still reach each other stay
+// in the cluster at every sample (every 10 ms), and one of them leads
+// within lease_ttl and a third of the cut, which both then name for two
+// TTLs; the cut node stops leading. The leader led none of the buckets'
+// streams (it hands them on), so no stream election comes first.
+func TestPartitionOfTheLeader(t *testing.T) {
+	nodes, proxies := partitionable(t)
+	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
+	old := leaders(nodes)[0]
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	waitFor(t, 10*testTTL, "the leader hands every stream on", func() bool {
+		for _, b := range []string{bucketLease, bucketMembers, bucketVotes, bucketVerdicts} {
+			if streamLeader(t, rest[0], "KV_"+b) == old.cfg.Self || streamLeader(t, rest[0], "KV_"+b) == "" {
+				return false
+			}
+		}
+		return true
+	})
+	cut := time.Now()
+	for pair, p := range proxies {
+		if pair[0] == old.cfg.Self || pair[1] == old.cfg.Self {
+			p.SetCut(true)
+		}
+	}
+	var next *testNode
+	took := waitFor(t, 10*testTTL, "one of the two others leads", func() bool {
+		for _, n := range rest {
+			if !n.c.View().InCluster {
+				t.Fatalf("%s dropped out of the cluster %v after %s was cut off", n.cfg.Self, time.Since(cut), old.cfg.Self)
+			}
+			if n.c.Leading() {
+				next = n
+			}
+		}
+		return next != nil
+	})
+	t.Logf("%s cut off; %s leads %v later (lease_ttl %v)", old.cfg.Self, next.cfg.Self, took, testTTL)
+	if bound := testTTL + testTTL/3 + 2*time.Second; took > bound {
+		t.Errorf("%s led %v after the cut, want within lease_ttl and a third (%v, with 2 s of headroom)", next.cfg.Self, took, bound)
+	}
+	waitFor(t, 2*testTTL, old.cfg.Self+" stops leading", func() bool { return !old.c.Leading() })
+	named := waitFor(t, testTTL/3+2*time.Second, "both name the new leader (a candidate's next attempt reads it)", func() bool {
+		for _, n := range rest {
+			if n.c.View().Leader != next.cfg.Self {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("both name %s %v after it led", next.cfg.Self, named)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for hold := time.Now().Add(2 * testTTL); time.Now().Before(hold); <-tick.C {
+		for _, n := range rest {
+			if v := n.c.View(); !v.InCluster || v.Leader != next.cfg.Self {
+				t.Fatalf("%s after the new leader: in cluster %v, leader %q, want %s", n.cfg.Self, v.InCluster, v.Leader, next.cfg.Self)
+			}
+		}
+	}
+}
