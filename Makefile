@@ -22,7 +22,7 @@ export QUALIFYD_ASTERISK ?= $(ASTERISK)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster screenshot clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy blip fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
 
 all: build
 
@@ -50,6 +50,8 @@ deps:
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	command -v man >/dev/null 2>&1 || missing="$$missing man-db"; \
 	{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	{ command -v mariadbd || test -x /usr/sbin/mariadbd; } >/dev/null 2>&1 || missing="$$missing mariadb-server"; \
 	command -v alembic >/dev/null 2>&1 || missing="$$missing alembic"; \
@@ -78,10 +80,11 @@ unit:
 	QUALIFYD_BROWSER=require $(GO) test -race -count=1 $(PKGS)
 	$(GO) -C packaging test -race -count=1 ./...
 
-# lab is the short lossy-network run (about a minute, see lossy): it needs
-# root, ip, nft, sipp and kamailio, and fails without them.
+# lab is the short lossy-network run (about a minute, see lossy) and the
+# short blip run (about 2.5 minutes, see blip): it needs root, ip, nft,
+# sipp and kamailio, and fails without them.
 lab: build
-	QUALIFYD_LAB=1 QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -timeout 5m -run TestLossyShort ./cmd/qualifyd-lab/
+	QUALIFYD_LAB=1 QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -timeout 10m -run '^(TestLossyShort|TestBlipShort)$$' ./cmd/qualifyd-lab/
 
 # smoke is the scale smoke tests, too heavy for the race detector, and
 # correctness only: the engine and prober with 100,000 contacts over
@@ -116,6 +119,16 @@ test: deps vet unit lab smoke deb-test
 lossy: build
 	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
 	bin/qualifyd-lab lossy --qualifyd bin/qualifyd $(LOSSY_FLAGS)
+
+# blip takes qualifyd's own link to its peers down for 15 s, then 60 s, at
+# the soak's scale (5,000 AoRs, 500 really dead, F=10 T=2 N=3 R=1), with the
+# real Kamailio dispatcher and a webhook receiver as sinks, in network
+# namespaces of its own (qdpanic-PID-p and -r), as root (about 4 minutes);
+# prints the table of docs/performance.md and fails if an object up before
+# a blip was ever pushed down, or a dead one up.
+blip: build
+	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
+	bin/qualifyd-lab blip --qualifyd bin/qualifyd $(BLIP_FLAGS)
 
 # fuzz runs every fuzz target of the repository, found with
 # `go test -list '^Fuzz'` in each package, for FUZZTIME each, one after
@@ -187,9 +200,26 @@ bench-daemon: build
 # stores are quiet and the embedded server has dropped what the first
 # round left in memory (--settle 180s), the verdict latency of a flip of a
 # tenth of the contacts, and a kill -9 of the leader (docs/performance.md).
+BENCH_CLUSTER = --contacts 100000 --vantages 2 --frequency 10s --duration 30s --settle 180s
+
 bench-cluster: build
 	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
-	bin/qualifyd-bench cluster --qualifyd bin/qualifyd --contacts 100000 --vantages 2 --frequency 10s --duration 30s --settle 180s
+	bin/qualifyd-bench cluster --qualifyd bin/qualifyd $(BENCH_CLUSTER)
+
+# bench-cluster-tls runs bench-cluster's cluster twice with its routes in
+# clear and twice with mutual TLS and the secret, alternated, between the
+# two single runs, and prints the ratio of TLS on to off
+# (docs/performance.md); BENCH_CLUSTER='...' runs a smaller one.
+bench-cluster-tls: build
+	$(GO) build -o bin/qualifyd-bench ./cmd/qualifyd-bench
+	bin/qualifyd-bench cluster --qualifyd bin/qualifyd $(BENCH_CLUSTER) --tls alternate --rounds 2
+
+# bench-release times releases of 10,000 objects one at a time (as before
+# batches) and batched, alternately, through a webhook receiver (instant and
+# 1 ms late), the real Kamailio (needs kamailio) and the fake Manager, and
+# prints both times and their ratio (docs/performance.md).
+bench-release:
+	$(GO) test -run '^$$' -bench '^BenchmarkRelease$$' -benchtime 3x ./internal/sink/
 
 # screenshot refreshes docs/status-page.png, the README's picture of the
 # status page, from the browser test that renders it (needs chromium).

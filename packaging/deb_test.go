@@ -51,6 +51,8 @@ func TestDebInstall(t *testing.T) {
 		t.Fatal("dpkg -i needs root")
 	}
 	refuseInstalled(t)
+	need(t, "systemd-analyze", "systemd")
+	need(t, "man", "man-db")
 	version := strings.TrimSpace(mustRun(t, "dpkg-deb", "-f", deb, "Version"))
 	t.Cleanup(func() { purge(t) })
 
@@ -201,8 +203,8 @@ func checkStatic(t *testing.T, path string) {
 
 // checkUnit runs the installed unit's ExecStartPre= line, the check
 // systemd runs before each start, checks that every program the unit
-// starts is the packaged binary, and has systemd-analyze, where there is
-// one, verify the unit.
+// starts is the packaged binary, and has systemd-analyze verify the unit
+// (a missing systemd-analyze fails: `make deps` installs systemd).
 func checkUnit(t *testing.T) {
 	t.Helper()
 	unit, err := os.ReadFile(unitPath)
@@ -219,12 +221,7 @@ func checkUnit(t *testing.T) {
 			mustRun(t, args[0], args[1:]...)
 		}
 	}
-	if _, err := exec.LookPath("systemd-analyze"); err == nil {
-		// verify exits 0 on unknown keys and bad values: any output fails.
-		if out, err := exec.Command("systemd-analyze", "verify", unitPath).CombinedOutput(); err != nil || len(out) > 0 {
-			t.Errorf("systemd-analyze verify %s: %v\n%s", unitPath, err, out)
-		}
-	}
+	verifyUnit(t, unitPath)
 	for _, want := range []string{"Type=notify", "WatchdogSec=", "DynamicUser=yes", "StateDirectory=qualifyd", "ProtectSystem=strict", "CapabilityBoundingSet=\n"} {
 		if !strings.Contains(string(unit), "\n"+want) {
 			t.Errorf("%s lacks %q", unitPath, want)
@@ -235,8 +232,7 @@ func checkUnit(t *testing.T) {
 // checkGuardUnit checks qualifyd-guard.service: it starts the packaged
 // binary's guard, which refuses the sample configuration (no
 // method=maintenance sink: nothing to guard) with exit code 1, it never
-// gives up restarting, and systemd-analyze, where there is one, verifies
-// it.
+// gives up restarting, and systemd-analyze verifies it.
 func checkGuardUnit(t *testing.T) {
 	t.Helper()
 	unit := string(readFile(t, guardPath))
@@ -255,10 +251,25 @@ func checkGuardUnit(t *testing.T) {
 			t.Errorf("%s lacks %q", guardPath, want)
 		}
 	}
-	if _, err := exec.LookPath("systemd-analyze"); err == nil {
-		if out, err := exec.Command("systemd-analyze", "verify", guardPath).CombinedOutput(); err != nil || len(out) > 0 {
-			t.Errorf("systemd-analyze verify %s: %v\n%s", guardPath, err, out)
-		}
+	verifyUnit(t, guardPath)
+}
+
+// verifyUnit has systemd-analyze verify the unit at path. verify exits 0
+// on unknown keys and bad values: any output fails.
+func verifyUnit(t *testing.T, path string) {
+	t.Helper()
+	if out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify %s: %v\n%s", path, err, out)
+	}
+}
+
+// need fails the test, before anything is installed, when prog is not on
+// PATH: the test checks what it installed with it, and `make deps`
+// installs pkg, Debian's package of prog.
+func need(t *testing.T, prog, pkg string) {
+	t.Helper()
+	if _, err := exec.LookPath(prog); err != nil {
+		t.Fatalf("%s not found (%v): install %s (make deps)", prog, err, pkg)
 	}
 }
 
@@ -272,14 +283,13 @@ func unitValue(unit, key string) string {
 	return ""
 }
 
-// checkMan checks that man finds qualifyd(8), when man is installed, and
-// that the page documents every command of `qualifyd help`.
+// checkMan checks that man finds qualifyd(8) (a missing man fails: `make
+// deps` installs man-db) and that the page documents every command of
+// `qualifyd help`.
 func checkMan(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("man"); err == nil {
-		if got := strings.TrimSpace(mustRun(t, "man", "-w", "qualifyd")); got != manPath {
-			t.Errorf("man -w qualifyd = %q, want %s", got, manPath)
-		}
+	if got := strings.TrimSpace(mustRun(t, "man", "-w", "qualifyd")); got != manPath {
+		t.Errorf("man -w qualifyd = %q, want %s", got, manPath)
 	}
 	page := gunzip(t, manPath)
 	help, err := output(binPath, "help")

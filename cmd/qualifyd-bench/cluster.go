@@ -40,6 +40,11 @@ type clusterReport struct {
 	Nodes    []clusterNodeCost `json:"nodes"`
 	Flip     flipReport        `json:"flip"`
 	Failover failoverReport    `json:"failover"`
+	// Runs are every cluster run (--tls: one, or alternated off and on);
+	// QuietS, Nodes, Flip and Failover above are the last one's.
+	Runs []clusterRunReport `json:"runs"`
+	// TLS is the TLS runs' figures over those in clear, when both ran.
+	TLS *tlsRatio `json:"tls_ratio,omitempty"`
 }
 
 // clusterNodeCost is one node's cost and its ratios to the singles' mean.
@@ -92,6 +97,8 @@ type clusterOpts struct {
 	leaseTTL  int
 	memberTTL int
 	settle    time.Duration
+	tls       string // off, on or alternate
+	rounds    int    // pairs of runs off and on with tls=alternate
 }
 
 // Sockets of the responder: contacts i%20 in {18, 19} are on the flip
@@ -119,6 +126,8 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.IntVar(&o.hookAoRs, "hook-aors", 1000, "AoRs the webhook sink follows (the first ones)")
 	fs.IntVar(&o.leaseTTL, "lease-ttl", 6, "lease_ttl of the cluster, seconds")
 	fs.IntVar(&o.memberTTL, "member-ttl", 6, "member_ttl of the cluster, seconds")
+	fs.StringVar(&o.tls, "tls", "off", "the cluster's routes: off (in clear on loopback), on (mutual TLS and the secret), or alternate (off, on, --rounds times)")
+	fs.IntVar(&o.rounds, "rounds", 1, "with --tls alternate, how many pairs of cluster runs (off, on)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -128,7 +137,12 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	o.hookAoRs = min(o.hookAoRs, o.contacts)
-	rep, err := benchCluster(ctx, o)
+	modes, err := clusterModes(o.tls, o.rounds)
+	if err != nil {
+		fmt.Fprintln(stderr, "qualifyd-bench cluster:", err)
+		return 2
+	}
+	rep, err := benchCluster(ctx, o, modes)
 	if err != nil {
 		fmt.Fprintln(stderr, "qualifyd-bench cluster:", err)
 		return 1
@@ -151,10 +165,13 @@ type clusterRun struct {
 	resp *child
 	hook *hookReceiver
 	rep  clusterReport
+	tls  bool // the cluster run's routes use TLS
+	run  int  // the cluster run, from 1: each has stores of its own
 }
 
-// benchCluster runs single, cluster (cost, flip, failover), single.
-func benchCluster(ctx context.Context, o clusterOpts) (clusterReport, error) {
+// benchCluster runs single, cluster (cost, flip, failover) once per
+// mode (TLS off or on), single.
+func benchCluster(ctx context.Context, o clusterOpts, modes []bool) (clusterReport, error) {
 	r := &clusterRun{o: o, rep: clusterReport{Contacts: o.contacts, FrequencyS: o.freq.Seconds(), DurationS: o.dur.Seconds(),
 		Vantages: o.vantages, SingleContacts: perNode(o.contacts, o.vantages)}}
 	var err error
@@ -172,8 +189,11 @@ func benchCluster(ctx context.Context, o clusterOpts) (clusterReport, error) {
 		return r.rep, err
 	}
 	defer os.RemoveAll(r.dir)
-	steps := []func(context.Context) error{r.single, r.cluster, r.single}
-	for _, step := range steps {
+	steps := []func(context.Context) error{r.single}
+	for _, tls := range modes {
+		steps = append(steps, r.clusterAs(tls))
+	}
+	for _, step := range append(steps, r.single) {
 		if err := step(ctx); err != nil {
 			return r.rep, err
 		}
@@ -374,10 +394,14 @@ func (r *clusterRun) startNodes(ctx context.Context) ([]*clusterNode, error) {
 		}
 		routes = append(routes, fmt.Sprintf("%s@127.0.0.1:%d", name, port))
 	}
+	tlsOpts, err := r.tlsOptions()
+	if err != nil {
+		return nil, err
+	}
 	var nodes []*clusterNode
 	for _, name := range clusterNodes {
-		sec := fmt.Sprintf("[cluster]\ntype=cluster\nnodes=%s\nvantages=%d\nstore=%s\nlease_ttl=%d\nmember_ttl=%d\n",
-			strings.Join(routes, ","), r.o.vantages, r.store(name), r.o.leaseTTL, r.o.memberTTL)
+		sec := fmt.Sprintf("[cluster]\ntype=cluster\nnodes=%s\nvantages=%d\nstore=%s\nlease_ttl=%d\nmember_ttl=%d\n%s",
+			strings.Join(routes, ","), r.o.vantages, r.store(name), r.o.leaseTTL, r.o.memberTTL, tlsOpts)
 		conf, err := r.writeNodeConfig(name, r.pop, sec)
 		if err != nil {
 			return nodes, err
@@ -502,8 +526,20 @@ func (r *clusterRun) ratios() {
 		cpu += s.CPUUsPerProbe / float64(len(r.rep.Single))
 		rss += s.RSSPerContact / float64(len(r.rep.Single))
 	}
-	for i := range r.rep.Nodes {
-		n := &r.rep.Nodes[i]
-		n.CPURatio, n.RSSRatio = n.Cost.CPUUsPerProbe/cpu, n.Cost.RSSPerContact/rss
+	for _, nodes := range append([][]clusterNodeCost{r.rep.Nodes}, runNodes(r.rep.Runs)...) {
+		for i := range nodes {
+			n := &nodes[i]
+			n.CPURatio, n.RSSRatio = n.Cost.CPUUsPerProbe/cpu, n.Cost.RSSPerContact/rss
+		}
 	}
+	r.rep.TLS = tlsRatios(r.rep.Runs)
+}
+
+// runNodes are the runs' nodes.
+func runNodes(runs []clusterRunReport) [][]clusterNodeCost {
+	out := make([][]clusterNodeCost, len(runs))
+	for i := range runs {
+		out[i] = runs[i].Nodes
+	}
+	return out
 }

@@ -169,4 +169,5 @@ func printCluster(w io.Writer, r clusterReport) {
 		first = fmt.Sprintf("%.2f s", f.FirstChangeS)
 	}
 	fmt.Fprintf(w, "| %s | %.2f s | %.2f s | %s | %d | %d | %d | %d |\n", f.NewLeader, f.LeaderS, f.FirstPushS, first, f.Changes, f.Changed, f.Heartbeats, f.HookHeldDown)
+	printTLSRuns(w, r)
 }

@@ -20,7 +20,9 @@ const quietBound = 5 * time.Minute
 var clusterStreams = []string{"KV_qualifyd_votes", "KV_qualifyd_verdicts"}
 
 // store is node name's JetStream store directory.
-func (r *clusterRun) store(name string) string { return filepath.Join(r.dir, "store-"+name) }
+func (r *clusterRun) store(name string) string {
+	return filepath.Join(r.dir, fmt.Sprintf("store-%d-%s", r.run, name))
+}
 
 // awaitStoresQuiet waits until the votes' and verdicts' streams take no
 // more writes on any node: the bytes of their directories in every

@@ -184,6 +184,14 @@ func startHookReceiver() (*hookReceiver, error) {
 	return h, nil
 }
 
+// reset forgets every object and node, as a new router would hold
+// nothing: each cluster run starts from it.
+func (h *hookReceiver) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held, h.down, h.stats = map[string]string{}, 0, map[string]*hookStats{}
+}
+
 // hookBody is the part of a change or heartbeat the receiver reads.
 type hookBody struct {
 	Kind     string `json:"kind"`

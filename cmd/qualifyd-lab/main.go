@@ -28,12 +28,14 @@ func main() {
 // code: 0 done, 1 failed, 2 usage.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: qualifyd-lab lossy [options]   (see lossy -h)")
+		fmt.Fprintln(stderr, "usage: qualifyd-lab lossy|blip [options]   (see lossy -h, blip -h)")
 		return 2
 	}
 	switch args[0] {
 	case "lossy":
 		return runLossy(ctx, args[1:], stdout, stderr)
+	case "blip":
+		return runBlipLab(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "qualifyd-lab: unknown experiment %q\n", args[0])
 	return 2

@@ -35,11 +35,15 @@ type netLab struct {
 	ifP, ifR string // veth ends, at most 15 characters
 }
 
-// newNetLab names the lab of the process with the given PID.
-func newNetLab(pid int) netLab {
+// newNetLab names the lossy lab of the process with the given PID.
+func newNetLab(pid int) netLab { return namedNetLab(nsPrefix, "qdl", pid) }
+
+// namedNetLab names a lab of the process with the given PID: namespaces
+// PREFIX<pid>-p and -r, veth ends TAG<pid>p and r.
+func namedNetLab(prefix, tag string, pid int) netLab {
 	return netLab{
-		nsP: fmt.Sprintf("%s%d-p", nsPrefix, pid), nsR: fmt.Sprintf("%s%d-r", nsPrefix, pid),
-		ifP: fmt.Sprintf("qdl%dp", pid), ifR: fmt.Sprintf("qdl%dr", pid),
+		nsP: fmt.Sprintf("%s%d-p", prefix, pid), nsR: fmt.Sprintf("%s%d-r", prefix, pid),
+		ifP: fmt.Sprintf("%s%dp", tag, pid), ifR: fmt.Sprintf("%s%dr", tag, pid),
 	}
 }
 
@@ -234,7 +238,7 @@ func listNamespaces(ctx context.Context) []string {
 	return names
 }
 
-var staleName = regexp.MustCompile(`^` + nsPrefix + `(\d+)-[pr]$`)
+var staleName = regexp.MustCompile(`^(?:` + nsPrefix + `|` + blipPrefix + `)(\d+)-[pr]$`)
 
 // removeStale deletes the namespaces of earlier runs whose process no
 // longer exists (a run killed with SIGKILL cannot clean up after itself).

@@ -28,7 +28,7 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	flags := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	asJSON := flags.Bool("json", false, "print the effective settings of every AoR as JSON")
-	connect := flags.Bool("connect", false, "also read each source once and print what it imports, and contact each sink's router once, changing nothing: log in to Asterisk's Manager and check the user may run what the sink sends; read Kamailio's dispatcher.list and name the hosts it lacks")
+	connect := flags.Bool("connect", false, "also read each source once and print what it imports, and contact each sink's router once, changing nothing: log in to Asterisk's Manager and check the user may run what the sink sends; read Kamailio's dispatcher.list and name the hosts it lacks; connect to a webhook's receiver without a request")
 	dir := flags.String("config-dir", "", "directory that relative #include paths resolve against (default: FILE's directory)")
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: qualifyd check-config [--json | --connect] [--config-dir DIR] FILE")
@@ -68,13 +68,41 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	writeSummary(stdout, pos[0], cfg)
 	if clustered {
-		writeCluster(stdout, cfg.Cluster.Name, cl)
+		writeCluster(stdout, cfg.Cluster.Name, rawStore(cl, cfg.Cluster))
 	}
 	if *connect {
 		writeSources(stdout, reads)
-		return checkSinks(ctx, stdout, stderr, cfg)
+		code := checkSinks(ctx, stdout, stderr, cfg)
+		if clustered && len(cfg.Sinks) > 0 {
+			fmt.Fprintf(stdout, "sinks checked from this host only: any node may lead, run check-config --connect on each of %s\n", nodeNames(cl))
+		}
+		return code
 	}
 	return 0
+}
+
+// rawStore is cl with store= as written: CheckCluster replaced its
+// {node} with the first node's name, and check-config speaks for every
+// node.
+func rawStore(cl cluster.Config, sec *pjsip.Cluster) cluster.Config {
+	for _, o := range sec.Options {
+		if o.Key == "store" {
+			cl.Store = o.Value
+		}
+	}
+	return cl
+}
+
+// nodeNames is "a, b and c".
+func nodeNames(cl cluster.Config) string {
+	names := make([]string, len(cl.Nodes))
+	for i, n := range cl.Nodes {
+		names[i] = n.Name
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // plural is word for n things.
@@ -250,10 +278,25 @@ func writeCluster(stdout io.Writer, name string, c cluster.Config) {
 			nodes[i] += "@" + n.Route
 		}
 	}
-	nats := "embedded, store " + c.Store
+	nats := "embedded, store " + c.Store + ", name " + c.Name + ", " + routesText(c)
 	if c.NATSURL != "" {
 		nats = "external, nats_url " + c.NATSURL
 	}
 	fmt.Fprintf(stdout, "cluster %s: %d %s (%s), vantages %d, quorum %s, NATS %s, member_ttl %v, lease_ttl %v\n",
 		name, len(c.Nodes), plural(len(c.Nodes), "node"), strings.Join(nodes, ", "), c.Vantages, c.Quorum, nats, c.MemberTTL, c.LeaseTTL)
+}
+
+// routesText says what protects the embedded server's routes.
+func routesText(c cluster.Config) string {
+	s := "routes in clear on loopback"
+	switch {
+	case c.RouteTLS():
+		s = "routes mutual TLS"
+	case c.InsecureRoutes:
+		s = "routes in clear (insecure_routes=yes)"
+	}
+	if c.SecretFile != "" {
+		s += " with secret_file"
+	}
+	return s
 }

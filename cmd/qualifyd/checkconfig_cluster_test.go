@@ -16,12 +16,13 @@ type=cluster
 nodes=a@10.0.0.1:6222,b@10.0.1.1:6222,c@10.0.2.1:6222
 quorum=all
 store=/var/lib/qualifyd/cluster
+insecure_routes=yes
 `
 
 func TestCheckConfigPrintsTheCluster(t *testing.T) {
 	dir := writeConfig(t, map[string]string{"q.conf": clusterConf})
 	code, stdout, stderr := checkConfig(filepath.Join(dir, "q.conf"))
-	want := "cluster c: 3 nodes (a@10.0.0.1:6222, b@10.0.1.1:6222, c@10.0.2.1:6222), vantages 3, quorum all, NATS embedded, store /var/lib/qualifyd/cluster, member_ttl 6s, lease_ttl 6s\n"
+	want := "cluster c: 3 nodes (a@10.0.0.1:6222, b@10.0.1.1:6222, c@10.0.2.1:6222), vantages 3, quorum all, NATS embedded, store /var/lib/qualifyd/cluster, name qualifyd-205830ca, routes in clear (insecure_routes=yes), member_ttl 6s, lease_ttl 6s\n"
 	if code != 0 || stderr != "" || !strings.HasSuffix(stdout, want) {
 		t.Fatalf("exit %d, stderr %q, stdout:\n%s\nwant it to end with:\n%s", code, stderr, stdout, want)
 	}
@@ -31,8 +32,8 @@ func TestCheckConfigPrintsTheCluster(t *testing.T) {
 // or by default with 4 nodes, are printed, not refused.
 func TestCheckConfigPrintsFewerVantages(t *testing.T) {
 	tests := []struct{ section, want string }{
-		{"nodes=a@h:1,b@h:2,c@h:3\nvantages=2\nstore=/s\n", "cluster c: 3 nodes (a@h:1, b@h:2, c@h:3), vantages 2, quorum majority"},
-		{"nodes=a@h:1,b@h:2,c@h:3,d@h:4\nstore=/s\n", "cluster c: 4 nodes (a@h:1, b@h:2, c@h:3, d@h:4), vantages 3, quorum majority"},
+		{"nodes=a@h:1,b@h:2,c@h:3\nvantages=2\nstore=/s\ninsecure_routes=yes\n", "cluster c: 3 nodes (a@h:1, b@h:2, c@h:3), vantages 2, quorum majority"},
+		{"nodes=a@h:1,b@h:2,c@h:3,d@h:4\nstore=/s\ninsecure_routes=yes\n", "cluster c: 4 nodes (a@h:1, b@h:2, c@h:3, d@h:4), vantages 3, quorum majority"},
 	}
 	for _, tt := range tests {
 		file := filepath.Join(writeConfig(t, map[string]string{"q.conf": "[t]\ntype=aor\ncontact=sip:192.0.2.1\n\n[c]\ntype=cluster\n" + tt.section}), "q.conf")
@@ -48,7 +49,7 @@ func TestCheckConfigRefusesABrokenCluster(t *testing.T) {
 		{"bad quorum", "nodes=a@10.0.0.1:6222\nquorum=most\nstore=/s\n",
 			`:8: section "c": option "quorum": invalid value: "most": want majority, all or any`},
 		{"unknown option", "nodes=a@10.0.0.1:6222\nleader=a\nstore=/s\n",
-			`:8: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl`},
+			`:8: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`},
 		{"no store", "nodes=a@10.0.0.1:6222\n",
 			`:5: section "c": invalid value: store= is required for the embedded NATS server (or nats_url=)`},
 		{"more vantages than nodes", "nodes=a@h:1,b@h:2,c@h:3\nvantages=4\nstore=/s\n",

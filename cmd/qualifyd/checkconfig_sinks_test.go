@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -70,10 +73,11 @@ func TestCheckConfigSinks(t *testing.T) {
 }
 
 // TestCheckConfigConnect: --connect reports each sink's router: a
-// webhook is not contacted, a router nobody answers for fails the check
-// on stderr, naming the sink; --json and --connect do not go together.
+// router (or a webhook's receiver) nobody answers for fails the check on
+// stderr, naming the sink; --json and --connect do not go together.
 func TestCheckConfigConnect(t *testing.T) {
-	conf := strings.NewReplacer("127.0.0.1:5038", "127.0.0.1:9", "127.0.0.1:5071", "127.0.0.1:9").Replace(sinksConf)
+	conf := strings.NewReplacer("127.0.0.1:5038", "127.0.0.1:9", "127.0.0.1:5071", "127.0.0.1:9",
+		"https://hooks.example.net/qualifyd", "http://127.0.0.1:9/qualifyd").Replace(sinksConf)
 	dir := writeConfig(t, map[string]string{"q.conf": conf, "ami.secret": "fil3-s3cret\n"})
 	file := filepath.Join(dir, "q.conf")
 	code, out, errOut := checkConfig("--connect", file)
@@ -81,15 +85,43 @@ func TestCheckConfigConnect(t *testing.T) {
 		t.Fatalf("exit %d, want 1; stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	for _, want := range []string{"qualifyd check-config: sink asterisk (ami, 1 object): ami 127.0.0.1:9: ",
-		"qualifyd check-config: sink edge (kamailio, 1 object): kamailio http://127.0.0.1:9/RPC: "} {
+		"qualifyd check-config: sink edge (kamailio, 1 object): kamailio http://127.0.0.1:9/RPC: ",
+		"qualifyd check-config: sink alerts (webhook, 2 objects): webhook http://127.0.0.1:9/qualifyd: dial tcp 127.0.0.1:9: connect: connection refused\n"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
 	}
-	if want := "sink alerts (webhook, 2 objects): not contacted: a webhook is only tested by delivering a change\n"; !strings.HasSuffix(out, want) {
-		t.Errorf("stdout does not end with %q:\n%s", want, out)
-	}
 	if code, _, _ := checkConfig("--connect", "--json", file); code != 2 {
 		t.Errorf("--connect --json: exit %d, want 2", code)
+	}
+}
+
+// TestCheckConfigConnectInACluster: in a cluster, --connect checks the
+// sinks from this host and says to run it on every node, any of which
+// may lead; a receiver that answers is reached without a request.
+func TestCheckConfigConnectInACluster(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) }))
+	defer srv.Close()
+	conf := "[t]\ntype=aor\ncontact=sip:t@192.0.2.1\nqualify_frequency=30\n" +
+		"[alerts]\ntype=sink\ndriver=webhook\nurl=" + srv.URL + "/hook\nfailopen_after=30\n" +
+		"[c]\ntype=cluster\nnodes=a@127.0.0.1:6222,b@127.0.0.1:6223,c@127.0.0.1:6224\nstore=cluster-{node}\n"
+	dir := writeConfig(t, map[string]string{"q.conf": conf})
+	code, out, errOut := checkConfig("--connect", filepath.Join(dir, "q.conf"))
+	if code != 0 {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, want := range []string{
+		"sink alerts (webhook, 2 objects): OK: connected to " + host + "; nothing sent\n",
+		"sinks checked from this host only: any node may lead, run check-config --connect on each of a, b and c\n",
+		"NATS embedded, store cluster-{node},",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the receiver got %d requests, want none", n)
 	}
 }

@@ -320,3 +320,34 @@ func TestAsteriskGuardDeadThenBack(t *testing.T) {
 	eventually(t, astBound, "pbx07 out of maintenance", func() bool { return !p.inMaintenance(t)["pbx07"] })
 	t.Logf("a guard started on a stale heartbeat released pbx07 in %v", time.Since(started).Round(10*time.Millisecond))
 }
+
+// TestAsteriskReleasePipelines: `qualifyd release` of an ami sink of 301
+// devices against the real Asterisk, whose Manager gets the Setvars a
+// window at a time: every reply is matched and every device ends
+// NOT_INUSE in astdb (CustomDevstate).
+func TestAsteriskReleasePipelines(t *testing.T) {
+	p := newPBX(t, "[asterisk]\ntype=sink\ndriver=ami\n")
+	var extra strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&extra, "[t%03d]\ntype=aor\ncontact=sip:t%03d@127.0.0.1:9\nqualify_frequency=60\n", i, i)
+	}
+	conf, err := os.ReadFile(p.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p.conf, string(conf)+extra.String())
+	var stdout, stderr strings.Builder
+	start := time.Now()
+	if code := run(t.Context(), []string{"release", "--config", p.conf}, &stdout, &stderr); code != 0 ||
+		stdout.String() != "sink asterisk (ami): released 301 of 301 objects\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	t.Logf("released 301 devices in %v", time.Since(start).Round(time.Millisecond))
+	out, err := p.ast.CLI("database show CustomDevstate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out, ": NOT_INUSE"); n != 301 || strings.Contains(out, "UNAVAILABLE") {
+		t.Fatalf("%d devices NOT_INUSE, want 301:\n%s", n, out)
+	}
+}

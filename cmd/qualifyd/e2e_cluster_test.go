@@ -50,9 +50,17 @@ type procNode struct {
 // changes is a webhook receiver that keeps every contact change in
 // order and counts the heartbeats.
 type changes struct {
-	mu    sync.Mutex
-	to    []string // the contact's pushes: "up", "down"
-	beats int
+	mu     sync.Mutex
+	to     []string // the contact's pushes: "up", "down"
+	beats  int
+	refuse bool // answer every body 503, delivering nothing
+}
+
+// refusing makes the receiver answer every body 503 (or 200 again).
+func (c *changes) refusing(refuse bool) {
+	c.mu.Lock()
+	c.refuse = refuse
+	c.mu.Unlock()
 }
 
 func (c *changes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -63,6 +71,10 @@ func (c *changes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.refuse {
+		http.Error(w, "refused by the test", http.StatusServiceUnavailable)
+		return
+	}
 	switch p.Kind {
 	case "contact":
 		c.to = append(c.to, p.To)

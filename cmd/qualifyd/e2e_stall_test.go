@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/peertest"
 	"github.com/qualifyd/qualifyd/internal/responder"
 )
 
@@ -101,14 +102,15 @@ type stallLab struct {
 	body string // its text
 	base string // qualifyd's HTTP API
 	proc *exec.Cmd
-	last *lastLine // qualifyd's last line, when its stdout is read
+	errs *peertest.Output // qualifyd's stderr, as written
+	last *lastLine        // qualifyd's last line, when its stdout is read
 }
 
 // stallRun is one run of TestStalledStdoutStallsNothing, with stdout
 // never read when stalled.
 func stallRun(t *testing.T, stalled bool) {
 	l := newStallLab(t)
-	l.proc, l.last = startStalled(t, stalled, "--config", l.conf, "--http", strings.TrimPrefix(l.base, "http://"), "--sip-bind", "127.0.0.1:0")
+	l.proc, l.errs, l.last = startStalled(t, stalled, "--config", l.conf, "--http", strings.TrimPrefix(l.base, "http://"), "--sip-bind", "127.0.0.1:0")
 	step(t, "1 the trunk is up in both routers", func() { l.routersAre(t, "up", 30*time.Second) })
 	step(t, "2 the flood", func() { l.flood(t, stalled) })
 	mode := map[bool]string{true: "stalled", false: "read"}[stalled]
@@ -116,6 +118,21 @@ func stallRun(t *testing.T, stalled bool) {
 	step(t, "4 the API answers and reloads apply", func() { l.reloads(t) })
 	step(t, "5 the trunk is back", func() { l.routersFollow(t, mode, "up", false) })
 	step(t, "6 SIGTERM", func() { l.stop(t) })
+	step(t, "7 the drop notice", func() { l.dropNotice(t, stalled) })
+}
+
+// dropNotice checks qualifyd's last line on stderr after its exit: with
+// stdout stalled, the notice of the log lines dropped that the log never
+// got (it could not reach the log); with stdout read, none.
+func (l *stallLab) dropNotice(t *testing.T, stalled bool) {
+	t.Helper()
+	text := l.errs.String()
+	last := text[strings.LastIndex(strings.TrimSuffix(text, "\n"), "\n")+1:]
+	const notice = " log lines were dropped: the log's reader fell behind (qualifyd_log_lines_dropped_total)\n"
+	if stalled != strings.HasSuffix(last, notice) {
+		t.Fatalf("stdout stalled %v: stderr ends %q; want the drop notice there only when stalled", stalled, last)
+	}
+	t.Logf("stderr's last line: %q", last)
 }
 
 // newStallLab starts the peers and writes qualifyd's configuration.
@@ -293,15 +310,18 @@ func (l *lastLine) since(t time.Time) string {
 // startStalled runs `qualifyd run args` with its stdout a pipe that is
 // never read when stalled (its read end kept open, so writes block once
 // the pipe's 64 KiB are full), and read (its last line kept) otherwise.
-// The test fails if the process is still running at its end.
-func startStalled(t *testing.T, stalled bool, args ...string) (*exec.Cmd, *lastLine) {
+// The test fails if the process is still running at its end. It returns
+// the process, its stderr, which also goes to the test's, and its
+// stdout's last line (nil when stalled).
+func startStalled(t *testing.T, stalled bool, args ...string) (*exec.Cmd, *peertest.Output, *lastLine) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(binary, append([]string{"run"}, args...)...)
-	cmd.Stdout, cmd.Stderr = w, os.Stderr
+	errs := &peertest.Output{}
+	cmd.Stdout, cmd.Stderr = w, io.MultiWriter(os.Stderr, errs)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +340,7 @@ func startStalled(t *testing.T, stalled bool, args ...string) (*exec.Cmd, *lastL
 		}
 		return err == nil
 	})
-	return cmd, last
+	return cmd, errs, last
 }
 
 // metric returns the value of the series (name with its labels, as

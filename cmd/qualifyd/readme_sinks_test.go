@@ -30,17 +30,7 @@ func TestREADMESinkExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, excerpt, _ := strings.Cut(string(readme), "The lines qualifyd needs")
-	_, excerpt, _ = strings.Cut(excerpt, "```\n")
-	excerpt, _, _ = strings.Cut(excerpt, "```\n")
-	if !strings.Contains(excerpt, "jsonrpc_dispatch();") {
-		t.Fatalf("no kamailio.cfg excerpt in the README")
-	}
-	for _, line := range strings.Split(strings.TrimSpace(excerpt), "\n") {
-		if !strings.Contains("\n"+string(kam), "\n"+line+"\n") {
-			t.Errorf("the README's kamailio.cfg line %q is not in testdata/kamailio/kamailio.cfg", line)
-		}
-	}
+	excerptInFile(t, string(readme), "The lines qualifyd needs", "jsonrpc_dispatch();", string(kam))
 	dir := filepath.Join("testdata", "sinks")
 	src, err := os.ReadFile(filepath.Join(dir, "qualifyd.conf"))
 	if err != nil {
@@ -54,5 +44,23 @@ func TestREADMESinkExamples(t *testing.T) {
 	}
 	if len(cfg.Sinks) != 3 || cfg.AoRs[0].PolicyValue().Frequency.Seconds() != 30 {
 		t.Fatalf("%d sinks, frequency %v", len(cfg.Sinks), cfg.AoRs[0].PolicyValue().Frequency)
+	}
+}
+
+// excerptInFile checks that every line of the README's first code block
+// after marker, which must contain must, is a line of the kamailio.cfg
+// text kam.
+func excerptInFile(t *testing.T, readme, marker, must, kam string) {
+	t.Helper()
+	_, excerpt, _ := strings.Cut(readme, marker)
+	_, excerpt, _ = strings.Cut(excerpt, "```\n")
+	excerpt, _, _ = strings.Cut(excerpt, "```\n")
+	if !strings.Contains(excerpt, must) {
+		t.Fatalf("no kamailio.cfg excerpt after %q in the README", marker)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(excerpt), "\n") {
+		if !strings.Contains("\n"+kam, "\n"+line+"\n") {
+			t.Errorf("the README's kamailio.cfg line %q is not in testdata/kamailio/kamailio.cfg", line)
+		}
 	}
 }

@@ -11,6 +11,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/probe"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+	"github.com/qualifyd/qualifyd/internal/state"
 )
 
 // TestReleaseCommand runs `qualifyd release` against a webhook receiver:
@@ -55,5 +61,52 @@ func TestReleaseCommand(t *testing.T) {
 		!strings.HasPrefix(stderr.String(), "qualifyd release: sink dead (kamailio): released 0 of 1 object: 1 of 1 objects not confirmed within 1s: ") ||
 		!strings.Contains(stderr.String(), "connection refused") {
 		t.Fatalf("dead router: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// TestReleaseSendsTheSavedDownsFirst: with --state-file, the objects
+// down in the daemon's state file go first (the order itself is held by
+// the sink package's TestReleaseSendsDownsFirst), and the line counts
+// them; a
+// state file that cannot be read is said on stderr and the release goes
+// on, in any order, exit 0.
+func TestReleaseSendsTheSavedDownsFirst(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c struct{ Kind, AoR string }
+		json.NewDecoder(r.Body).Decode(&c)
+		mu.Lock()
+		got = append(got, c.Kind+" "+c.AoR)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "qualifyd.conf")
+	writeFile(t, conf, "[dead]\ntype=aor\ncontact=sip:dead@192.0.2.7\nqualify_frequency=30\n"+
+		"[live]\ntype=aor\ncontact=sip:live@192.0.2.8\nqualify_frequency=30\n"+
+		"[hook]\ntype=sink\ndriver=webhook\nurl="+hook.URL+"/q\n")
+	on, opts := &qualify.Policy{Frequency: 30 * time.Second}, &probe.Options{}
+	saved := []engine.Saved{
+		{AoR: "dead", URI: "sip:dead@192.0.2.7", Policy: on, Probe: opts, State: qualify.State{Status: qualify.Unreachable}, Last: engine.LastResult{At: time.Now()}},
+		{AoR: "live", URI: "sip:live@192.0.2.8", Policy: on, Probe: opts, State: qualify.State{Status: qualify.Reachable}, Last: engine.LastResult{At: time.Now(), OK: true}},
+	}
+	path := filepath.Join(dir, "state")
+	if _, err := state.Write(path, state.Header{Written: time.Now()}, slices.Values([][]engine.Saved{saved}), nil); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"release", "--config", conf, "--state-file", path}, &stdout, &stderr); code != 0 ||
+		stdout.String() != "sink hook (webhook): released 4 of 4 objects, 2 down first\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	if slices.Sort(got); !slices.Equal(got, []string{"aor dead", "aor live", "contact dead", "contact live"}) {
+		t.Fatalf("receiver got %q, want every object once", got)
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"release", "--config", conf, "--state-file", filepath.Join(dir, "none")}, &stdout, &stderr); code != 0 ||
+		stdout.String() != "sink hook (webhook): released 4 of 4 objects\n" ||
+		!strings.HasPrefix(stderr.String(), "qualifyd release: state file ignored: ") || !strings.HasSuffix(stderr.String(), ": sending in any order\n") {
+		t.Fatalf("missing state file: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }

@@ -161,8 +161,8 @@ func printPanic(w io.Writer, p *api.Panic, now time.Time) {
 	if p == nil || !p.Active {
 		return
 	}
-	fmt.Fprintf(w, "PANIC for %s: %d of %d destinations are down (more than %d%%): every sink pushes up what it holds down\n\n",
-		ago(p.Since, now), p.Down, p.Destinations, p.Threshold)
+	fmt.Fprintf(w, "PANIC for %s: %d of %d destinations are failing, %d down (more than %d%%): the sinks push only ups\n\n",
+		ago(p.Since, now), p.Failing, p.Destinations, p.Down, p.Threshold)
 }
 
 // sinkTable is printSinks' table without its count.

@@ -36,7 +36,7 @@ func showCluster(ctx context.Context, c *apiClient, w io.Writer, now time.Time) 
 	}
 	disagree := "none"
 	if len(v.Disagree) > 0 {
-		disagree = strings.Join(v.Disagree, ", ") + " (the configuration assigns other AoRs than the leader's)"
+		disagree = strings.Join(v.Disagree, ", ") + " (the configuration differs from the leader's)"
 	}
 	fmt.Fprintf(w, "\nDisagreeing: %s\nObjects found: %d\n\n", disagree, len(v.Members))
 	return nil

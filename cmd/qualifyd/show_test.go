@@ -251,8 +251,8 @@ func TestShowSinksPanic(t *testing.T) {
 	if b.Len() != 0 {
 		t.Fatalf("printed %q without a panic", b.String())
 	}
-	printPanic(&b, &api.Panic{Active: true, Since: api.At(now.Add(-12 * time.Second)), Destinations: 10, Down: 6, Threshold: 50}, now)
-	if want := "PANIC for 12s: 6 of 10 destinations are down (more than 50%): every sink pushes up what it holds down\n\n"; b.String() != want {
+	printPanic(&b, &api.Panic{Active: true, Since: api.At(now.Add(-12 * time.Second)), Destinations: 10, Failing: 7, Down: 4, Threshold: 50}, now)
+	if want := "PANIC for 12s: 7 of 10 destinations are failing, 4 down (more than 50%): the sinks push only ups\n\n"; b.String() != want {
 		t.Fatalf("printed %q, want %q", b.String(), want)
 	}
 }

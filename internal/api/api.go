@@ -223,13 +223,15 @@ type SinkList struct {
 	Sinks []Sink `json:"sinks"`
 }
 
-// Panic is the daemon's panic state: while Active, every sink pushes up
-// what it holds down, as more than Threshold percent of the Destinations
-// are Down, and there are at least MinDestinations of them.
+// Panic is the daemon's panic state: while Active, the sinks push only
+// ups, as more than Threshold percent of the Destinations are Failing
+// (a failed probe of a run, or down), and there are at least
+// MinDestinations of them.
 type Panic struct {
 	Active          bool `json:"active"`
 	Since           Time `json:"since"` // when it began or last ended; null before the first
 	Destinations    int  `json:"destinations"`
+	Failing         int  `json:"failing"`
 	Down            int  `json:"down"`
 	Threshold       int  `json:"threshold"`
 	MinDestinations int  `json:"min_destinations"`
@@ -242,7 +244,7 @@ type Sink struct {
 	Up          bool   `json:"up"` // the router answered the last request (a refusal included)
 	Objects     int    `json:"objects"`
 	Pending     int    `json:"pending"`
-	Held        int    `json:"held"` // objects wanted down and pushed up by the panic
+	Held        int    `json:"held"` // objects wanted down and held up by a panic until a probe after it confirms them
 	Pushes      Pushes `json:"pushes"`
 	LastSuccess Time   `json:"last_success"`
 	LastError   string `json:"last_error"`
@@ -319,8 +321,8 @@ type Cluster struct {
 	Vantages int    `json:"vantages"`
 	// Members are every configured node, in the file's order.
 	Members []ClusterMember `json:"members"`
-	// Disagree names the nodes whose configuration assigns other AoRs
-	// than the leader's (a file not yet reloaded everywhere).
+	// Disagree names the nodes whose configuration would probe or push
+	// otherwise than the leader's (a file not yet reloaded everywhere).
 	Disagree []string `json:"disagree"`
 }
 

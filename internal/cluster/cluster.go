@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -39,6 +41,10 @@ type Hooks struct {
 	// votes of contacts its file no longer has. It must not call the
 	// Cluster.
 	Configured func(contact string) bool
+	// ServerLog is called with each error of the embedded NATS server,
+	// one line (a route refused: its TLS handshake or its
+	// credentials failed, with the peer's address); nil drops them.
+	ServerLog func(line string)
 }
 
 // Member is one node as this node sees it.
@@ -82,6 +88,7 @@ type Cluster struct {
 	hooks  Hooks
 	srv    *server.Server // nil with an external NATS
 	nc     *nats.Conn
+	files  atomic.Pointer[files] // the options' files, as last read (Reload)
 	lease  term
 	member term
 	start  time.Time
@@ -138,20 +145,25 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 	return c, nil
 }
 
-// connect starts the embedded server if there is one and connects to
-// NATS, reconnecting forever.
+// connect reads the options' files, starts the embedded server if there
+// is one and connects to NATS, reconnecting forever.
 func (c *Cluster) connect() error {
+	f, err := c.cfg.readFiles(time.Now())
+	if err != nil {
+		return fmt.Errorf("cluster: node %q: %w", c.cfg.Self, err)
+	}
+	c.files.Store(f)
 	opts := []nats.Option{nats.Name("qualifyd " + c.cfg.Self), nats.MaxReconnects(-1),
 		nats.ReconnectWait(c.member.retry())}
 	url := c.cfg.NATSURL
 	if url == "" {
-		token := rand.Text()
-		srv, err := startServer(&c.cfg, token)
+		opt, err := c.embed(f.secret)
 		if err != nil {
 			return err
 		}
-		c.srv = srv
-		opts = append(opts, nats.InProcessServer(srv), nats.Token(token))
+		opts = append(opts, opt...)
+	} else if opts, err = c.externalOptions(opts, f.secret); err != nil {
+		return err
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -159,6 +171,79 @@ func (c *Cluster) connect() error {
 	}
 	c.nc = nc
 	return nil
+}
+
+// embed starts the embedded server and returns the options of the
+// in-process connection to it.
+func (c *Cluster) embed(secret string) ([]nats.Option, error) {
+	var tc *tls.Config
+	if c.cfg.RouteTLS() {
+		names := make([]string, len(c.cfg.Nodes))
+		for i, n := range c.cfg.Nodes {
+			names[i] = n.Name
+		}
+		tc = routeTLS(c.files.Load, names)
+	}
+	token := rand.Text()
+	srv, err := startServer(&c.cfg, token, tc, secret, c.hooks.ServerLog)
+	if err != nil {
+		return nil, err
+	}
+	c.srv = srv
+	return []nats.Option{nats.InProcessServer(srv), nats.Token(token)}, nil
+}
+
+// externalOptions adds an external NATS's TLS and credentials to opts:
+// the CA and the client certificate are taken from the files at each
+// connection, so that a reload rotates them.
+func (c *Cluster) externalOptions(opts []nats.Option, password string) ([]nats.Option, error) {
+	var certCB nats.TLSCertHandler
+	var caCB nats.RootCAsHandler
+	if c.cfg.NATSCert != "" {
+		certCB = func() (tls.Certificate, error) { return *c.files.Load().cert, nil }
+	}
+	if c.cfg.NATSCA != "" {
+		caCB = func() (*x509.CertPool, error) { return c.files.Load().pool, nil }
+	}
+	if certCB != nil || caCB != nil {
+		opts = append(opts, nats.ClientTLSConfig(certCB, caCB))
+	}
+	switch {
+	case c.cfg.NATSCreds != "":
+		opts = append(opts, nats.UserCredentials(c.cfg.NATSCreds))
+	case c.cfg.NATSNkey != "":
+		opt, err := nats.NkeyOptionFromSeed(c.cfg.NATSNkey)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: node %q: %w", c.cfg.Self, fileErr("nats_nkey", c.cfg.NATSNkey, err))
+		}
+		opts = append(opts, opt)
+	case c.cfg.NATSUser != "":
+		opts = append(opts, nats.UserInfo(c.cfg.NATSUser, password))
+	}
+	return opts, nil
+}
+
+// Reload reads the options' files again: the certificates, keys and CAs
+// serve from the next TLS handshake on (a route or a connection made
+// again); the secrets apply at the next start. On an error it keeps the
+// files it had. It returns when the node's certificate expires (zero
+// without one).
+func (c *Cluster) Reload() (time.Time, error) {
+	f, err := c.cfg.readFiles(time.Now())
+	if err != nil {
+		return time.Time{}, fmt.Errorf("cluster: node %q: %w", c.cfg.Self, err)
+	}
+	c.files.Store(f)
+	return f.Expiry(), nil
+}
+
+// CertExpiry is when the node's certificate (tls_cert or nats_cert), as
+// last read, expires; zero without one.
+func (c *Cluster) CertExpiry() time.Time {
+	if f := c.files.Load(); f != nil {
+		return f.Expiry()
+	}
+	return time.Time{}
 }
 
 // Close closes the connection and stops the embedded server; Run calls

@@ -54,7 +54,9 @@ type Config struct {
 	// Quorum is how many vantages must agree (quorum=, default Majority).
 	Quorum Quorum
 	// Store is the embedded server's JetStream directory (store=;
-	// required unless NATSURL is set).
+	// required unless NATSURL is set), with every {node} replaced by
+	// Self once Finish ran, so that nodes sharing a host or a volume
+	// keep apart with one file.
 	Store string
 	// NATSURL is an external NATS to use instead of an embedded server
 	// (nats_url=; comma-separated server URLs).
@@ -70,10 +72,14 @@ type Config struct {
 	// have expired (lease_ttl=, whole seconds; default DefaultLeaseTTL,
 	// at least 1 s).
 	LeaseTTL time.Duration
+
+	// Secure is how the nodes authenticate each other, or qualifyd to an
+	// external NATS (secure.go).
+	Secure
 }
 
 // Options are the section's options, in the order the README lists them.
-var Options = []string{"nodes", "vantages", "quorum", "store", "nats_url", "member_ttl", "lease_ttl"}
+var Options = append([]string{"nodes", "vantages", "quorum", "store", "nats_url", "member_ttl", "lease_ttl"}, secureOptions...)
 
 // Set applies one option of the section. Its error names the cause only;
 // the reader adds the file, line, section and option.
@@ -95,7 +101,7 @@ func (c *Config) Set(option, value string) error {
 	case "lease_ttl":
 		c.LeaseTTL, err = parseTTL(value)
 	default:
-		return fmt.Errorf("%w: a cluster section has %s", ErrUnknownOption, strings.Join(Options, ", "))
+		return c.setSecure(option, value)
 	}
 	return err
 }
@@ -104,6 +110,7 @@ func (c *Config) Set(option, value string) error {
 // self (--node) is one of the nodes. It is called once, after every Set.
 func (c *Config) Finish(self string) error {
 	c.Self = self
+	c.Store = strings.ReplaceAll(c.Store, "{node}", self)
 	if err := c.checkNodes(); err != nil {
 		return err
 	}
@@ -115,6 +122,9 @@ func (c *Config) Finish(self string) error {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if err := c.finishSecure(); err != nil {
+		return err
 	}
 	return c.checkTimings()
 }

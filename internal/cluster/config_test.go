@@ -28,7 +28,7 @@ func TestConfigSetErrors(t *testing.T) {
 		{"member_ttl", "0", `invalid value: "0": want whole seconds, 1 to 3600`, ErrValue},
 		{"lease_ttl", "2s", `invalid value: "2s": want whole seconds, 1 to 3600`, ErrValue},
 		{"lease_ttl", "3601", `invalid value: "3601": want whole seconds, 1 to 3600`, ErrValue},
-		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl`, ErrUnknownOption},
+		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`, ErrUnknownOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.option+"="+tt.value, func(t *testing.T) {
@@ -91,7 +91,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"a@h:1,b@h:2,c@h:3,d@h:4,e@h:5", 3},
 	}
 	for _, tt := range tests {
-		c := set(t, "nodes", tt.nodes, "store", "/var/lib/qualifyd/cluster")
+		c := set(t, "nodes", tt.nodes, "store", "/var/lib/qualifyd/cluster", "insecure_routes", "yes")
 		if err := c.Finish("a"); err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestConfigTTLs(t *testing.T) {
-	c := set(t, "nodes", "a@h:1", "store", "/s", "member_ttl", "2", "lease_ttl", "3")
+	c := set(t, "nodes", "a@127.0.0.1:1", "store", "/s", "member_ttl", "2", "lease_ttl", "3")
 	if err := c.Finish("a"); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestConfigTTLs(t *testing.T) {
 
 func TestConfigIssueExample(t *testing.T) {
 	c := set(t, "nodes", "a@10.0.0.1:6222, b@10.0.1.1:6222, c@10.0.2.1:6222",
-		"vantages", "3", "quorum", "all", "store", "/var/lib/qualifyd/cluster")
+		"vantages", "3", "quorum", "all", "store", "/var/lib/qualifyd/cluster", "insecure_routes", "yes")
 	if err := c.Finish("b"); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +124,7 @@ func TestConfigIssueExample(t *testing.T) {
 		Nodes: []Node{{"a", "10.0.0.1:6222"}, {"b", "10.0.1.1:6222"}, {"c", "10.0.2.1:6222"}},
 		Self:  "b", Vantages: 3, Quorum: All, Store: "/var/lib/qualifyd/cluster",
 		MemberTTL: 6 * time.Second, LeaseTTL: 6 * time.Second,
+		Secure: Secure{Name: DefaultName([]Node{{Name: "c"}, {Name: "a"}, {Name: "b"}}), InsecureRoutes: true},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)

@@ -42,6 +42,14 @@
 // acknowledgements are awaited), so that a burst of status changes costs
 // a few round trips through the replicas, not one per contact.
 //
+// Who may join (secure.go, files.go, routetls.go): the embedded server's
+// routes use mutual TLS (each peer's certificate checked against tls_ca
+// and its subjectAltName DNS name against nodes=), the shared secret of
+// secret_file as their credentials, and the cluster's name; routes off
+// loopback in clear are refused unless insecure_routes=yes. The files are
+// read by [Config.CheckFiles], at start and again at [Cluster.Reload],
+// and the TLS callbacks take the latest.
+//
 // A node that loses NATS keeps running on its own view: its View says it is
 // not in the cluster, it is not leader, and its votes wait, coalesced per
 // contact, until NATS is back.

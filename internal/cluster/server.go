@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,9 +10,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 )
-
-// clusterName is the NATS cluster name of every embedded server.
-const clusterName = "qualifyd"
 
 // readyTimeout bounds the embedded server's start.
 const readyTimeout = 10 * time.Second
@@ -22,8 +20,9 @@ const readyTimeout = 10 * time.Second
 // own. The node's own client connects in-process; the server still needs
 // a client listener (it starts its routes once that is up), so it listens
 // on a random loopback port and requires token, a secret nobody else
-// learns.
-func serverOptions(c *Config, token string) (*server.Options, error) {
+// learns. With tls_cert the routes use mutual TLS (routeTLS), with
+// secret_file they authenticate with the secret.
+func serverOptions(c *Config, token string, tc *tls.Config, secret string) (*server.Options, error) {
 	self := c.Nodes[c.index(c.Self)]
 	host, port, err := splitRoute(self.Route)
 	if err != nil {
@@ -38,15 +37,39 @@ func serverOptions(c *Config, token string) (*server.Options, error) {
 		StoreDir:      c.Store,
 		NoSigs:        true,
 		NoLog:         true,
-		Cluster:       server.ClusterOpts{Name: clusterName, Host: host, Port: port},
+		Cluster:       server.ClusterOpts{Name: c.Name, Host: host, Port: port},
+		// A route that cannot be dialled is logged at the first attempt,
+		// then once a minute (one attempt a second), not at every one.
+		ConnectErrorReports:   routeErrorReports,
+		ReconnectErrorReports: routeErrorReports,
+	}
+	if tc != nil {
+		o.Cluster.TLSConfig, o.Cluster.TLSTimeout = tc, routeTLSTimeout.Seconds()
+	}
+	var user *url.Userinfo
+	if secret != "" {
+		o.Cluster.Username, o.Cluster.Password = routeUser, secret
+		user = url.UserPassword(routeUser, secret)
 	}
 	for _, n := range c.Nodes {
 		if n.Name != c.Self {
-			o.Routes = append(o.Routes, &url.URL{Scheme: "nats-route", Host: n.Route})
+			o.Routes = append(o.Routes, &url.URL{Scheme: "nats-route", User: user, Host: n.Route})
 		}
 	}
 	return o, nil
 }
+
+// routeErrorReports is every how many failed attempts to dial a route
+// the server logs one.
+const routeErrorReports = 60
+
+// routeUser is the user name of the routes' credentials; secret_file
+// holds the password.
+const routeUser = "qualifyd"
+
+// routeTLSTimeout bounds a route's TLS handshake, with room for a loaded
+// host.
+const routeTLSTimeout = 5 * time.Second
 
 // splitRoute splits a checked host:port.
 func splitRoute(route string) (string, int, error) {
@@ -60,15 +83,19 @@ func splitRoute(route string) (string, int, error) {
 
 // startServer starts the node's embedded server and waits until its
 // route listener is up; its JetStream becomes usable once the cluster has
-// elected a meta leader, which Run waits for.
-func startServer(c *Config, token string) (*server.Server, error) {
-	o, err := serverOptions(c, token)
+// elected a meta leader, which Run waits for. The server's errors go
+// to logf.
+func startServer(c *Config, token string, tc *tls.Config, secret string, logf func(string)) (*server.Server, error) {
+	o, err := serverOptions(c, token, tc, secret)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: node %q: %w", c.Self, err)
 	}
 	s, err := server.NewServer(o)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: node %q: embedded NATS: %w", c.Self, err)
+	}
+	if logf != nil {
+		s.SetLoggerV2(serverLog{logf}, false, false, false)
 	}
 	s.Start()
 	if !s.ReadyForConnections(readyTimeout) {

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -19,6 +21,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/metrics"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -78,7 +81,35 @@ func finishCluster(conf *pjsip.Config, cfg *cluster.Config, node string) error {
 	if err := cfg.Finish(node); err != nil {
 		return conf.Cluster.SectionError(err, cluster.ErrUnknownOption)
 	}
+	if err := checkFiles(conf.Cluster, cfg); err != nil {
+		return err
+	}
 	return checkFailover(conf.Sinks, cfg.LeaseTTL)
+}
+
+// checkFiles reads the files the section's options name, each error at
+// the line of the option naming the file.
+func checkFiles(sec *pjsip.Cluster, cfg *cluster.Config) error {
+	_, err := cfg.CheckFiles(time.Now())
+	return fileError(sec, err)
+}
+
+// fileError places a *cluster.FileError at its option's line, another
+// error at the section's.
+func fileError(sec *pjsip.Cluster, err error) error {
+	fe, ok := errors.AsType[*cluster.FileError](err)
+	if !ok {
+		if err != nil {
+			return sec.SectionError(err, cluster.ErrUnknownOption)
+		}
+		return nil
+	}
+	for _, o := range sec.Options {
+		if o.Key == fe.Option {
+			return sec.OptionError(o, fe, cluster.ErrUnknownOption)
+		}
+	}
+	return sec.SectionError(fe, cluster.ErrUnknownOption)
 }
 
 // checkFailover refuses a sink whose failopen_after is no longer than a
@@ -123,8 +154,9 @@ type node struct {
 	cfg cluster.Config
 	raw []pjsip.ClusterOption // the section as read at start, to warn when a reload changes it
 
-	lead  chan struct{} // capacity 1: the Leading hook changed leading
-	moved chan struct{} // capacity 1: the Members hook changed live
+	lead    chan struct{} // capacity 1: the Leading hook changed leading
+	moved   chan struct{} // capacity 1: the Members hook changed live
+	changed *aorQueue     // the AoRs of the Verdict hook, for feedVerdicts
 
 	mu      sync.Mutex           // guards leading, live and taken
 	leading bool                 // the Leading hook's last edge
@@ -135,12 +167,14 @@ type node struct {
 // newNode builds the Cluster of cfg; its hooks feed the sinks, the
 // assignment and the log.
 func newNode(d *Daemon, cfg cluster.Config, raw []pjsip.ClusterOption) (*node, error) {
-	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
-	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Members: n.membersEdge, Configured: n.configuredContact})
+	n := &node{d: d, cfg: cfg, raw: raw, lead: make(chan struct{}, 1), moved: make(chan struct{}, 1), changed: newAORQueue()}
+	c, err := cluster.New(cfg, cluster.Hooks{Leading: n.leadingEdge, Verdict: n.verdict, Members: n.membersEdge,
+		Configured: n.configuredContact, ServerLog: n.serverLog})
 	if err != nil {
 		return nil, err
 	}
 	n.c = c
+	n.warnSecurity(c.CertExpiry(), time.Now())
 	return n, nil
 }
 
@@ -173,6 +207,7 @@ func (n *node) stats() metrics.ClusterStats {
 		}
 	}
 	s.Probed, s.Stale, s.Lagged, s.Pending = cs.Probes, cs.Stale, cs.Lagged, cs.Pending
+	s.CertExpiry = n.c.CertExpiry()
 	return s
 }
 
@@ -236,14 +271,15 @@ func (n *node) runSinks(ctx context.Context) {
 	}
 }
 
-// verdict is the Verdict hook: the sinks recompute the contact's objects
-// and the log says the cluster's new status with the votes.
+// verdict is the Verdict hook: it queues the contact's AoR for the
+// sinks (feedVerdicts), never waiting on their lock, and the log says the
+// cluster's new status with the votes.
 func (n *node) verdict(v cluster.Verdict) {
 	aor, uri, ok := splitContactKey(v.Contact)
 	if !ok {
 		return
 	}
-	n.d.sinks.AoRChanged(aor)
+	n.changed.add(aor)
 	if v.Status != qualify.Reachable && v.Status != qualify.Unreachable {
 		return
 	}
@@ -313,7 +349,11 @@ func (n *node) reportAll() {
 // clusterSource is the sinks' view in cluster mode: the engine's snapshots
 // with each contact's status replaced by the cluster's (NonQualified,
 // pushed as nothing, for a contact the cluster has no verdict of), so
-// that the sinks and the panic rule follow the cluster.
+// that the sinks and the panic rule follow the cluster. The cluster
+// publishes verdicts, not a node's runs of failures: each contact's
+// phase is its verdict's (never suspect), and its evidence is the
+// verdict as it stands now, so a down held in a panic is pushed when the
+// panic ends.
 type clusterSource struct {
 	eng *engine.Engine
 	c   *cluster.Cluster
@@ -327,30 +367,69 @@ func (s clusterSource) AoR(name string) (engine.AoRSnapshot, bool) {
 		return a, false
 	}
 	a.Available = false
+	now := time.Now()
 	for i := range a.Contacts {
 		ct := &a.Contacts[i]
 		ct.Status = s.c.Status(ContactKey(a.Name, ct.URI))
 		ct.Routable = a.Policy.Routable(ct.Status)
+		ct.Phase, ct.Last.At = qualify.Healthy, now
+		if ct.Status == qualify.Unreachable {
+			ct.Phase = qualify.Down
+		}
 		a.Available = a.Available || ct.Routable
 	}
 	return a, true
 }
 
-// digestOf is the configuration's digest that the nodes compare: every
-// AoR's name and contacts (the AoRs the configuration assigns).
+// digestOf is the configuration's digest that the nodes compare: what
+// decides what the leader pushes, so that two nodes whose files would
+// push differently are told apart. It covers every AoR's name, contacts
+// and qualify policy, the endpoints, the sinks (without their secrets,
+// which it must not leak even hashed, nor their file and line) and the
+// panic rule.
 func digestOf(conf *pjsip.Config) string {
 	h := sha256.New()
+	policies := map[*qualify.Policy]int{} // shared: each formatted once
+	var order []*qualify.Policy
+	var buf [binary.MaxVarintLen64]byte
 	for i := range conf.AoRs {
 		a := &conf.AoRs[i]
-		h.Write([]byte(a.Name))
-		h.Write([]byte{0})
-		for _, c := range a.Contacts {
-			h.Write([]byte(c))
-			h.Write([]byte{0})
+		p, ok := policies[a.Policy]
+		if !ok {
+			p = len(order)
+			policies[a.Policy] = p
+			order = append(order, a.Policy)
 		}
-		h.Write([]byte{1})
+		writeList(h, a.Name, a.Contacts)
+		h.Write(binary.AppendUvarint(buf[:0], uint64(p)))
 	}
+	for i, p := range order {
+		a := probe.AoR{Policy: p}
+		fmt.Fprintf(h, "policy %d %#v\n", i, a.PolicyValue())
+	}
+	h.Write([]byte("endpoints\n"))
+	for _, e := range conf.Endpoints {
+		writeList(h, e.Name, e.AoRs)
+	}
+	for _, def := range conf.Sinks {
+		s := *def
+		s.File, s.Line, s.Secret, s.SecretFile = "", 0, "", ""
+		fmt.Fprintf(h, "sink %#v\n", s)
+	}
+	fmt.Fprintf(h, "panic %#v\n", conf.Panic)
 	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// writeList writes name and items to w, each ended by a 0 byte, and a 1
+// byte after the last, so that an item cannot pass for the next name.
+func writeList(w io.Writer, name string, items []string) {
+	w.Write([]byte(name))
+	w.Write([]byte{0})
+	for _, it := range items {
+		w.Write([]byte(it))
+		w.Write([]byte{0})
+	}
+	w.Write([]byte{1})
 }
 
 // configured announces the applied configuration's digest and how many
@@ -401,7 +480,7 @@ func (n *node) check(last logged, v cluster.View) logged {
 		n.d.log.Notice(slog.LevelInfo, "cluster: leader is "+cmp.Or(v.Leader, "none"))
 	}
 	if !slices.Equal(disagree, last.disagree) && len(disagree) > 0 {
-		n.d.log.Notice(slog.LevelWarn, "cluster: the configuration of "+strings.Join(disagree, ",")+" assigns other AoRs than the leader's ("+v.Leader+"): reload every node with the same file")
+		n.d.log.Notice(slog.LevelWarn, "cluster: the configuration of "+strings.Join(disagree, ",")+" differs from the leader's ("+v.Leader+") in its AoRs, policies, endpoints, sinks or panic rule: reload every node with the same file")
 	}
 	return logged{in: v.InCluster, leader: v.Leader, disagree: disagree}
 }

@@ -396,11 +396,11 @@ func TestClusterConfigErrors(t *testing.T) {
 	}{
 		{"node without a section", &pjsip.Config{}, "a", nil, "--node a: the configuration has no type=cluster section (a single node has no name)"},
 		{"unknown option", sec("leader", "a"), "a", pjsip.ErrUnknownOption,
-			`q.conf:5: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl`},
+			`q.conf:5: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`},
 		{"node not listed", sec("nodes", "a@h:1", "store", "/s"), "z", pjsip.ErrValue,
 			`q.conf:4: section "c": invalid value: node "z" is not in nodes= (a)`},
 	}
-	shortWindow := sec("nodes", "a@h:1,b@h:2", "store", "/s", "lease_ttl", "6")
+	shortWindow := sec("nodes", "a@h:1,b@h:2", "store", "/s", "lease_ttl", "6", "insecure_routes", "yes")
 	shortWindow.Sinks = []*pjsip.Sink{{Name: "edge", Driver: "kamailio", File: "q.conf", Line: 9,
 		HeartbeatInterval: 2 * time.Second, FailOpenAfter: 12 * time.Second}}
 	tests = append(tests, struct {
@@ -417,11 +417,11 @@ func TestClusterConfigErrors(t *testing.T) {
 			t.Errorf("%s: %v, want %s", tt.name, err, tt.want)
 		}
 	}
-	cfg, ok, err := ClusterConfig(sec("nodes", "a@h:1,b@h:2", "store", "/s", "quorum", "any"), "b")
+	cfg, ok, err := ClusterConfig(sec("nodes", "a@h:1,b@h:2", "store", "/s", "quorum", "any", "insecure_routes", "yes"), "b")
 	if err != nil || !ok || cfg.Self != "b" || cfg.Quorum != cluster.Any || cfg.Vantages != 2 {
 		t.Fatalf("ClusterConfig = %+v, %v, %v", cfg, ok, err)
 	}
-	cfg, ok, err = ClusterConfig(sec("nodes", "a@h:1,b@h:2,c@h:3,d@h:4", "store", "/s"), "d")
+	cfg, ok, err = ClusterConfig(sec("nodes", "a@h:1,b@h:2,c@h:3,d@h:4", "store", "/s", "insecure_routes", "yes"), "d")
 	if err != nil || !ok || cfg.Vantages != 3 {
 		t.Fatalf("4 nodes, vantages by default: %+v, %v, %v; want 3 vantages", cfg, ok, err)
 	}
@@ -484,7 +484,7 @@ func TestClusterFileDisagreement(t *testing.T) {
 			return strings.Join(v.Disagree, ",") == want
 		})
 		waitUntil(t, labBound, nd.name+" logs them", func() bool {
-			return strings.Contains(nd.log.String(), "cluster: the configuration of "+want+" assigns other AoRs than the leader's ("+lead.name+")")
+			return strings.Contains(nd.log.String(), "cluster: the configuration of "+want+" differs from the leader's ("+lead.name+") in its AoRs")
 		})
 	}
 }

@@ -123,13 +123,17 @@ func (d *Daemon) start() error {
 	return nil
 }
 
-// closeLogs stops the log's and the errors' writers, together given
-// logBound to write what they hold.
+// closeLogs stops the log's writer, given logBound to write what it
+// holds, then the errors' writer (Config.Errors, stderr), given logBound
+// too, after it took the notice of the log lines no notice in the log
+// counts: with stdout stalled at exit, the drop notice cannot reach the
+// log, so it goes where the errors go.
 func (d *Daemon) closeLogs() {
-	errs := make(chan struct{})
-	go func() { d.errs.close(logBound); close(errs) }()
 	d.log.Close(logBound)
-	<-errs
+	if n := d.log.Unreported(); n > 0 {
+		d.errs.Write(d.log.droppedLine(nil, n))
+	}
+	d.errs.close(logBound)
 }
 
 // build creates everything after the prober, and applies conf; with
@@ -309,11 +313,13 @@ func (d *Daemon) warn(conf *pjsip.Config) {
 }
 
 // clusterChanged warns when a reload's cluster section is not the one
-// the daemon started with: the cluster is built once, at start.
+// the daemon started with: the cluster is built once, at start; the
+// files its options name are read again.
 func (d *Daemon) clusterChanged(conf *pjsip.Config) {
 	var raw []pjsip.ClusterOption
 	if d.cluster != nil {
 		raw = d.cluster.raw
+		d.cluster.reloadFiles()
 	}
 	if !sameSection(raw, conf.Cluster) {
 		d.log.Notice(slog.LevelWarn, "configuration warning: the type=cluster section changed: it applies at the next start (restart qualifyd)")
@@ -375,6 +381,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.restoreState()
 	runCtx, cancel := context.WithCancel(ctx)
 	if d.cluster != nil {
+		wg.Go(func() { d.cluster.feedVerdicts(runCtx) })
 		wg.Go(func() { _ = d.cluster.c.Run(runCtx) })
 		d.cluster.waitReady(runCtx)
 		d.cluster.assignPending()
@@ -458,18 +465,24 @@ func (d *Daemon) follow(sub *engine.Subscription) {
 }
 
 // feedSinks has the sinks recompute what depends on each contact whose
-// status changed, until sub is closed. It waits on nothing but the
+// status changed, or whose run of failures began or ended (the panic's
+// census), until sub is closed. It waits on nothing but the
 // sinks' lock (never on a router, the log or the endpoint table); when
 // sub lost events, the sinks re-read every object and a cluster node
 // publishes every vote again (reportAll).
 func (d *Daemon) feedSinks(sub *engine.Subscription) {
 	var dropped uint64
 	for ev := range sub.C {
-		if ev.Kind == engine.StatusChanged {
+		switch ev.Kind {
+		case engine.StatusChanged:
 			if d.cluster != nil {
 				d.cluster.report(ev)
 			}
 			d.sinks.AoRChanged(ev.AoR)
+		case engine.ProbeFailed, engine.FailuresCleared:
+			if d.cluster == nil && ev.Failures <= 1 {
+				d.sinks.AoRChanged(ev.AoR) // the panic counts a contact failing from its first failed probe
+			}
 		}
 		if n := sub.Dropped(); n != dropped {
 			d.log.Notice(slog.LevelWarn, fmt.Sprintf("%d events were missed by the sinks: every object re-read", n-dropped))

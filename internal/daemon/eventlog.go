@@ -66,6 +66,11 @@ func (l *Log) droppedLine(dst []byte, n uint64) []byte {
 // full (the writer fell behind) or the log was closed.
 func (l *Log) Dropped() uint64 { return l.out.dropped.Load() }
 
+// Unreported returns how many of the dropped lines no notice in the
+// log counts yet: after Close, those the log's reader never heard of
+// (its writer stalled, or lines logged after Close).
+func (l *Log) Unreported() uint64 { return l.out.unreported() }
+
 // Sync waits until the lines logged before it are written, at most
 // bound, and reports whether they were.
 func (l *Log) Sync(bound time.Duration) bool { return l.out.sync(bound) }

@@ -150,3 +150,37 @@ func TestLogCloseAbandonsAStalledWriter(t *testing.T) {
 		}
 	})
 }
+
+// TestDropNoticeGoesToStderrAtExit: when the daemon exits with its
+// stdout stalled, the log's notice of the dropped lines cannot reach the
+// log, so closeLogs writes it to Config.Errors (stderr), counting every
+// line the log never reported. With a reader that keeps up, stderr stays
+// quiet.
+func TestDropNoticeGoesToStderrAtExit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &stalledWriter{release: make(chan struct{})}
+		defer close(w.release)
+		ev := engine.Event{Time: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+		l, _ := newLog(w, "text", nil, 3*len(lineOf(t, "text", ev)))
+		var stderr lockedBuffer
+		d := &Daemon{log: l, errs: newLogWriter(&stderr, errorsBuffer)}
+		l.endpoint(endpoint.LogChange{Name: "a0"}, ev)
+		synctest.Wait() // the writer took the first line and is blocked writing it
+		for i := 1; i <= 10; i++ {
+			l.endpoint(endpoint.LogChange{Name: fmt.Sprintf("a%d", i)}, ev)
+		}
+		d.closeLogs()
+		if got := stderr.String(); !strings.HasPrefix(got, "[") || strings.Count(got, "\n") != 1 ||
+			!strings.HasSuffix(got, " qualifyd: 7 log lines were dropped: the log's reader fell behind (qualifyd_log_lines_dropped_total)\n") {
+			t.Fatalf("stderr %q, want the notice of the 7 dropped lines", got)
+		}
+	})
+	var stdout, stderr lockedBuffer
+	l, _ := NewLog(&stdout, "text", nil)
+	d := &Daemon{log: l, errs: newLogWriter(&stderr, errorsBuffer)}
+	l.Notice(slog.LevelInfo, "stopped")
+	d.closeLogs()
+	if stderr.String() != "" || !strings.HasSuffix(stdout.String(), " qualifyd: stopped\n") {
+		t.Fatalf("a reader that keeps up: stdout %q, stderr %q; want the line on stdout, stderr empty", stdout.String(), stderr.String())
+	}
+}

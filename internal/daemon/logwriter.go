@@ -27,6 +27,9 @@ type logWriter struct {
 	// the limit, so that the notice itself is never dropped.
 	notice   func(dst []byte, n uint64) []byte
 	reported uint64 // dropped at the last notice; the writer's own
+	// told is dropped as of the last notice that w took whole: the
+	// drops after it never reached w (see unreported).
+	told atomic.Uint64
 
 	wake  chan struct{}      // a line is waiting (capacity 1)
 	flush chan chan struct{} // closed once what was added before it is written
@@ -108,15 +111,27 @@ func (lw *logWriter) write(spare []byte) []byte {
 	out := lw.buf
 	lw.buf = spare
 	lw.mu.Unlock()
-	if n := lw.dropped.Load(); n != lw.reported && lw.notice != nil {
+	n := lw.dropped.Load()
+	if n != lw.reported && lw.notice != nil {
 		out = lw.notice(out, n-lw.reported)
 		lw.reported = n
 	}
 	if len(out) > 0 {
-		_, _ = lw.w.Write(out)
+		if _, err := lw.w.Write(out); err != nil {
+			return out
+		}
+	}
+	if lw.notice != nil {
+		lw.told.Store(n)
 	}
 	return out
 }
+
+// unreported is how many of the lines dropped so far no notice that
+// reached w counts: those dropped since the last write, or whose notice
+// is stuck in a write that never returned (a stalled reader) or failed.
+// Safe to call while the writer runs, or after close abandoned it.
+func (lw *logWriter) unreported() uint64 { return lw.dropped.Load() - lw.told.Load() }
 
 // sync waits until the lines added before it are written, at most
 // bound; it reports whether they were.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,5 +205,76 @@ func benchProbe(b *testing.B, cfg Config) {
 	}
 	if c := e.Counters(); c.Probes[qualify.ReasonNone] < uint64(b.N) {
 		b.Fatalf("%d probes applied in %d steps", c.Probes[qualify.ReasonNone], b.N)
+	}
+}
+
+// lossy answers every probe before its Start returns, 200 OK but every
+// 100th a timeout: 1% loss, so that about one probe in a hundred begins
+// a run of failures and the retry that follows ends it.
+type lossy struct{ n atomic.Uint64 }
+
+func (l *lossy) Start(_ context.Context, _ probe.Target, tag uint64, done func(uint64, qualify.Result)) {
+	if l.n.Add(1)%100 == 0 {
+		done(tag, qualify.Result{Reason: qualify.ReasonTimeout})
+		return
+	}
+	done(tag, qualify.Result{Code: 200, RTT: time.Millisecond})
+}
+
+// BenchmarkLossyProbe1M is one probe of a driven engine of a million
+// contacts (each an AoR of its own, no histories) at 1% loss, with one
+// subscriber draining the events as the daemon's sink feed does: with
+// the FailuresCleared edge the panic's census needs (cleared) and
+// without it (baseline), in the same run. Compare the two ns/op.
+func BenchmarkLossyProbe1M(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		without bool
+	}{{"baseline", true}, {"cleared", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			e, err := New(Config{Prober: &lossy{}, Now: func() time.Time { return now }, HistoryAoRs: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			e.noCleared = c.without
+			p := referencePolicy()
+			err = e.ApplyFunc(1_000_000, func(i int) *AoR {
+				u := "sip:c" + strconv.Itoa(i) + "@192.0.2.1"
+				return &AoR{Name: u[4:], Contacts: []string{u}, Policy: &p}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sub := e.Subscribe(1 << 16)
+			var events atomic.Uint64
+			drained := make(chan struct{})
+			go func() {
+				for range sub.C {
+					events.Add(1)
+				}
+				close(drained)
+			}()
+			d := e.Drive(b.Context())
+			for e.Counters().Probes[qualify.ReasonNone] < 1_100_000 { // past every first verdict
+				now, _ = d.Next()
+				d.StartDue()
+			}
+			probes := e.Counters().Probes
+			before := probes[qualify.ReasonNone] + probes[qualify.ReasonTimeout]
+			seen := events.Load() + sub.Dropped()
+			b.ResetTimer()
+			for b.Loop() {
+				now, _ = d.Next()
+				d.StartDue()
+			}
+			b.StopTimer()
+			sub.Close()
+			<-drained
+			probes = e.Counters().Probes
+			n := probes[qualify.ReasonNone] + probes[qualify.ReasonTimeout] - before
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(max(n, 1)), "ns/probe")
+			b.ReportMetric(float64(events.Load()+sub.Dropped()-seen)/float64(max(n, 1))*100, "events/100probes")
+		})
 	}
 }

@@ -85,8 +85,11 @@ type Config struct {
 // Engine qualifies contacts. Create it with New, load AoRs with Apply, and
 // call Run (or, in virtual time, Drive).
 type Engine struct {
-	cfg   Config
-	sched *schedule.Scheduler
+	cfg Config
+	// noCleared withholds FailuresCleared: the baseline of
+	// BenchmarkLossyProbe1M, which measures what the edge costs.
+	noCleared bool
+	sched     *schedule.Scheduler
 	// epoch and epochUnix anchor the slots' times to the monotonic
 	// clock (see mono).
 	epoch     time.Time

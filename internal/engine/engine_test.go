@@ -82,7 +82,9 @@ func TestReferenceTimelineGoesDown(t *testing.T) {
 }
 
 // TestReferenceTimelineRetryAnswered: the reference timeline with the first
-// retry answered (qualify-semantics §9).
+// retry answered (qualify-semantics §9): the success that ends the run
+// publishes FailuresCleared, so that a subscriber counting failing
+// contacts from their first failed probe counts this one healthy again.
 func TestReferenceTimelineRetryAnswered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{}, func(_ string, at time.Duration) reply {
@@ -99,6 +101,7 @@ func TestReferenceTimelineRetryAnswered(t *testing.T) {
 		checkEdges(t, h, []edge{
 			{StatusChanged, 0.02, qualify.NonQualified, qualify.Reachable, 0, 30},
 			{ProbeFailed, 93, qualify.Reachable, qualify.Reachable, 1, 95},
+			{FailuresCleared, 95.02, qualify.Reachable, qualify.Reachable, 0, 125},
 		})
 		c := h.e.Contacts()[0]
 		if c.Status != qualify.Reachable || c.Failures != 0 || !c.Routable || c.NextProbe.Sub(h.t0) != 155*time.Second {

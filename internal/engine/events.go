@@ -24,9 +24,14 @@ const (
 	// AvailabilityChanged: an AoR became available or unavailable (at
 	// least one routable contact, or none).
 	AvailabilityChanged
+	// FailuresCleared: a success ended a run of failures that had not
+	// made the contact Unreachable (it was suspect, and is healthy
+	// again). With ProbeFailed it tells a subscriber which contacts are
+	// failing now, from the first failed probe of a run.
+	FailuresCleared
 )
 
-var kindLabels = [...]string{"", "status", "failure", "recovery", "availability"}
+var kindLabels = [...]string{"", "status", "failure", "recovery", "availability", "cleared"}
 
 // String returns the kind's short name, as used in the event stream.
 func (k EventKind) String() string {

@@ -136,7 +136,11 @@ func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify
 	if c.hist {
 		c.aor.noteProbe(end, step.OK, res.RTT)
 	}
-	e.transition(id, step, edgeKind(step), res, end)
+	kind := edgeKind(c.state, step)
+	if kind == FailuresCleared && e.noCleared {
+		kind = 0
+	}
+	e.transition(id, step, kind, res, end)
 }
 
 // transition puts step's state in slot id at time at, keeps the counts,
@@ -171,9 +175,10 @@ func pinned(st qualify.State) qualify.State {
 	return st
 }
 
-// edgeKind returns which event a step publishes, or 0 for none: status
-// changes, failures counted towards N, successes counted towards M.
-func edgeKind(step qualify.Step) EventKind {
+// edgeKind returns which event a step from state was publishes, or 0 for
+// none: status changes, failures counted towards N, successes counted
+// towards M, and the success that ends a suspect's run of failures.
+func edgeKind(was qualify.State, step qualify.Step) EventKind {
 	switch {
 	case step.Changed():
 		return StatusChanged
@@ -183,6 +188,8 @@ func edgeKind(step qualify.Step) EventKind {
 		return ProbeFailed
 	case step.OK && step.State.Phase() == qualify.Recovering:
 		return RecoveryProgress
+	case step.OK && was.Phase() == qualify.Suspect:
+		return FailuresCleared
 	}
 	return 0
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -29,6 +30,10 @@ type ClusterStats struct {
 	// Pending counts the node's votes (and, leading, verdicts) NATS has
 	// not taken yet.
 	Pending int
+	// CertExpiry is when the node's certificate (tls_cert, or nats_cert
+	// with an external NATS) expires, as last read; zero without one
+	// (no series).
+	CertExpiry time.Time
 }
 
 var (
@@ -44,6 +49,8 @@ var (
 		"Contacts this node probes as one of their vantages.", nil, nil)
 	descRestarts = prometheus.NewDesc("qualifyd_cluster_watch_restarts_total",
 		"Bucket watches started again, by reason: stale (every watch, the members watch stopped delivering this node's renewals), lagged (one watch behind its bucket).", []string{"reason"}, nil)
+	descCertExpiry = prometheus.NewDesc("qualifyd_cluster_cert_expiry_timestamp_seconds",
+		"When this node's cluster certificate (tls_cert, or nats_cert) expires, as last read at start or reload, in seconds since the epoch; absent without one.", nil, nil)
 	descPending = prometheus.NewDesc("qualifyd_cluster_votes_pending",
 		"This node's votes (and, leading, verdicts) that NATS has not taken yet; grows while NATS is away.", nil, nil)
 )
@@ -55,7 +62,7 @@ func (m *Metrics) WatchCluster(reg prometheus.Registerer, state func() ClusterSt
 		return errors.New("metrics: no registerer or no cluster state")
 	}
 	return reg.Register(funcCollector{
-		descs: []*prometheus.Desc{descTakenBack, descInCluster, descLeading, descMembers, descProbed, descRestarts, descPending},
+		descs: []*prometheus.Desc{descTakenBack, descInCluster, descLeading, descMembers, descProbed, descRestarts, descPending, descCertExpiry},
 		collect: func(ch chan<- prometheus.Metric) {
 			s := state()
 			ch <- prometheus.MustNewConstMetric(descTakenBack, prometheus.GaugeValue, float64(s.Reachable), "Reachable")
@@ -76,4 +83,7 @@ func collectClusterState(ch chan<- prometheus.Metric, s ClusterStats) {
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Stale), "stale")
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Lagged), "lagged")
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(s.Pending))
+	if !s.CertExpiry.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(s.CertExpiry.Unix()))
+	}
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -65,6 +66,32 @@ qualifyd_cluster_members{state="down"} 3
 qualifyd_cluster_members{state="up"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qualifyd_cluster_in_cluster", "qualifyd_cluster_leading", "qualifyd_cluster_members"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterCertExpirySeries: the certificate's expiry is exported as
+// read at the scrape, and absent without a certificate.
+func TestClusterCertExpirySeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s ClusterStats
+	if err := m.WatchCluster(reg, func() ClusterStats { return s }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "qualifyd_cluster_cert_expiry_timestamp_seconds"); err != nil || n != 0 {
+		t.Fatalf("without a certificate: %d series, %v; want none", n, err)
+	}
+	s.CertExpiry = time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)
+	want := `
+# HELP qualifyd_cluster_cert_expiry_timestamp_seconds When this node's cluster certificate (tls_cert, or nats_cert) expires, as last read at start or reload, in seconds since the epoch; absent without one.
+# TYPE qualifyd_cluster_cert_expiry_timestamp_seconds gauge
+qualifyd_cluster_cert_expiry_timestamp_seconds 1.8039024e+09
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qualifyd_cluster_cert_expiry_timestamp_seconds"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -70,7 +70,7 @@ func gatherAll(t *testing.T) []*dto.MetricFamily {
 	if err := m.WatchPanic(reg, func() PanicStats { return PanicStats{} }); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.WatchCluster(reg, func() ClusterStats { return ClusterStats{} }); err != nil {
+	if err := m.WatchCluster(reg, func() ClusterStats { return ClusterStats{CertExpiry: time.Unix(1e9, 0)} }); err != nil {
 		t.Fatal(err)
 	}
 	m.ObserveProbe("a", qualify.Result{Code: 200, RTT: time.Millisecond}, true, qualify.ReasonNone)

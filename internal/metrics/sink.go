@@ -35,18 +35,19 @@ var (
 
 // PanicStats is the daemon's panic state that the metrics export.
 type PanicStats struct {
-	// Active is true while every sink pushes up what it holds down.
+	// Active is true while qualifyd panics: the sinks push only ups.
 	Active bool
-	// Destinations counts the distinct destinations qualified; Down those
-	// all of whose contacts are down.
-	Destinations, Down int
+	// Destinations counts the distinct destinations qualified; Failing
+	// those all of whose contacts failed their latest probe (down
+	// included); Down those all of whose contacts are down.
+	Destinations, Failing, Down int
 }
 
 var (
 	descPanic = prometheus.NewDesc("qualifyd_panic",
-		"1 while qualifyd panics: more than panic_threshold percent of its destinations are down, and every sink pushes up what it holds down.", nil, nil)
+		"1 while qualifyd panics: more than panic_threshold percent of its destinations are failing, and the sinks push only ups.", nil, nil)
 	descDestinations = prometheus.NewDesc("qualifyd_destinations",
-		"Distinct destinations (host:port of the qualified contacts) by state: all (every one) or down (all of its contacts down).", []string{"state"}, nil)
+		"Distinct destinations (host:port of the qualified contacts) by state: all (every one), failing (all of its contacts failed their latest probe, down included) or down (all of its contacts down).", []string{"state"}, nil)
 )
 
 // WatchPanic registers with reg the panic series, read from state at
@@ -61,6 +62,7 @@ func (m *Metrics) WatchPanic(reg prometheus.Registerer, state func() PanicStats)
 			p := state()
 			ch <- prometheus.MustNewConstMetric(descPanic, prometheus.GaugeValue, gauge(p.Active))
 			ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Destinations), "all")
+			ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Failing), "failing")
 			ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Down), "down")
 		},
 	})

@@ -47,16 +47,17 @@ func TestPanicSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := PanicStats{Active: true, Destinations: 10, Down: 6}
+	p := PanicStats{Active: true, Destinations: 10, Failing: 7, Down: 4}
 	if err := m.WatchPanic(reg, func() PanicStats { return p }); err != nil {
 		t.Fatal(err)
 	}
 	want := `
-# HELP qualifyd_destinations Distinct destinations (host:port of the qualified contacts) by state: all (every one) or down (all of its contacts down).
+# HELP qualifyd_destinations Distinct destinations (host:port of the qualified contacts) by state: all (every one), failing (all of its contacts failed their latest probe, down included) or down (all of its contacts down).
 # TYPE qualifyd_destinations gauge
 qualifyd_destinations{state="all"} 10
-qualifyd_destinations{state="down"} 6
-# HELP qualifyd_panic 1 while qualifyd panics: more than panic_threshold percent of its destinations are down, and every sink pushes up what it holds down.
+qualifyd_destinations{state="failing"} 7
+qualifyd_destinations{state="down"} 4
+# HELP qualifyd_panic 1 while qualifyd panics: more than panic_threshold percent of its destinations are failing, and the sinks push only ups.
 # TYPE qualifyd_panic gauge
 qualifyd_panic 1
 `

@@ -122,15 +122,20 @@ type Kamailio struct {
 // dslist, with the private memory (-M 64) the README gives for 100,000
 // destinations, and returns once its JSON-RPC answers core.version: it
 // starts in well under a second; the 20 s bound only stops a broken start.
-func StartKamailio(t testing.TB, cfg, dslist string) *Kamailio {
+// Each of defines, NAME=VALUE, is one more -A.
+func StartKamailio(t testing.TB, cfg, dslist string, defines ...string) *Kamailio {
 	t.Helper()
 	dir := t.TempDir()
 	httpPort := FreePort(t, "tcp")
 	k := &Kamailio{SIP: fmt.Sprintf("127.0.0.1:%d", FreePort(t, "udp")),
 		RPC: fmt.Sprintf("http://127.0.0.1:%d/RPC", httpPort), Ctl: "unix:" + filepath.Join(dir, "kamailio.ctl")}
-	k.Log = Start(t, "kamailio", "-f", cfg, "-DD", "-E", "-w", dir, "-Y", dir, "-P", filepath.Join(dir, "kamailio.pid"),
-		"-M", "64", "-A", "LISTEN=udp:"+k.SIP, "-A", "HTTP_PORT="+strconv.Itoa(httpPort),
-		"-A", fmt.Sprintf("DSLIST=%q", dslist), "-A", fmt.Sprintf("CTLSOCK=%q", k.Ctl))
+	args := []string{"-f", cfg, "-DD", "-E", "-w", dir, "-Y", dir, "-P", filepath.Join(dir, "kamailio.pid"),
+		"-M", "64", "-A", "LISTEN=udp:" + k.SIP, "-A", "HTTP_PORT=" + strconv.Itoa(httpPort),
+		"-A", fmt.Sprintf("DSLIST=%q", dslist), "-A", fmt.Sprintf("CTLSOCK=%q", k.Ctl)}
+	for _, d := range defines {
+		args = append(args, "-A", d)
+	}
+	k.Log = Start(t, "kamailio", args...)
 	if err := awaitUp(20*time.Second, nil, k.answers); err != nil {
 		t.Fatalf("kamailio did not answer on %s: %v", k.RPC, err)
 	}

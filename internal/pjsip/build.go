@@ -58,11 +58,11 @@ type Config struct {
 }
 
 // Panic is the global panic_threshold and panic_min_destinations: the
-// sinks push every object up while more than Threshold percent of the
-// distinct destinations qualifyd qualifies are down, when there are at
-// least MinDestinations of them. Threshold 100 never panics.
+// sinks push only ups while more than Threshold percent of the distinct
+// destinations qualifyd qualifies are failing, when there are at least
+// MinDestinations of them. Threshold 100 never panics.
 type Panic struct {
-	// Threshold is the percentage of destinations down above which
+	// Threshold is the percentage of destinations failing above which
 	// qualifyd panics, 1..100 (default 50).
 	Threshold int
 	// MinDestinations is the fewest destinations qualifyd must qualify

@@ -184,22 +184,7 @@ const aliveBound = 30 * time.Second
 // error for a closed port or another server.
 func TestAliveProbes(t *testing.T) {
 	banner := func(text string) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				io.WriteString(c, text)
-				c.Close()
-			}
-		}()
-		return ln.Addr().String()
+		return serveTCP(t, func(c net.Conn) { io.WriteString(c, text); c.Close() })
 	}
 	rpc := func(body string) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) }))

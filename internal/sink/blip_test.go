@@ -17,17 +17,19 @@ import (
 )
 
 // blipProber answers every probe in 10 ms, but none sent while blip is
-// set: qualifyd's own network failing for every destination at once.
+// set (qualifyd's own network failing for every destination at once)
+// and none to dead, a destination really down.
 type blipProber struct {
 	mu   sync.Mutex
 	blip bool
+	dead string
 }
 
 func (p *blipProber) set(on bool) { p.mu.Lock(); p.blip = on; p.mu.Unlock() }
 
 func (p *blipProber) Start(ctx context.Context, t probe.Target, tag uint64, done func(uint64, qualify.Result)) {
 	p.mu.Lock()
-	silent := p.blip
+	silent := p.blip || t.URI == p.dead
 	p.mu.Unlock()
 	enginetest.Start(ctx, t, enginetest.Reply{Silent: silent, After: 10 * time.Millisecond}, tag, done)
 }
@@ -37,21 +39,24 @@ func (p *blipProber) Start(ctx context.Context, t probe.Target, tag uint64, done
 type blipRun struct {
 	panicAt, calmAt time.Duration // -1: never
 	pushes          []string      // "+12.3s trunk4 UNAVAILABLE"
-	downs           int           // UNAVAILABLE pushes
-	downWhilePanic  int
-	maxDown         int // trunks down at once
+	falseDowns      int           // UNAVAILABLE pushes of a trunk up before the blip
+	deadUps         int           // NOT_INUSE pushes of the dead trunk
+	maxFailing      int           // trunks failing at once
+	settled         time.Duration // from the blip's end to the last push
 }
 
 // runBlip runs the real engine and scheduler in virtual time over 10
 // trunks to 10 carriers (first probes spread over F, as
-// max_initial_qualify_time does), an AMI sink (the strict fake) and the
-// daemon's feed (every status change to AoRChanged); all probes fail for
-// blip, from 2F after the start, and the run ends 4F after the blip.
+// max_initial_qualify_time does), the last one really dead, an AMI sink
+// (the strict fake) and the daemon's feed (every status change, first
+// failure and cleared run to AoRChanged); all probes fail for blip, from
+// 2F after the start and halfway between two trunks' probes, and the run
+// ends 4F after the blip.
 func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 	const n = 10
 	run := blipRun{panicAt: -1, calmAt: -1}
 	synctest.Test(t, func(t *testing.T) {
-		prober := &blipProber{}
+		prober := &blipProber{dead: fmt.Sprintf("sip:carrier@192.0.2.%d", 10+n-1)}
 		phase := 0
 		eng, err := engine.New(engine.Config{Prober: prober, MaxInitialQualifyTime: p.Frequency,
 			Rand: func() float64 { phase++; return float64(phase-1) / n }})
@@ -70,6 +75,7 @@ func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 		var mu sync.Mutex
 		f := newFakeManager("s3cret")
 		g := NewGroup(Config{Source: eng, Dial: f.dial})
+		dead := fmt.Sprintf("DEVICE_STATE(Custom:trunk%d)", n-1)
 		f.onSetvar = func(v, val string) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -78,11 +84,12 @@ func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 			}
 			run.pushes = append(run.pushes, fmt.Sprintf("%+.1fs %s %s", time.Since(start).Seconds(),
 				strings.TrimPrefix(strings.TrimSuffix(v, ")"), "DEVICE_STATE(Custom:"), val))
-			if val == "UNAVAILABLE" {
-				run.downs++
-				if g.panicNow() {
-					run.downWhilePanic++
-				}
+			run.settled = time.Since(start) - blip
+			switch {
+			case val == "UNAVAILABLE" && v != dead:
+				run.falseDowns++
+			case val != "UNAVAILABLE" && v == dead:
+				run.deadUps++
 			}
 		}
 		g.Configure(conf)
@@ -93,12 +100,12 @@ func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 		wg.Go(func() { g.Run(ctx) })
 		wg.Go(func() {
 			for ev := range sub.C {
-				if ev.Kind == engine.StatusChanged {
+				if ev.Kind == engine.StatusChanged || ev.Kind == engine.ProbeFailed && ev.Failures == 1 || ev.Kind == engine.FailuresCleared {
 					g.AoRChanged(ev.AoR)
 				}
 				mu.Lock()
-				active, down := g.panicNow(), g.Panic().Down
-				run.maxDown = max(run.maxDown, down)
+				active, failing := g.panicNow(), g.Panic().Failing
+				run.maxFailing = max(run.maxFailing, failing)
 				switch {
 				case active && run.panicAt < 0:
 					run.panicAt = time.Since(start)
@@ -108,7 +115,7 @@ func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 				mu.Unlock()
 			}
 		})
-		time.Sleep(2 * p.Frequency)
+		time.Sleep(2*p.Frequency + p.Frequency/(2*n)) // between two trunks' probes
 		mu.Lock()
 		start = time.Now()
 		mu.Unlock()
@@ -117,10 +124,8 @@ func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 		prober.set(false)
 		time.Sleep(4 * p.Frequency)
 		synctest.Wait()
-		for i := range n {
-			if got := f.get(f.vars, fmt.Sprintf("DEVICE_STATE(Custom:trunk%d)", i)); got != "NOT_INUSE" {
-				t.Errorf("trunk%d is %q after the blip", i, got)
-			}
+		if got := devices(f, n); got != ".........U" {
+			t.Errorf("devices %s after the blip, want as before: every trunk up but the dead one", got)
 		}
 		cancel()
 		sub.Close()
@@ -133,22 +138,49 @@ func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 func (g *Group) panicNow() bool { return g.Panic().Active }
 
 // TestPanicInA10TrunkBlip measures the panic's entry and exit when every
-// probe of 10 trunks fails for a blip, with the README's example policy
-// (F=30 s, N=3, R=2 s): what each trunk's device was pushed, relative to
-// the blip's start. Run with -v for the timelines. It holds the rule: a
-// panic starts only with more than 5 of the 10 down, never is a device
-// pushed down while it lasts, and every device is up after the blip.
+// probe of 10 trunks (one really dead) fails for a blip of 15 s and of
+// 60 s, with the soak's policy (F=10 s, T=2 s, N=3, R=1 s): what each
+// trunk's device was pushed, relative to the blip's start. Run with -v
+// for the timelines. It holds the rule: no trunk up before the blip is
+// ever pushed down (before, during or after the panic), the dead one is
+// never pushed up, and every device is as before once the blip is over.
 func TestPanicInA10TrunkBlip(t *testing.T) {
-	p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Successes: 1}
+	p := qualify.Policy{Frequency: 10 * time.Second, Timeout: 2 * time.Second, Failures: 3, RetryInterval: time.Second, Successes: 1}
 	for _, blip := range []time.Duration{15 * time.Second, 60 * time.Second} {
 		r := runBlip(t, p, blip)
-		t.Logf("blip %v: panic from %v to %v after its start; at most %d of 10 down; %d down pushes (%d during the panic):\n  %s",
-			blip, r.panicAt, r.calmAt, r.maxDown, r.downs, r.downWhilePanic, strings.Join(r.pushes, "\n  "))
-		if r.downWhilePanic != 0 {
-			t.Errorf("blip %v: %d devices pushed down during the panic", blip, r.downWhilePanic)
+		t.Logf("blip %v: panic from %v to %v after its start; at most %d of 10 failing; as before %v after its end:\n  %s",
+			blip, r.panicAt, r.calmAt, r.maxFailing, r.settled, strings.Join(r.pushes, "\n  "))
+		if r.falseDowns != 0 || r.deadUps != 0 {
+			t.Errorf("blip %v: %d downs of trunks up before it, %d ups of the dead one", blip, r.falseDowns, r.deadUps)
 		}
-		if (r.panicAt >= 0) != (r.maxDown > 5) {
-			t.Errorf("blip %v: panic at %v with at most %d down", blip, r.panicAt, r.maxDown)
+		if r.panicAt < 0 || r.calmAt < 0 {
+			t.Errorf("blip %v: no panic (%v to %v)", blip, r.panicAt, r.calmAt)
+		}
+	}
+}
+
+// TestPanicBlipNeedsDetectionToOutlastTheClimb holds the README's limit
+// of counting from the first failed probe: with its example policy
+// (F=30 s, T=3 s, N=3, R=2 s), (N-1)(R+T) = 10 s is less than the 15 s
+// the failing share takes to pass half of F, so the trunk probed first in
+// a blip is pushed down 13 s after that probe: a 15 s blip makes no
+// panic and the two trunks probed first go down until their next probe
+// (the second's last retry was sent in the blip); a 60 s blip panics
+// 15 s after the first probe, and that trunk, down when the panic began,
+// stays down until the blip is over. Nothing else is pushed down, and
+// the dead trunk never up.
+func TestPanicBlipNeedsDetectionToOutlastTheClimb(t *testing.T) {
+	p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Successes: 1}
+	for _, c := range []struct {
+		blip       time.Duration
+		panicAt    time.Duration
+		falseDowns int
+	}{{15 * time.Second, -1, 2}, {60 * time.Second, 16500 * time.Millisecond, 1}} {
+		r := runBlip(t, p, c.blip)
+		t.Logf("blip %v: panic from %v to %v; pushes %q", c.blip, r.panicAt, r.calmAt, r.pushes)
+		if r.falseDowns != c.falseDowns || r.deadUps != 0 || r.panicAt != c.panicAt || !strings.HasPrefix(r.pushes[0], "+14.5s trunk1 UNAVAILABLE") {
+			t.Errorf("blip %v: %d false downs, %d dead ups, panic at %v, pushes %q; want %d from trunk1 down at +14.5 s, no dead up, panic at %v",
+				c.blip, r.falseDowns, r.deadUps, r.panicAt, r.pushes, c.falseDowns, c.panicAt)
 		}
 	}
 }

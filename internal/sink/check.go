@@ -2,9 +2,11 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -33,9 +35,11 @@ type CheckResult struct {
 // Check contacts each of conf's sinks' routers once and changes nothing
 // there: an Asterisk Manager is logged in to and asked with ListCommands
 // whether the user may run the actions the sink sends; a Kamailio's
-// dispatcher.list is read and matched with the sink's hosts; a webhook is
-// not contacted (only a delivery would test it). dial, if set, replaces
-// the AMI drivers' network dial.
+// dispatcher.list is read and matched with the sink's hosts; a webhook's
+// receiver is connected to (and its TLS certificate verified, for
+// https), without a request: a change or a heartbeat would tell the
+// receiver something. dial, if set, replaces the AMI drivers' network
+// dial.
 func Check(ctx context.Context, conf *pjsip.Config, dial func(ctx context.Context, network, addr string) (net.Conn, error)) []CheckResult {
 	out := make([]CheckResult, 0, len(conf.Sinks))
 	for _, def := range conf.Sinks {
@@ -48,8 +52,8 @@ func Check(ctx context.Context, conf *pjsip.Config, dial func(ctx context.Contex
 			r.Found, r.Err = checkAMI(ctx, drv.AMI, def)
 		case *Kamailio:
 			r.Found, r.Unlisted, r.Err = checkKamailio(ctx, drv, p, def.HeartbeatInterval > 0)
-		default:
-			r.Skipped = "a webhook is only tested by delivering a change"
+		case *Webhook:
+			r.Found, r.Err = checkWebhook(ctx, drv)
 		}
 		out = append(out, r)
 	}
@@ -149,4 +153,33 @@ func checkHeartbeatTable(ctx context.Context, k *Kamailio) error {
 		return fmt.Errorf("kamailio %s: no htable %q with autoexpire: kamailio.cfg needs the README's fail-open lines, or Kamailio never fails open when qualifyd stops", k.URL, heartbeatTable)
 	}
 	return nil
+}
+
+// checkWebhook connects to the receiver of w, within its timeout, with a
+// TLS handshake for https, and hangs up without sending a request.
+func checkWebhook(ctx context.Context, w *Webhook) (string, error) {
+	u, err := url.Parse(w.URL)
+	if err != nil {
+		return "", fmt.Errorf("webhook %s: %w", w.URL, err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	addr := net.JoinHostPort(u.Hostname(), port)
+	ctx, cancel := context.WithTimeout(ctx, w.Timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("webhook %s: %w", w.URL, err)
+	}
+	defer conn.Close()
+	if u.Scheme != "https" {
+		return "connected to " + addr + "; nothing sent", nil
+	}
+	tc := tls.Client(conn, &tls.Config{ServerName: u.Hostname()})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return "", fmt.Errorf("webhook %s: TLS: %w", w.URL, err)
+	}
+	return "connected to " + addr + ", certificate verified; nothing sent", nil
 }

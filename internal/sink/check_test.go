@@ -1,10 +1,13 @@
 package sink
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
@@ -78,8 +81,8 @@ func TestCheckKamailio(t *testing.T) {
 	if r := got[0]; r.Err != nil || r.Found != "dispatcher.list has 1 of the 2 hosts" || !slices.Equal(r.Unlisted, []string{"127.0.0.1:5099"}) {
 		t.Errorf("kamailio: %+v", r)
 	}
-	if r := got[1]; r.Err != nil || r.Found != "" || r.Skipped == "" || r.Objects != 6 {
-		t.Errorf("webhook: %+v, want skipped, with its 2 contacts, 2 AoRs and 2 endpoints", r)
+	if r := got[1]; r.Err == nil || r.Objects != 6 {
+		t.Errorf("webhook: %+v, want unreachable, with its 2 contacts, 2 AoRs and 2 endpoints", r)
 	}
 	conf.Sinks[0].URL = "http://127.0.0.1:9/RPC" // nothing listens there
 	if r := Check(t.Context(), conf, nil)[0]; r.Err == nil || !strings.Contains(r.Err.Error(), "127.0.0.1:9") {
@@ -118,5 +121,37 @@ func TestCheckREADMEManagerConf(t *testing.T) {
 		if r := Check(t.Context(), conf, f.dial)[0]; r.Err != nil {
 			t.Errorf("method=%s with write = %s: %v", method, strings.Join(perms, ","), r.Err)
 		}
+	}
+}
+
+// TestCheckWebhook: the check connects to the receiver (verifying its
+// certificate for https) and sends it nothing; a receiver nobody
+// answers for, or one whose certificate does not verify, fails it.
+func TestCheckWebhook(t *testing.T) {
+	var requests atomic.Int32
+	count := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) })
+	plain := httptest.NewServer(count)
+	defer plain.Close()
+	selfSigned := httptest.NewTLSServer(count)
+	defer selfSigned.Close()
+	closed := httptest.NewServer(count)
+	closed.Close()
+	host := strings.TrimPrefix(plain.URL, "http://")
+	for _, tc := range []struct{ url, found, err string }{
+		{plain.URL + "/hook", "connected to " + host + "; nothing sent", ""},
+		{selfSigned.URL + "/hook", "", "webhook " + selfSigned.URL + "/hook: TLS: tls: failed to verify certificate"},
+		{closed.URL + "/hook", "", "webhook " + closed.URL + "/hook: dial tcp " + strings.TrimPrefix(closed.URL, "http://") + ": connect: connection refused"},
+	} {
+		got := Check(t.Context(), checkConf(t, "[alerts]\ntype=sink\ndriver=webhook\nurl="+tc.url+"\n"), nil)
+		if len(got) != 1 {
+			t.Fatalf("%d results", len(got))
+		}
+		r := got[0]
+		if r.Found != tc.found || (r.Err == nil) != (tc.err == "") || r.Err != nil && !strings.HasPrefix(r.Err.Error(), tc.err) {
+			t.Errorf("%s: found %q, error %v; want %q, %q", tc.url, r.Found, r.Err, tc.found, tc.err)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("the receivers got %d requests, want none: a check tells a receiver nothing", n)
 	}
 }

@@ -11,6 +11,11 @@ import (
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 )
 
+// awaitEvery is how often the objects held when a panic ended are set
+// again, so that one is pushed down at most this long after a probe made
+// after the end confirms it.
+const awaitEvery = time.Second
+
 // Config configures a Group. Source is required.
 type Config struct {
 	// Source is the engine the levels are read from.
@@ -47,7 +52,12 @@ type Group struct {
 	census  census
 	rule    panicRule
 	panic   Panic
-	notes   []func() // log lines to write outside mu
+	// awaiting holds the AoRs of the objects held when the last panic
+	// ended, until no object of theirs is held: each is looked at again
+	// every awaitEvery, as a probe of a contact still down publishes
+	// nothing.
+	awaiting map[string]struct{}
+	notes    []func() // log lines to write outside mu
 }
 
 // sink is one configured sink.
@@ -128,17 +138,66 @@ func (g *Group) observe(name string) {
 // (or lets go) every sink and queues the log line. Called with mu held.
 func (g *Group) evaluate() {
 	p := g.panic
-	p.Destinations, p.Down = g.census.size(), g.census.out
+	p.Destinations, p.Failing, p.Down = g.census.size(), g.census.failing, g.census.out
 	p.Threshold, p.MinDestinations = g.rule.threshold, g.rule.min
-	if now := g.rule.panics(p.Down, p.Destinations); now != p.Active {
+	if now := g.rule.panics(p.Failing, p.Destinations); now != p.Active {
 		p.Active, p.Since = now, time.Now()
 		for _, s := range g.sinks {
 			s.rec.Hold(now)
 		}
 		level, line := panicLine(p)
 		g.notes = append(g.notes, func() { g.cfg.notice(level, line) })
+		g.awaiting = nil
+		if !now {
+			g.await()
+		}
 	}
 	g.panic = p
+}
+
+// await collects the AoRs of every held object, at the end of a panic.
+// Called with mu held.
+func (g *Group) await() {
+	g.awaiting = map[string]struct{}{}
+	for _, s := range g.sinks {
+		s.rec.heldKeys(func(k Key) {
+			for _, a := range s.plan.deps[k] {
+				g.awaiting[a] = struct{}{}
+			}
+		})
+	}
+}
+
+// setLevel sets k's level in s from the source; a Down is fresh when it
+// rests only on probes sent after the last panic ended. Called with mu
+// held.
+func (g *Group) setLevel(s *sink, k Key) {
+	l, reason, since := s.plan.level(k, g.cfg.Source)
+	fresh := g.panic.Active || !since.Before(g.panic.Since)
+	s.rec.set(k, l, reason, fresh)
+}
+
+// recheck sets again the objects of every awaited AoR, and forgets those
+// AoRs none of whose objects is held any more: a Down held in a panic is
+// pushed once a probe made after it confirms it. O(awaited objects).
+func (g *Group) recheck() {
+	g.mu.Lock()
+	defer g.unlock()
+	if g.panic.Active {
+		return
+	}
+	for a := range g.awaiting {
+		still := false
+		for _, s := range g.sinks {
+			for _, k := range s.plan.byAoR[a] {
+				g.setLevel(s, k)
+				still = still || s.rec.isHeld(k)
+			}
+		}
+		if !still {
+			delete(g.awaiting, a)
+		}
+	}
 }
 
 // unlock releases mu, then writes the queued log lines.
@@ -279,8 +338,7 @@ func NewAMI(def *pjsip.Sink, dial func(ctx context.Context, network, addr string
 // objects its plan no longer has. Called with mu held.
 func (g *Group) recompute(s *sink) {
 	for k := range s.plan.deps {
-		l, reason := s.plan.level(k, g.cfg.Source)
-		s.rec.Set(k, l, reason)
+		g.setLevel(s, k)
 	}
 	s.rec.Keys(func(k Key) bool { _, ok := s.plan.deps[k]; return ok })
 }
@@ -295,8 +353,7 @@ func (g *Group) AoRChanged(name string) {
 	g.evaluate()
 	for _, s := range g.sinks {
 		for _, k := range s.plan.byAoR[name] {
-			l, reason := s.plan.level(k, g.cfg.Source)
-			s.rec.Set(k, l, reason)
+			g.setLevel(s, k)
 		}
 	}
 }
@@ -319,8 +376,9 @@ func (g *Group) Resync() {
 // Run runs every sink's loop, and those Configure adds, until ctx is
 // done; then it stops them all (cancel and wait), without releasing
 // anything, and returns. Run may be called again once it returned (a
-// cluster node that leads again): each sink's next session pushes the
-// levels it wants (every known one, where the driver reasserts).
+// cluster node that leads again). Each Run is a leading edge: every
+// sink, the webhook too, first pushes every level it knows, since
+// another node may have pushed others meanwhile.
 func (g *Group) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	g.mu.Lock()
@@ -332,19 +390,30 @@ func (g *Group) Run(ctx context.Context) {
 	}
 	g.release = func(s *sink) { wg.Go(func() { g.retire(ctx, s) }) }
 	for _, s := range g.sinks {
+		s.rec.requeue(true) // a leading edge: every level, even a webhook's
 		g.start(s)
 	}
 	g.mu.Unlock()
-	<-ctx.Done()
+	tick := time.NewTicker(awaitEvery)
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+			g.recheck()
+		}
+	}
+	tick.Stop()
 	g.mu.Lock()
+	// One step, so that a Configure while the loops stop finds neither a
+	// release to run nor a loop to stop: a sink it removes now has
+	// nothing to release, and wg waits for every loop.
 	g.start, g.release = nil, nil
-	g.mu.Unlock()
-	wg.Wait()
-	g.mu.Lock()
 	for _, s := range g.sinks {
-		s.stop = nil // stopped: a sink removed now has nothing to release
+		s.stop = nil
 	}
 	g.mu.Unlock()
+	wg.Wait()
 }
 
 // Objects returns the state and the objects of the sink named name, or

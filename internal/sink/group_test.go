@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"net"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -26,12 +27,28 @@ func (f *fakeEngine) AoR(name string) (engine.AoRSnapshot, bool) {
 	return engine.AoRSnapshot{Name: name, Contacts: append([]engine.ContactSnapshot(nil), cs...)}, ok
 }
 
+// set gives the contacts of aor the statuses st, each the verdict of a
+// probe that ended now.
 func (f *fakeEngine) set(aor string, st ...qualify.Status) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cs := f.aors[aor]
 	for i := range cs {
-		cs[i].Status = st[i]
+		cs[i].Status, cs[i].Last.At, cs[i].Phase, cs[i].Failures = st[i], time.Now(), qualify.Healthy, 0
+		if st[i] == qualify.Unreachable {
+			cs[i].Phase = qualify.Down
+		}
+	}
+}
+
+// suspect gives aor's contacts a first failed probe that ended now: the
+// census counts them failing, the sinks still up.
+func (f *fakeEngine) suspect(aor string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.aors[aor] {
+		c := &f.aors[aor][i]
+		c.Phase, c.Failures, c.Last.At = qualify.Suspect, 1, time.Now()
 	}
 }
 
@@ -146,12 +163,7 @@ func TestGroupRunsAgainWithoutReleasing(t *testing.T) {
 		f := newFakeManager("s3cret")
 		g := NewGroup(Config{Source: src, Dial: f.dial})
 		g.Configure(conf(aors, nil, amiSink()))
-		run := func() func() {
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() { g.Run(ctx); close(done) }()
-			return func() { cancel(); <-done }
-		}
+		run := func() func() { return startRun(t, g) }
 		stop := run()
 		src.set("trunk", qualify.Unreachable)
 		g.AoRChanged("trunk")
@@ -176,4 +188,120 @@ func TestGroupRunsAgainWithoutReleasing(t *testing.T) {
 			t.Fatalf("trunk is %q after Run again, want the level wanted meanwhile", got)
 		}
 	})
+}
+
+// slowClose is a connection whose Close waits until open is closed: a
+// sink loop that takes its time to stop.
+type slowClose struct {
+	net.Conn
+	open chan struct{}
+}
+
+func (c slowClose) Close() error { <-c.open; return c.Conn.Close() }
+
+// TestGroupReconfiguredWhileItStops: a reload that removes a sink while
+// Run stops the loops (a lost lease, a shutdown) neither crashes nor
+// releases anything, and Run returns once the loops have stopped.
+func TestGroupReconfiguredWhileItStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		aors := map[string][]string{"trunk": {"sip:192.0.2.10"}}
+		src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{"trunk": {{AoR: "trunk", URI: "sip:192.0.2.10", Status: qualify.Unreachable}}}}
+		f := newFakeManager("s3cret")
+		open := make(chan struct{})
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := f.dial(ctx, network, addr)
+			return slowClose{c, open}, err
+		}
+		g := NewGroup(Config{Source: src, Dial: dial})
+		g.Configure(conf(aors, nil, amiSink()))
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := make(chan struct{})
+		go func() { g.Run(ctx); close(ran) }()
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:trunk)"); got != "UNAVAILABLE" {
+			t.Fatalf("trunk is %q while running", got)
+		}
+		cancel()
+		synctest.Wait() // Run waits for the loop, which waits in Close
+		crashed := make(chan any, 1)
+		reloaded := make(chan struct{})
+		go func() {
+			defer close(reloaded)
+			defer func() { crashed <- recover() }()
+			g.Configure(conf(aors, nil)) // the sink removed while its loop stops
+		}()
+		synctest.Wait()
+		close(open)
+		<-reloaded
+		<-ran
+		if p := <-crashed; p != nil {
+			t.Fatalf("Configure while Run stopped the loops: %v", p)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Custom:trunk)"); got != "UNAVAILABLE" {
+			t.Fatalf("trunk is %q: a stopping group released the removed sink", got)
+		}
+	})
+}
+
+// TestGroupWebhookReassertsAtEachRun: a webhook that delivered up in an
+// earlier Run (term) delivers it again at the next, though it wants what
+// it delivered: another node may have delivered down meanwhile (a leader
+// that died before the recovery reached the receiver).
+func TestGroupWebhookReassertsAtEachRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		aors := map[string][]string{"trunk": {"sip:192.0.2.10"}}
+		src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{"trunk": {{AoR: "trunk", URI: "sip:192.0.2.10"}}}}
+		g := NewGroup(Config{Source: src})
+		g.Configure(conf(aors, nil, &pjsip.Sink{Name: "hook", Driver: "webhook", URL: "http://receiver/hook", Timeout: 5 * time.Second}))
+		rc, wh := newDirect(t, "")
+		g.sinks[0].rec.drv = wh
+		run := func() func() { return startRun(t, g) }
+		delivered := func() (to []string) {
+			for {
+				select {
+				case c := <-rc.got:
+					if c.Kind == "contact" {
+						to = append(to, c.From+">"+c.To)
+					}
+				default:
+					return to
+				}
+			}
+		}
+		stop := run()
+		src.set("trunk", qualify.Reachable)
+		g.AoRChanged("trunk")
+		synctest.Wait()
+		if got := delivered(); len(got) != 1 || got[0] != ">up" {
+			t.Fatalf("first term delivered %v, want [>up]", got)
+		}
+		stop()
+		// Another node leads: the trunk goes down and back.
+		src.set("trunk", qualify.Unreachable)
+		g.AoRChanged("trunk")
+		src.set("trunk", qualify.Reachable)
+		g.AoRChanged("trunk")
+		stop = run()
+		defer stop()
+		synctest.Wait()
+		if got := delivered(); len(got) != 1 || got[0] != "up>up" {
+			t.Fatalf("second term delivered %v, want [up>up]: the receiver may hold another node's down", got)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := delivered(); len(got) != 0 {
+			t.Fatalf("delivered %v later in the term, want nothing: a webhook does not reassert on a timer", got)
+		}
+	})
+}
+
+// startRun runs g until the returned function cancels it and waits for
+// Run to return.
+func startRun(t *testing.T, g *Group) func() {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { g.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
 }

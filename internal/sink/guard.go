@@ -136,7 +136,8 @@ func (g *Guard) deadline() (until int64, ok bool, err error) {
 }
 
 // release turns maintenance off for the sink's endpoints Asterisk holds
-// in maintenance, and logs the episode's start and every release.
+// in maintenance, the actions pipelined as a release's, and logs the
+// episode's start and every release.
 func (g *Guard) release(now time.Time, until int64, ok bool) error {
 	if !g.stale {
 		g.refresh()
@@ -146,16 +147,20 @@ func (g *Guard) release(now time.Time, until int64, ok bool) error {
 		return err
 	}
 	names := releasable(in, g.managed)
+	objs, errs := make([]Object, len(names)), make([]error, len(names))
+	for i, name := range names {
+		objs[i] = Object{Key: Key{Kind: KindEndpoint, Name: name}, Level: Up}
+	}
+	g.AMI.batch(objs, errs, maintenanceRequest) // maintenance off, pipelined
 	var done []string
-	for _, name := range names {
-		_, err := g.AMI.action("PJSIPSetMaintenance", "Endpoint", name, "State", "off")
+	for i, name := range names {
 		var rej *Rejected
-		if errors.As(err, &rej) {
+		if errors.As(errs[i], &rej) {
 			g.notice(slog.LevelWarn, "endpoint "+name+": "+rej.Error())
 			continue
 		}
-		if err != nil {
-			return err
+		if errs[i] != nil {
+			return errs[i]
 		}
 		done = append(done, name)
 	}
@@ -190,7 +195,8 @@ func releasable(in, managed map[string]bool) []string {
 	return out
 }
 
-// staleLine says why the guard failed open and what it released.
+// staleLine says why the guard failed open and what it released: the
+// count, and the first named endpoints of done (sorted).
 func staleLine(now time.Time, until int64, ok bool, done []string) string {
 	why := "no heartbeat deadline (qualifyd/failopen_at) in astdb"
 	if ok {
@@ -198,9 +204,21 @@ func staleLine(now time.Time, until int64, ok bool, done []string) string {
 	}
 	line := fmt.Sprintf("%s: maintenance off for %d %s", why, len(done), plural(len(done), "endpoint"))
 	if len(done) > 0 {
-		line += ": " + strings.Join(done, ", ")
+		line += ": " + firstFew(done, named)
 	}
 	return line
+}
+
+// named is how many endpoints a guard's line names at most: a release of
+// 500 trunks is one short line, not 5 KB.
+const named = 10
+
+// firstFew joins the first n names, and says how many more there are.
+func firstFew(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
 }
 
 func plural(n int, word string) string {

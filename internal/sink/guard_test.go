@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,6 +74,38 @@ func TestGuardReleasesWhenTheHeartbeatIsStale(t *testing.T) {
 		}
 		if got := log.all(); len(got) != 2 || got[1] != "guard: sink pbx: the heartbeat is fresh again: qualifyd steers maintenance" {
 			t.Fatalf("log %q", got)
+		}
+	})
+}
+
+// TestGuardLineCountsAManyEndpointRelease: a guard that releases 500
+// endpoints releases them all, pipelined, an endpoint Asterisk refuses
+// (ghost, in the first window) logged on its own and the others released
+// past it, and logs one short line: the count and the first ten names,
+// sorted, and how many more.
+func TestGuardLineCountsAManyEndpointRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeManager("s3cret")
+		managed := map[string]bool{}
+		for i := range 500 {
+			name := fmt.Sprintf("trunk%03d", i)
+			managed[name], f.maint[name] = true, "on"
+		}
+		managed["ghost"], f.maint["ghost"] = true, "on"
+		log, stop := startGuard(t, f, func() (map[string]bool, error) { return managed, nil })
+		defer stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for name := range managed {
+			if got := f.get(f.maint, name); got != "off" && name != "ghost" {
+				t.Fatalf("%s maintenance %q, want off", name, got)
+			}
+		}
+		want := "guard: sink pbx: no heartbeat deadline (qualifyd/failopen_at) in astdb: maintenance off for 500 endpoints: " +
+			"trunk000, trunk001, trunk002, trunk003, trunk004, trunk005, trunk006, trunk007, trunk008, trunk009 and 490 more"
+		ghost := "guard: sink pbx: endpoint ghost: PJSIPSetMaintenance: Endpoint 'ghost' not found"
+		if got := log.all(); len(got) < 2 || got[0] != ghost || got[1] != want {
+			t.Fatalf("log %q, want %q then %q (and the refusal again at each round)", got, ghost, want)
 		}
 	})
 }

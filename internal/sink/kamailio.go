@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,8 +40,8 @@ type Kamailio struct {
 	Now func() time.Time
 
 	dests map[string][]dest // by hostPort, from the last dispatcher.list
-	id    uint64
-	beat  time.Time // the session's last renewal; zero before its first
+	id    atomic.Uint64     // the last JSON-RPC id; pushBatch's calls share it
+	beat  time.Time         // the session's last renewal; zero before its first
 }
 
 // The htable item of the heartbeat: table and key.
@@ -208,6 +209,13 @@ func (k *Kamailio) push(ctx context.Context, o Object) error {
 	return first
 }
 
+// pushBatch pushes objs with up to inFlight calls at once: Kamailio
+// answers JSON-RPC over HTTP in as many processes as it has TCP workers.
+// The destinations were read (resync) before: pushes only read them.
+func (k *Kamailio) pushBatch(ctx context.Context, objs []Object, errs []error) {
+	concurrently(ctx, objs, errs, k.push)
+}
+
 // dispatcherList is dispatcher.list's result, as Kamailio 5.6 writes it
 // (testdata/kamailio/dispatcher.list.json).
 type dispatcherList struct {
@@ -270,8 +278,7 @@ type rpcResponse struct {
 // call makes one JSON-RPC call and decodes its result into out (nil:
 // ignored). A JSON-RPC error object is a *Rejected with its message.
 func (k *Kamailio) call(ctx context.Context, method string, params []any, out any) error {
-	k.id++
-	req := map[string]any{"jsonrpc": "2.0", "method": method, "id": k.id}
+	req := map[string]any{"jsonrpc": "2.0", "method": method, "id": k.id.Add(1)}
 	if params != nil {
 		req["params"] = params // Kamailio refuses "params": null
 	}
@@ -317,9 +324,10 @@ func (k *Kamailio) post(ctx context.Context, body []byte) ([]byte, int, error) {
 		return nil, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	idempotent(req)
 	client := k.Client
 	if client == nil {
-		client = http.DefaultClient
+		client = defaultClient()
 	}
 	resp, err := client.Do(req)
 	if errors.Is(err, io.EOF) {

@@ -70,7 +70,7 @@ func TestKamailioRealEmptyDispatcher(t *testing.T) {
 // startKamailio starts a real Kamailio on loopback with the kamailio.cfg
 // the README shows (cmd/qualifyd/testdata/kamailio) and the dispatcher
 // list file list, and returns a driver for its JSON-RPC.
-func startKamailio(t *testing.T, list string) *Kamailio {
+func startKamailio(t testing.TB, list string) *Kamailio {
 	t.Helper()
 	cfg, _ := filepath.Abs("../../cmd/qualifyd/testdata/kamailio/kamailio.cfg")
 	return &Kamailio{URL: peertest.StartKamailio(t, cfg, list).RPC, Timeout: 5 * time.Second}
@@ -79,7 +79,7 @@ func startKamailio(t *testing.T, list string) *Kamailio {
 // bigList writes a dispatcher list of n destinations, sip:10.x.y.z:5060,
 // in sets of 100 (Kamailio loads one set in time quadratic in its size),
 // and returns its path and the hosts.
-func bigList(t *testing.T, n int) (string, []string) {
+func bigList(t testing.TB, n int) (string, []string) {
 	t.Helper()
 	var b strings.Builder
 	hosts := make([]string, n)

@@ -1,51 +1,73 @@
 package sink
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // The two overrides of the wanted levels, one mechanism: an Up pushed in
-// place of a wanted Down. A panic holds a reconciler (Hold) while the
-// verdicts go on changing underneath; a release (Release) retires every
-// object a router may hold Down, as a sink leaves qualifyd's watch.
+// place of a wanted Down. A panic holds what goes down while it lasts,
+// until a probe made after it confirms it (holds); a release (Release)
+// retires every object a router may hold Down, as a sink leaves
+// qualifyd's watch.
 
 // wanted is the level pushed for o: its wanted level, but Up in place of
-// Down while held. Called with mu held.
+// a held Down. Called with mu held.
 func (r *Reconciler) wanted(o object) Level {
-	if r.hold && o.want == Down {
+	if o.want == Down && o.flags&held != 0 {
 		return Up
 	}
 	return o.want
 }
 
-// Hold, while on, pushes Up for every object wanted Down, and off pushes
-// the wanted levels again: the panic's override (route to all when a
-// mass outage is more likely qualifyd's own). The wanted levels go on
-// changing underneath; only what is pushed changes. O(objects), once per
-// change of on.
+// holds reports whether the Down of o (ok: o exists), wanted at level
+// l now, is held, pushed Up in its place (qualify-semantics §6.1):
+// during a panic every object that goes down (an object down when the
+// panic began stays down, one held stays held); after it, a held object
+// until fresh, its Down resting on probes made after the panic ended.
+// Called with mu held.
+func (r *Reconciler) holds(o object, ok bool, l Level, fresh bool) bool {
+	if l != Down {
+		return false
+	}
+	wasHeld := ok && o.want == Down && o.flags&held != 0
+	if r.hold {
+		return wasHeld || !ok || o.want != Down
+	}
+	return wasHeld && !fresh
+}
+
+// Hold, while on, holds every object that goes down (see holds): the
+// panic's rule, only ups while it lasts. Turning it on or off pushes
+// nothing by itself: what was down stays down, what is held stays held
+// until set again.
 func (r *Reconciler) Hold(on bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.hold == on {
-		return
-	}
-	down := make([]Key, 0, r.downs)
-	for k, o := range r.objs {
-		if o.want == Down {
-			r.count(o, -1, true)
-			down = append(down, k)
-		}
-	}
 	r.hold = on
-	now := time.Now().UnixNano()
-	for _, k := range down {
-		o := r.objs[k]
-		r.seq++
-		o.seq, o.at = r.seq, now
-		r.store(k, o)
+	r.mu.Unlock()
+}
+
+// isHeld reports whether k is held.
+func (r *Reconciler) isHeld(k Key) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.objs[k]
+	return ok && o.want == Down && o.flags&held != 0
+}
+
+// heldKeys calls fn with every held object. Called without mu; fn must
+// not call r.
+func (r *Reconciler) heldKeys(fn func(Key)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, o := range r.objs {
+		if o.want == Down && o.flags&held != 0 {
+			fn(k)
+		}
 	}
 }
 
@@ -55,12 +77,22 @@ func (r *Reconciler) Hold(on bool) {
 // (failed). The sink's loop must not run. With all, every object is
 // pushed, as for a router whose levels qualifyd does not know (`qualifyd
 // release`); else a level driver's objects not confirmed Up and a
-// webhook's delivered Down.
+// webhook's delivered Down. The downs go first (those wanted Down, and
+// those the router confirmed or reads back Down), so that a release cut
+// short by its timeout leaves as few Downs as it can, and the pushes go
+// through the driver's batcher, several in flight, when it has one.
 func (r *Reconciler) Release(ctx context.Context, all bool) (released, failed int) {
+	released, failed, _ = r.release(ctx, all)
+	return released, failed
+}
+
+// release is Release, and also returns how many objects went first
+// (downs).
+func (r *Reconciler) release(ctx context.Context, all bool) (released, failed, downs int) {
 	n := r.releaseAll(all)
-	r.drain(ctx)
+	downs = r.drain(ctx)
 	left := r.Stats().Objects
-	return n - left, left
+	return n - left, left, downs
 }
 
 // releaseAll retires the objects that need a push Up and forgets the
@@ -75,11 +107,38 @@ func (r *Reconciler) releaseAll(all bool) int {
 			delete(r.objs, k)
 			continue
 		}
+		if o.want == Down || o.have == Down {
+			o.flags |= first
+		}
 		r.seq++
 		o.want, o.reason, o.seq, o.at, o.flags = Up, qualify.ReasonNone, r.seq, now, o.flags|retire
 		r.store(k, o)
 	}
 	return len(r.objs)
+}
+
+// downsFirst orders the queue: the objects a release pushes first (see
+// releaseAll), or that the router holds Down, ahead of the others. It
+// returns how many went first.
+func (r *Reconciler) downsFirst() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	slices.SortStableFunc(r.queue, func(a, b Key) int {
+		return cmp.Compare(r.rank(a), r.rank(b))
+	})
+	n := 0
+	for n < len(r.queue) && r.rank(r.queue[n]) == 0 {
+		n++
+	}
+	return n
+}
+
+// rank is 0 for an object that goes first, else 1. Called with mu held.
+func (r *Reconciler) rank(k Key) int {
+	if o := r.objs[k]; o.flags&first != 0 || o.have == Down {
+		return 0
+	}
+	return 1
 }
 
 // mayHoldDown reports whether o's router may hold it Down: a level
@@ -95,13 +154,19 @@ func (r *Reconciler) mayHoldDown(o object) bool {
 
 // drain connects and pushes what is queued until it is pushed or ctx is
 // done, reconnecting with backoff; it closes the session. A resync first
-// learns the router's objects (a Kamailio's destinations).
-func (r *Reconciler) drain(ctx context.Context) {
+// learns the router's objects (a Kamailio's destinations). It returns how
+// many objects the first session's queue put first (see downsFirst).
+func (r *Reconciler) drain(ctx context.Context) (downs int) {
+	once := false
 	r.reconnect(ctx, func(step *int) error {
 		if err := r.ticks(ctx, true, false, step); err != nil {
 			return err
 		}
 		r.requeue(false)
-		return r.pushAll(ctx, nil, step)
+		if n := r.downsFirst(); !once {
+			downs, once = n, true
+		}
+		return r.pushBurst(ctx, step)
 	})
+	return downs
 }

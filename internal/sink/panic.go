@@ -8,14 +8,17 @@ import (
 
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // Panic is the daemon's panic state: the count of distinct destinations
-// it qualifies, those down, and whether it panics. While it panics every
-// sink pushes Up in place of Down, as Envoy routes to every host when too
-// few look healthy: a mass outage is more likely qualifyd's own (its
-// network, firewall, conntrack table or file descriptors) than every
-// router's peers failing at once.
+// it qualifies, those failing and those down, and whether it panics.
+// While it panics the sinks push only ups: what was down when it began
+// stays down, nothing new goes down, recoveries are pushed; after it, an
+// object that went down meanwhile is pushed down only once a probe made
+// after the end confirms it. A mass failure is more likely qualifyd's
+// own (its network, firewall, conntrack table or file descriptors) than
+// every router's peers failing at once (qualify-semantics §6.1).
 type Panic struct {
 	// Active is true while qualifyd panics.
 	Active bool
@@ -23,9 +26,10 @@ type Panic struct {
 	// the first.
 	Since time.Time
 	// Destinations counts the distinct destinations of the qualified
-	// contacts (see destination); Down those all of whose contacts are
-	// down.
-	Destinations, Down int
+	// contacts (see census); Failing those all of whose contacts have
+	// failed their latest probe (suspect, from the first failed probe of
+	// a run, or down); Down those all of whose contacts are down.
+	Destinations, Failing, Down int
 	// Threshold and MinDestinations are the rule in force.
 	Threshold, MinDestinations int
 }
@@ -46,36 +50,68 @@ func newPanicRule(p pjsip.Panic) panicRule {
 	return r
 }
 
-// panics reports whether down of size destinations make a panic: more
+// panics reports whether failing of size destinations make a panic: more
 // than threshold percent of them, and at least min of them qualified.
 // Below min nothing tells qualifyd's fault from a real outage. At 100
 // it never panics.
-func (r panicRule) panics(down, size int) bool {
-	return size >= r.min && down*100 > r.threshold*size
+func (r panicRule) panics(failing, size int) bool {
+	return size >= r.min && failing*100 > r.threshold*size
 }
 
 // contactID names one contact of one AoR.
 type contactID struct{ aor, uri string }
 
-// census keeps the count of destinations and of those down, so that the
-// panic rule is evaluated in O(1) per status change: per destination the
-// count of qualified contacts, and of those down; per contact down its
-// destination. A destination is one host and port of the contact URIs
-// as hostPort writes it (the kamailio sink's dispatcher destination):
-// ten AoRs on one PBX's address count once, two names of one address
-// twice. It is down when every qualified contact to it is down (the
-// sinks' down: Unreachable and not latency-only). Memory grows with the
-// destinations and with the contacts down, not with every contact.
-type census struct {
-	contacts map[string]int32     // destination -> its qualified contacts
-	downs    map[string]int32     // destination -> its contacts down, > 0
-	down     map[contactID]string // contact down -> its destination
-	out      int                  // destinations all of whose contacts are down
+// health is what the census counts of one contact.
+type health uint8
+
+const (
+	healthy health = iota
+	failing        // its latest probe failed: suspect (or down)
+	down           // the sinks' down: Unreachable and not latency-only
+)
+
+// healthOf returns c's health. A latency-only contact is never failing:
+// its failures never take it out of routing.
+func healthOf(c *engine.ContactSnapshot) health {
+	switch {
+	case c.LatencyOnly:
+		return healthy
+	case contactLevel(c) == Down:
+		return down
+	case c.Phase == qualify.Suspect:
+		return failing
+	}
+	return healthy
 }
 
-// reset counts the qualified contacts of conf, none down.
+// census keeps the count of destinations, of those failing and of those
+// down, so that the panic rule is evaluated in O(1) per change: per
+// destination the count of qualified contacts, of those failing (down
+// included) and of those down; per contact not healthy its destination
+// and health. A destination is one host and port of the contact URIs as
+// hostPort writes it (the kamailio sink's dispatcher destination): ten
+// AoRs on one PBX's address count once, two names of one address twice.
+// It is failing (down) when every qualified contact to it is. Memory
+// grows with the destinations and with the contacts not healthy, not
+// with every contact.
+type census struct {
+	contacts map[string]int32      // destination -> its qualified contacts
+	fails    map[string]int32      // destination -> its contacts failing or down, > 0
+	downs    map[string]int32      // destination -> its contacts down, > 0
+	sick     map[contactID]sickOne // contact not healthy -> its destination, health
+	failing  int                   // destinations all of whose contacts fail
+	out      int                   // destinations all of whose contacts are down
+}
+
+// sickOne is a contact not healthy: its destination and health.
+type sickOne struct {
+	dest string
+	h    health
+}
+
+// reset counts the qualified contacts of conf, all healthy.
 func (c *census) reset(conf *pjsip.Config) {
-	*c = census{contacts: map[string]int32{}, downs: map[string]int32{}, down: map[contactID]string{}}
+	*c = census{contacts: map[string]int32{}, fails: map[string]int32{}, downs: map[string]int32{}, sick: map[contactID]sickOne{}}
 	for i := range conf.AoRs {
 		a := &conf.AoRs[i]
 		if p := a.PolicyValue(); !p.Enabled() {
@@ -89,38 +125,53 @@ func (c *census) reset(conf *pjsip.Config) {
 	}
 }
 
-// observe takes the levels of a's contacts: O(a's contacts).
+// observe takes the health of a's contacts: O(a's contacts).
 func (c *census) observe(a *engine.AoRSnapshot) {
 	for i := range a.Contacts {
 		ct := &a.Contacts[i]
 		id := contactID{a.Name, ct.URI}
-		d, was := c.down[id]
-		if now := contactLevel(ct) == Down; now == was {
-			continue
-		} else if now {
-			c.markDown(id)
+		was, ok := c.sick[id]
+		now := healthOf(ct)
+		if ok && was.h == now || !ok && now == healthy {
 			continue
 		}
-		delete(c.down, id)
-		if c.downs[d] == c.contacts[d] {
-			c.out--
+		if ok {
+			c.move(was.dest, was.h, -1)
+			delete(c.sick, id)
 		}
-		if c.downs[d]--; c.downs[d] == 0 {
-			delete(c.downs, d)
+		if d, q := hostPort(id.uri); now != healthy && q && c.contacts[d] > 0 {
+			c.sick[id] = sickOne{d, now}
+			c.move(d, now, 1)
 		}
 	}
 }
 
-// markDown counts id down, if it is a qualified contact.
-func (c *census) markDown(id contactID) {
-	d, ok := hostPort(id.uri)
-	if !ok || c.contacts[d] == 0 {
-		return
+// move adds sign to destination d's count of contacts of health h
+// (failing or down), and keeps the destinations' counts.
+func (c *census) move(d string, h health, sign int32) {
+	c.fails[d] = c.shift(c.fails, d, sign, &c.failing)
+	if h == down {
+		c.downs[d] = c.shift(c.downs, d, sign, &c.out)
 	}
-	c.down[id] = d
-	if c.downs[d]++; c.downs[d] == c.contacts[d] {
-		c.out++
+	if c.fails[d] == 0 {
+		delete(c.fails, d)
 	}
+	if c.downs[d] == 0 {
+		delete(c.downs, d)
+	}
+}
+
+// shift returns m[d] + sign and moves *all, the destinations all of whose
+// contacts m counts, when d enters or leaves it.
+func (c *census) shift(m map[string]int32, d string, sign int32, all *int) int32 {
+	n, full := m[d]+sign, c.contacts[d]
+	switch {
+	case n == full && sign > 0:
+		*all++
+	case n == full-1 && sign < 0:
+		*all--
+	}
+	return n
 }
 
 // size is the number of destinations.
@@ -128,10 +179,10 @@ func (c *census) size() int { return len(c.contacts) }
 
 // panicLine is the log line of entering (or leaving) a panic.
 func panicLine(p Panic) (slog.Level, string) {
-	share := fmt.Sprintf("%d of %d destinations are down", p.Down, p.Destinations)
+	share := fmt.Sprintf("%d of %d destinations are failing (%d down)", p.Failing, p.Destinations, p.Down)
 	if p.Active {
-		return slog.LevelWarn, fmt.Sprintf("panic: %s (more than %d%%), more likely a fault of qualifyd's own: every sink pushes up what it holds down until they are back (panic_threshold)",
+		return slog.LevelWarn, fmt.Sprintf("panic: %s (more than %d%%), more likely a fault of qualifyd's own: the sinks push only ups until they are back (panic_threshold)",
 			share, p.Threshold)
 	}
-	return slog.LevelInfo, fmt.Sprintf("panic over: %s (at most %d%%): the sinks push the verdicts again", share, p.Threshold)
+	return slog.LevelInfo, fmt.Sprintf("panic over: %s (at most %d%%): the sinks push the verdicts again, a down held in the panic once a new probe confirms it", share, p.Threshold)
 }

@@ -117,8 +117,8 @@ func TestCensusCountsDestinations(t *testing.T) {
 	observe("ext3", qualify.Reachable)
 	observe("pair", qualify.Reachable, qualify.Reachable)
 	observe("pair", qualify.Reachable, qualify.Reachable) // no change: counted once
-	if k.out != 0 || len(k.down) != 10 {
-		t.Fatalf("%d down, %d contacts down; want 0 and 10 (9 of the PBX, v6)", k.out, len(k.down))
+	if k.out != 0 || len(k.sick) != 10 {
+		t.Fatalf("%d down, %d contacts down; want 0 and 10 (9 of the PBX, v6)", k.out, len(k.sick))
 	}
 	src.mu.Lock()
 	src.aors["ext3"][0].LatencyOnly = true
@@ -208,12 +208,13 @@ func runGroup(t *testing.T, g *Group) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// TestPanicPushesUpAndBack: 10 trunks to 10 carriers and an AMI sink
-// (the strict fake). Half of them down is an outage: pushed. One more is
-// a panic: every device is pushed up, once logged, while the wanted
-// levels stay; back to exactly half ends it, and the real levels are
-// pushed again.
-func TestPanicPushesUpAndBack(t *testing.T) {
+// TestPanicPushesOnlyUps: 10 trunks to 10 carriers and an AMI sink (the
+// strict fake). Four down is an outage: pushed. Two more failing a
+// first probe make a panic before either is down: what was down stays
+// down, the two going down later are held up, a recovery is pushed and
+// a trunk down again is held (a seventh failing keeps the panic). Once the panic ends, a held trunk goes
+// down only on a probe made after the end.
+func TestPanicPushesOnlyUps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, src := trunks(10, pjsip.Panic{Threshold: 50, MinDestinations: 10}, amiSink())
 		f := newFakeManager("s3cret")
@@ -224,36 +225,58 @@ func TestPanicPushesUpAndBack(t *testing.T) {
 		for i := range 10 {
 			setTrunk(g, src, i, qualify.Reachable)
 		}
-		for i := range 5 {
+		for i := range 4 {
 			setTrunk(g, src, i, qualify.Unreachable)
 		}
+		src.suspect("trunk4")
+		g.AoRChanged("trunk4")
 		synctest.Wait()
-		if got := devices(f, 10); got != "UUUUU....." || g.Panic().Active {
-			t.Fatalf("devices %s, panic %+v: half down is a real outage, pushed", got, g.Panic())
+		if got := devices(f, 10); got != "UUUU......" || g.Panic().Active {
+			t.Fatalf("devices %s, panic %+v: half failing is a real outage, pushed", got, g.Panic())
 		}
-		setTrunk(g, src, 5, qualify.Unreachable)
-		synctest.Wait()
+		src.suspect("trunk5")
+		g.AoRChanged("trunk5")
 		p := g.Panic()
-		if got := devices(f, 10); got != ".........." || !p.Active || p.Down != 6 || p.Destinations != 10 {
-			t.Fatalf("devices %s, panic %+v: 6 of 10 down must push every device up", got, p)
+		if !p.Active || p.Failing != 6 || p.Down != 4 || p.Destinations != 10 {
+			t.Fatalf("panic %+v: 6 of 10 failing is a panic", p)
 		}
-		st, objs, _ := g.Objects("pbx")
-		if st.Held != 6 || st.Pending != 0 || !objs[0].Held || objs[0].Want != Up {
-			t.Fatalf("status %+v, first object %+v: want 6 held, up", st, objs[0])
-		}
-		setTrunk(g, src, 6, qualify.Unreachable) // deeper: still one panic
-		setTrunk(g, src, 6, qualify.Reachable)
+		time.Sleep(time.Second)
+		src.suspect("trunk6")
+		g.AoRChanged("trunk6")
+		setTrunk(g, src, 4, qualify.Unreachable)
+		setTrunk(g, src, 5, qualify.Unreachable)
+		setTrunk(g, src, 0, qualify.Reachable) // a recovery
+		setTrunk(g, src, 0, qualify.Unreachable)
 		synctest.Wait()
+		if got := devices(f, 10); got != ".UUU......" {
+			t.Fatalf("devices %s during the panic: want trunks 1-3 down, the recovered trunk0 and the new downs up", got)
+		}
+		if st, _, _ := g.Objects("pbx"); st.Held != 3 || st.Pending != 0 {
+			t.Fatalf("status %+v: want 3 held", st)
+		}
 		if got := log.matching("panic"); len(got) != 1 ||
-			got[0] != "panic: 6 of 10 destinations are down (more than 50%), more likely a fault of qualifyd's own: every sink pushes up what it holds down until they are back (panic_threshold)" {
+			got[0] != "panic: 6 of 10 destinations are failing (4 down) (more than 50%), more likely a fault of qualifyd's own: the sinks push only ups until they are back (panic_threshold)" {
 			t.Fatalf("log %q: want one entry line", got)
 		}
-		setTrunk(g, src, 5, qualify.Reachable)
-		synctest.Wait()
-		if got := devices(f, 10); got != "UUUUU....." || g.Panic().Active {
-			t.Fatalf("devices %s, panic %+v: exactly half down ends the panic", got, g.Panic())
+		time.Sleep(time.Second)
+		setTrunk(g, src, 6, qualify.Reachable)
+		setTrunk(g, src, 1, qualify.Reachable) // 5 of 10: over
+		if g.Panic().Active {
+			t.Fatalf("5 of 10 failing is still a panic: %+v", g.Panic())
 		}
-		if got := log.matching("panic over"); len(got) != 1 || got[0] != "panic over: 5 of 10 destinations are down (at most 50%): the sinks push the verdicts again" {
+		time.Sleep(10 * awaitEvery)
+		synctest.Wait()
+		if got := devices(f, 10); got != "..UU......" {
+			t.Fatalf("devices %s after the panic: the held trunks wait for a new probe", got)
+		}
+		time.Sleep(time.Second)
+		src.set("trunk4", qualify.Unreachable) // a probe after the end, no event: still down
+		time.Sleep(awaitEvery)
+		synctest.Wait()
+		if got := devices(f, 10); got != "..UUU....." {
+			t.Fatalf("devices %s: trunk4 confirmed down after the panic", got)
+		}
+		if got := log.matching("panic over"); len(got) != 1 || got[0] != "panic over: 5 of 10 destinations are failing (5 down) (at most 50%): the sinks push the verdicts again, a down held in the panic once a new probe confirms it" {
 			t.Fatalf("log %q: want one exit line", got)
 		}
 	})
@@ -293,7 +316,8 @@ func TestPanicNeverBelowItsPopulation(t *testing.T) {
 }
 
 // TestPanicCarriesToANewSink: a sink configured during a panic holds at
-// once, and a reload recounts the destinations.
+// once, and a reload recounts the destinations: one that ends the panic
+// pushes a held down once a probe made after the end confirms it.
 func TestPanicCarriesToANewSink(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, src := trunks(10, pjsip.Panic{}, amiSink())
@@ -316,10 +340,18 @@ func TestPanicCarriesToANewSink(t *testing.T) {
 		if got := f.get(f.vars, "DEVICE_STATE(Trunk:trunk3)"); got != "NOT_INUSE" {
 			t.Fatalf("the new sink pushed %q during the panic", got)
 		}
+		time.Sleep(time.Second)
 		c3, _ := trunks(10, pjsip.Panic{Threshold: 100}, s)
 		g.Configure(c3)
 		synctest.Wait()
-		if got := f.get(f.vars, "DEVICE_STATE(Trunk:trunk3)"); got != "UNAVAILABLE" || g.Panic().Active {
+		if got := f.get(f.vars, "DEVICE_STATE(Trunk:trunk3)"); got != "NOT_INUSE" || g.Panic().Active {
+			t.Fatalf("panic_threshold=100 by reload: device %q, panic %+v: pushed down on the panic's evidence", got, g.Panic())
+		}
+		time.Sleep(time.Second)
+		src.set("trunk3", qualify.Unreachable)
+		time.Sleep(awaitEvery)
+		synctest.Wait()
+		if got := f.get(f.vars, "DEVICE_STATE(Trunk:trunk3)"); got != "UNAVAILABLE" {
 			t.Fatalf("panic_threshold=100 by reload: device %q, panic %+v", got, g.Panic())
 		}
 	})
@@ -416,8 +448,9 @@ func TestReleaseIsBoundedByTheTimeout(t *testing.T) {
 
 // TestReleaseSetsEveryObjectUp is `qualifyd release` against a fake
 // Kamailio 5.6 and a webhook receiver: every dispatcher destination of
-// the sink is set active, whatever it held, and the receiver hears every
-// object removed; only the sinks named are touched.
+// the sink is set active, whatever it held (the inactive one first), and
+// the receiver hears every object removed; only the sinks named are
+// touched.
 func TestReleaseSetsEveryObjectUp(t *testing.T) {
 	f, srv := newFakeDispatcher(t)
 	var mu sync.Mutex
@@ -438,7 +471,7 @@ func TestReleaseSetsEveryObjectUp(t *testing.T) {
 			{Name: "hook", Driver: "webhook", URL: hook.URL, Timeout: 5 * time.Second}},
 	}
 	out, err := Release(t.Context(), conf, []string{"edge"}, Config{})
-	if err != nil || len(out) != 1 || out[0] != (Released{Name: "edge", Driver: "kamailio", Objects: 2, Released: 2}) {
+	if err != nil || len(out) != 1 || out[0] != (Released{Name: "edge", Driver: "kamailio", Objects: 2, Released: 2, Downs: 1}) {
 		t.Fatalf("release %+v, %v", out, err)
 	}
 	if f.flags("sip:192.0.2.10:5060") != "AX" || f.flags("sip:127.0.0.1:5080") != "AX" {
@@ -460,8 +493,9 @@ func TestReleaseSetsEveryObjectUp(t *testing.T) {
 }
 
 // TestPanicSetsKamailioActive: in a panic a kamailio sink (against the
-// fake Kamailio 5.6) sets its inactive destinations active, and sets them
-// inactive again when it ends.
+// fake Kamailio 5.6) keeps a destination inactive that was before, and
+// one that fails meanwhile active; after it, that one is set inactive
+// once a probe made after the end confirms it.
 func TestPanicSetsKamailioActive(t *testing.T) {
 	f, srv := newFakeDispatcher(t)
 	def := &pjsip.Sink{Name: "edge", Driver: "kamailio", URL: srv.URL + "/RPC", Timeout: 5 * time.Second}
@@ -482,18 +516,38 @@ func TestPanicSetsKamailioActive(t *testing.T) {
 	settle(t, f, map[string]byte{trunk0: 'A', trunk1: 'A'}) // the connect pushes every level
 	setTrunk(g, src, 0, qualify.Unreachable)
 	settle(t, f, map[string]byte{trunk0: 'I', trunk1: 'A'}) // one trunk down is pushed
-	for i := 1; i <= 5; i++ {
-		setTrunk(g, src, i, qualify.Unreachable)
+	for i := 2; i <= 6; i++ {
+		src.suspect(fmt.Sprintf("trunk%d", i))
+		g.AoRChanged(fmt.Sprintf("trunk%d", i))
 	}
 	if !g.Panic().Active {
-		t.Fatalf("6 of 10 down is no panic: %+v", g.Panic())
+		t.Fatalf("6 of 10 failing is no panic: %+v", g.Panic())
 	}
-	settle(t, f, map[string]byte{trunk0: 'A', trunk1: 'A'})
-	setTrunk(g, src, 1, qualify.Reachable)
+	setTrunk(g, src, 1, qualify.Unreachable)
+	held := func() ObjectState {
+		_, objs, _ := g.Objects("edge")
+		for _, o := range objs {
+			if o.Name == "192.0.2.10:5060" {
+				return o
+			}
+		}
+		return ObjectState{}
+	}
+	if o := held(); !o.Held || o.Want != Up {
+		t.Fatalf("trunk1's destination %+v: want held up in the panic", o)
+	}
+	for i := 2; i <= 6; i++ {
+		setTrunk(g, src, i, qualify.Reachable)
+	}
 	if g.Panic().Active {
-		t.Fatalf("5 of 10 down is still a panic: %+v", g.Panic())
+		t.Fatalf("2 of 10 failing is still a panic: %+v", g.Panic())
+	}
+	if o := held(); !o.Held {
+		t.Fatalf("trunk1's destination %+v: want held until a new probe", o)
 	}
 	settle(t, f, map[string]byte{trunk0: 'I', trunk1: 'A'})
+	setTrunk(g, src, 1, qualify.Unreachable) // a probe after the end
+	settle(t, f, map[string]byte{trunk0: 'I', trunk1: 'I'})
 }
 
 // settle takes f's set_state notices until every destination's state
@@ -518,5 +572,70 @@ func settle(t *testing.T, f *fakeDispatcher, want map[string]byte) {
 		case <-bound:
 			t.Fatalf("destinations %s %s, %s %s; want %q", "127.0.0.1:5080", f.flags("sip:127.0.0.1:5080"), "192.0.2.10", f.flags("sip:192.0.2.10:5060"), want)
 		}
+	}
+}
+
+// TestPanicLetsAThirdGoDown: a genuine outage of a third of 30
+// destinations (a carrier's site), each failing its first probe and then
+// going down, is pushed down as each verdict comes, without a panic and
+// without a delay.
+func TestPanicLetsAThirdGoDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, src := trunks(30, pjsip.Panic{}, amiSink())
+		f := newFakeManager("s3cret")
+		g := NewGroup(Config{Source: src, Dial: f.dial})
+		g.Configure(c)
+		runGroup(t, g)
+		for i := range 30 {
+			setTrunk(g, src, i, qualify.Reachable)
+		}
+		for i := range 10 {
+			src.suspect(fmt.Sprintf("trunk%d", i))
+			g.AoRChanged(fmt.Sprintf("trunk%d", i))
+		}
+		for i := range 10 {
+			setTrunk(g, src, i, qualify.Unreachable)
+		}
+		synctest.Wait()
+		if got, want := devices(f, 30), strings.Repeat("U", 10)+strings.Repeat(".", 20); got != want || g.Panic().Active {
+			t.Fatalf("devices %s, panic %+v: want the third down at once", got, g.Panic())
+		}
+	})
+}
+
+// TestCensusCountsFailing: a destination is failing from its contacts'
+// first failed probe (all of them), down included, and healthy again
+// when a success clears the run; a latency-only contact never fails.
+func TestCensusCountsFailing(t *testing.T) {
+	aors := map[string][]string{"a": {"sip:a@192.0.2.1"}, "b": {"sip:b@192.0.2.1"}, "c": {"sip:c@192.0.2.2"}}
+	src := snapshots(aors)
+	k := testCensus(aors, src)
+	observe := func(name string) { a, _ := src.AoR(name); k.observe(&a) }
+	src.suspect("a")
+	observe("a")
+	if k.failing != 0 {
+		t.Fatalf("%d failing with b still healthy on 192.0.2.1", k.failing)
+	}
+	src.set("b", qualify.Unreachable)
+	observe("b")
+	src.suspect("c")
+	observe("c")
+	if k.failing != 2 || k.out != 0 {
+		t.Fatalf("%d failing, %d down; want 2 (a suspect and b down on .1, c suspect), 0", k.failing, k.out)
+	}
+	src.set("a", qualify.Unreachable)
+	observe("a")
+	src.set("c", qualify.Reachable)
+	observe("c")
+	if k.failing != 1 || k.out != 1 || len(k.sick) != 2 {
+		t.Fatalf("%d failing, %d down, %d sick; want 1, 1, 2", k.failing, k.out, len(k.sick))
+	}
+	src.mu.Lock()
+	src.aors["c"][0].LatencyOnly = true
+	src.mu.Unlock()
+	src.suspect("c")
+	observe("c")
+	if k.failing != 1 {
+		t.Fatalf("a latency-only contact counted failing")
 	}
 }

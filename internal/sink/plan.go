@@ -2,6 +2,7 @@ package sink
 
 import (
 	"slices"
+	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
@@ -128,11 +129,12 @@ func (p *plan) contacts(conf *pjsip.Config, followed map[string]bool) {
 	}
 }
 
-// level computes k's level from src, and for a contact the reason of its
-// last failed probe.
-func (p *plan) level(k Key, src Source) (Level, qualify.Reason) {
+// level computes k's level from src, for a contact the reason of its
+// last failed probe, and for a Down the earliest time the last probes of
+// its contacts may have been sent (each one's end less its timeout):
+// the evidence the Down rests on is no older.
+func (p *plan) level(k Key, src Source) (l Level, reason qualify.Reason, since time.Time) {
 	var agg aggregate
-	var reason qualify.Reason
 	for _, name := range p.deps[k] {
 		a, ok := src.AoR(name)
 		if !ok {
@@ -145,13 +147,18 @@ func (p *plan) level(k Key, src Source) (Level, qualify.Reason) {
 			}
 			agg.add(c)
 			reason = c.Last.Reason
+			if sent := c.Last.At.Add(-a.Policy.Timeout); contactLevel(c) == Down && (since.IsZero() || sent.Before(since)) {
+				since = sent
+			}
 		}
 	}
-	l := agg.level()
-	if l != Down || k.Kind != KindContact {
+	if l = agg.level(); l != Down {
+		return l, qualify.ReasonNone, time.Time{}
+	}
+	if k.Kind != KindContact {
 		reason = qualify.ReasonNone
 	}
-	return l, reason
+	return l, reason, since
 }
 
 func sameHost(uri, hp string) bool {

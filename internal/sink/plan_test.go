@@ -72,18 +72,18 @@ func TestPlans(t *testing.T) {
 		"b": {{URI: "sip:x@192.0.2.1:5060", Status: qualify.Unreachable, LatencyOnly: true}},
 	}}
 	p := newPlan(&pjsip.Sink{Driver: "kamailio"}, conf)
-	if l, _ := p.level(host("192.0.2.1:5060"), src); l != Up {
+	if l, _, _ := p.level(host("192.0.2.1:5060"), src); l != Up {
 		t.Fatalf("shared host %v: the latency-only contact is routable", l)
 	}
 	src.aors["b"][0].LatencyOnly = false
-	if l, _ := p.level(host("192.0.2.1:5060"), src); l != Down {
+	if l, _, _ := p.level(host("192.0.2.1:5060"), src); l != Down {
 		t.Fatalf("shared host %v", l)
 	}
 	w := newPlan(&pjsip.Sink{Driver: "webhook"}, conf)
-	if l, r := w.level(Key{Kind: KindContact, Name: "a", URI: "sip:192.0.2.1"}, src); l != Down || r != qualify.ReasonTimeout {
+	if l, r, _ := w.level(Key{Kind: KindContact, Name: "a", URI: "sip:192.0.2.1"}, src); l != Down || r != qualify.ReasonTimeout {
 		t.Fatalf("contact %v %v", l, r)
 	}
-	if l, r := w.level(Key{Kind: KindAoR, Name: "a"}, src); l != Up || r != qualify.ReasonNone {
+	if l, r, _ := w.level(Key{Kind: KindAoR, Name: "a"}, src); l != Up || r != qualify.ReasonNone {
 		t.Fatalf("aor %v %v", l, r)
 	}
 }

@@ -85,6 +85,8 @@ const (
 	dirty  uint8 = 1 << iota // queued in Reconciler.queue
 	stale                    // push even when confirmed equals wanted
 	retire                   // forget once pushed
+	first                    // a release pushes it first: it was wanted or confirmed Down
+	held                     // wanted Down, pushed Up (see holds)
 )
 
 // object is one object's wanted and confirmed level: 24 bytes.
@@ -106,8 +108,8 @@ type Stats struct {
 	// Pending counts the objects whose confirmed level differs from the
 	// wanted one (Unknown excluded).
 	Pending int
-	// Held counts the objects wanted Down and pushed Up instead, while
-	// qualifyd panics.
+	// Held counts the objects wanted Down and pushed Up instead: gone
+	// down during a panic, and not yet down on a probe made after it.
 	Held int
 	// OK, Error and Dropped count pushes by result.
 	OK, Error, Dropped uint64
@@ -147,8 +149,8 @@ type Reconciler struct {
 	queue   []Key // dirty objects, each once
 	seq     uint64
 	pending int  // objects with wanted(o) != Unknown && have != wanted(o)
-	downs   int  // objects with want == Down
-	hold    bool // push Up in place of a wanted Down (panic)
+	held    int  // objects wanted Down and held (pushed Up)
+	hold    bool // a panic: nothing new goes down (see holds)
 	stats   Stats
 	wake    chan struct{} // capacity 1: a Set since the loop last looked
 }
@@ -168,17 +170,25 @@ func newReconciler(name string, drv driver, iv Intervals, notice func(slog.Level
 // Set records the level wanted for k: O(1), without blocking. Setting
 // the level already wanted does nothing; an Unknown level is recorded
 // (the object exists) but never pushed. reason is kept with a new level.
-func (r *Reconciler) Set(k Key, l Level, reason qualify.Reason) {
+func (r *Reconciler) Set(k Key, l Level, reason qualify.Reason) { r.set(k, l, reason, true) }
+
+// set is Set; fresh says whether a Down rests on probes made after the
+// last panic ended (see holds).
+func (r *Reconciler) set(k Key, l Level, reason qualify.Reason, fresh bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	o, ok := r.objs[k]
-	if ok && o.want == l && o.flags&retire == 0 {
+	h := r.holds(o, ok, l, fresh)
+	if ok && o.want == l && (l == Down && o.flags&held != 0) == h && o.flags&retire == 0 {
 		return
 	}
 	r.count(o, -1, ok)
 	r.seq++
 	o.want, o.reason, o.seq, o.at = l, reason, r.seq, time.Now().UnixNano()
-	o.flags &^= retire
+	o.flags &^= retire | held
+	if h {
+		o.flags |= held
+	}
 	r.store(k, o)
 }
 
@@ -253,8 +263,8 @@ func (r *Reconciler) count(o object, sign int, exists bool) {
 	if w := r.wanted(o); w != Unknown && o.have != w {
 		r.pending += sign
 	}
-	if o.want == Down {
-		r.downs += sign
+	if o.want == Down && o.flags&held != 0 {
+		r.held += sign
 	}
 }
 
@@ -263,17 +273,15 @@ func (r *Reconciler) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
-	s.Objects, s.Pending = len(r.objs), r.pending
-	if r.hold {
-		s.Held = r.downs
-	}
+	s.Objects, s.Pending, s.Held = len(r.objs), r.pending, r.held
 	return s
 }
 
 // ObjectState is one object's levels: the one qualifyd wants the router
 // to hold and the one the router last confirmed (Unknown before any).
-// Held is set while a panic pushes Up for an object whose verdict is
-// Down: Want is then Up.
+// Held is set while Up is pushed for an object whose verdict is Down
+// (it went down during a panic, and no probe made since the panic ended
+// confirmed it): Want is then Up.
 type ObjectState struct {
 	Key
 	Want, Have Level

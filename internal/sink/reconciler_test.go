@@ -382,10 +382,12 @@ func TestConfirmedChangesAreLogged(t *testing.T) {
 	}
 }
 
-// TestHoldPushesUpInPlaceOfDown: while held, an object wanted Down is
-// pushed Up (marked Held, without a reason), one set Down meanwhile too;
-// letting go pushes the wanted levels; the counts follow.
-func TestHoldPushesUpInPlaceOfDown(t *testing.T) {
+// TestHoldPushesOnlyUps is the panic's rule on one reconciler: what was
+// down when the hold began stays down; what goes down while held is
+// pushed Up (marked Held, without a reason); a recovery is pushed; after
+// the hold, a held object stays held until set Down on fresh evidence,
+// and the counts follow.
+func TestHoldPushesOnlyUps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeDriver{}
 		r := newReconciler("x", f, Intervals{}, nil, half)
@@ -393,29 +395,41 @@ func TestHoldPushesUpInPlaceOfDown(t *testing.T) {
 		defer stop()
 		r.Set(key("a"), Down, qualify.ReasonTimeout)
 		r.Set(key("b"), Up, 0)
+		r.Set(key("c"), Down, qualify.ReasonTimeout)
 		synctest.Wait()
+		n := len(f.levels())
 		r.Hold(true)
 		r.Hold(true) // idempotent
+		r.set(key("b"), Down, qualify.ReasonTimeout, true)
+		r.set(key("a"), Down, qualify.ReasonTimeout, true) // no change: a stays down
+		r.Set(key("c"), Up, 0)                             // a recovery is pushed
 		synctest.Wait()
-		r.Set(key("b"), Down, qualify.ReasonTimeout)
+		if s := r.Stats(); s.Held != 1 || s.Pending != 0 {
+			t.Fatalf("stats %+v: want b held, none pending", s)
+		}
+		if got := f.levels()[n:]; !slices.Equal(got, []string{"c=up"}) {
+			t.Fatalf("pushes %v: want c's recovery alone (a stays down, b up)", got)
+		}
+		r.set(key("c"), Down, qualify.ReasonTimeout, true) // down again while held: held
 		synctest.Wait()
-		if s := r.Stats(); s.Held != 2 || s.Pending != 0 {
-			t.Fatalf("stats %+v: want 2 held, none pending", s)
-		}
-		if got := f.levels(); !slices.Equal(got, []string{"a=down", "b=up", "a=up"}) {
-			t.Fatalf("pushes %v: want a pushed up, b left up", got)
-		}
-		if p := f.pushes[2]; !p.Held || p.Reason != qualify.ReasonNone {
-			t.Fatalf("held push %+v", p)
-		}
 		objs := r.Objects()
-		if objs[0].Want != Up || !objs[0].Held || objs[0].Have != Up {
-			t.Fatalf("objects %+v", objs)
+		if objs[0].Want != Down || objs[0].Held || objs[1].Want != Up || !objs[1].Held || !objs[2].Held {
+			t.Fatalf("objects %+v: want a down, b and c held", objs)
 		}
 		r.Hold(false)
+		r.set(key("b"), Down, qualify.ReasonTimeout, false) // stale evidence: still held
 		synctest.Wait()
-		if got := f.levels()[3:]; !slices.Equal(sorted(got), []string{"a=down", "b=down"}) {
-			t.Fatalf("pushes after the hold %v: want the wanted levels", got)
+		if got := f.levels()[n:]; !slices.Equal(got, []string{"c=up"}) || r.Stats().Held != 2 {
+			t.Fatalf("pushes %v, stats %+v: the end of the hold pushes nothing", got, r.Stats())
+		}
+		r.set(key("b"), Down, qualify.ReasonTimeout, true)
+		r.Set(key("c"), Up, 0)
+		synctest.Wait()
+		if got := f.levels()[n:]; !slices.Equal(got, []string{"c=up", "b=down"}) {
+			t.Fatalf("pushes %v: want b down on fresh evidence, c left up", got)
+		}
+		if p := f.pushes[len(f.pushes)-1]; p.Held || p.Reason != qualify.ReasonTimeout {
+			t.Fatalf("push %+v", p)
 		}
 		if s := r.Stats(); s.Held != 0 || s.Pending != 0 {
 			t.Fatalf("stats %+v", s)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 )
 
@@ -13,8 +14,9 @@ import (
 type Released struct {
 	Name, Driver string
 	// Objects counts the sink's objects; Released those the router
-	// confirmed up (a webhook: delivered as removed).
-	Objects, Released int
+	// confirmed up (a webhook: delivered as removed); Downs those sent
+	// first, as Down in the saved levels or in the router's read-back.
+	Objects, Released, Downs int
 	// Err is the router's last error when some were not confirmed.
 	Err error
 }
@@ -23,8 +25,11 @@ type Released struct {
 // sink when names is empty), whatever qualifyd last pushed: for taking
 // qualifyd out of service (`qualifyd release`), so that no router keeps
 // a Down that nothing will lift. The sinks run at once, each bounded by
-// its timeout; cfg's Source is not used. A name that is no sink is an
-// error before anything is sent.
+// its timeout. cfg's Source, if set, holds the levels qualifyd last had
+// (Saved, from the state file): the objects Down in it are sent first,
+// with those the router reads back Down (a Kamailio's inactive
+// destinations). A name that is no sink is an error before anything is
+// sent.
 func Release(ctx context.Context, conf *pjsip.Config, names []string, cfg Config) ([]Released, error) {
 	var defs []*pjsip.Sink
 	for _, s := range conf.Sinks {
@@ -50,16 +55,45 @@ func Release(ctx context.Context, conf *pjsip.Config, names []string, cfg Config
 // releaseOne pushes up every object of def's plan over conf.
 func (g *Group) releaseOne(ctx context.Context, def *pjsip.Sink, conf *pjsip.Config) Released {
 	rec := g.reconciler(def)
-	for k := range newPlan(def, conf).deps {
-		rec.Set(k, Unknown, 0)
+	p := newPlan(def, conf)
+	for k := range p.deps {
+		l := Unknown
+		if g.cfg.Source != nil {
+			l, _, _ = p.level(k, g.cfg.Source)
+		}
+		rec.Set(k, l, 0)
 	}
 	ctx, cancel := context.WithTimeout(ctx, def.Timeout)
 	defer cancel()
 	r := Released{Name: def.Name, Driver: def.Driver, Objects: rec.Stats().Objects}
 	var failed int
-	r.Released, failed = rec.Release(ctx, true)
+	r.Released, failed, r.Downs = rec.release(ctx, true)
 	if failed > 0 {
 		r.Err = fmt.Errorf("%d of %d objects not confirmed within %v: %s", failed, r.Objects, def.Timeout, rec.Stats().LastError)
 	}
 	return r
+}
+
+// Saved is a Source over the contacts of a state file (state.File's
+// Contacts): the statuses qualifyd had when it last wrote the file.
+type Saved map[string]engine.AoRSnapshot
+
+// NewSaved indexes saved by AoR.
+func NewSaved(saved []engine.Saved) Saved {
+	out := Saved{}
+	for i := range saved {
+		c := &saved[i]
+		a := out[c.AoR]
+		a.Name = c.AoR
+		a.Contacts = append(a.Contacts, engine.ContactSnapshot{AoR: c.AoR, URI: c.URI, Status: c.State.Status,
+			LatencyOnly: c.Policy != nil && c.Policy.LatencyOnly})
+		out[c.AoR] = a
+	}
+	return out
+}
+
+// AoR returns the saved contacts of the AoR name.
+func (s Saved) AoR(name string) (engine.AoRSnapshot, bool) {
+	a, ok := s[name]
+	return a, ok
 }

@@ -136,6 +136,14 @@ func (w *Webhook) push(ctx context.Context, o Object) error {
 	return w.post(ctx, c)
 }
 
+// pushBatch POSTs objs with up to inFlight requests at once: each body
+// is one object, as push's, so a receiver sees the same bodies sooner.
+// An object's changes never share a batch (the reconciler queues it
+// once).
+func (w *Webhook) pushBatch(ctx context.Context, objs []Object, errs []error) {
+	concurrently(ctx, objs, errs, w.push)
+}
+
 // heartbeat POSTs a Heartbeat: a 2xx is nil, a 4xx a dropping *Rejected
 // (the reconciler logs it and goes on), anything else ends the session
 // as a failed push does.
@@ -157,12 +165,13 @@ func (w *Webhook) post(ctx context.Context, v any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	idempotent(req)
 	if w.Secret != "" {
 		req.Header.Set(SignatureHeader, Sign(w.Secret, body))
 	}
 	client := w.Client
 	if client == nil {
-		client = http.DefaultClient
+		client = defaultClient()
 	}
 	resp, err := client.Do(req)
 	var ue *url.Error

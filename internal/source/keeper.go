@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/atomicfile"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 )
 
@@ -18,7 +19,8 @@ import (
 // are safe for concurrent use.
 type Keeper struct {
 	// File, if set, keeps the last good lists across restarts (written
-	// atomically after each applied change).
+	// atomically after each applied change, their passwords sealed: see
+	// seal.go).
 	File string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -35,6 +37,11 @@ type entry struct {
 	good []pjsip.Object
 	// known: good holds a list (possibly empty) read or restored.
 	known bool
+	// sealed: good was restored with its secrets sealed, opened when the
+	// source is configured (its connection string is the key); openErr
+	// is why a restored list could not be opened, and was dropped.
+	sealed  bool
+	openErr error
 	// pending is a read newer than good, not yet applied.
 	pending    []pjsip.Object
 	hasPending bool
@@ -87,7 +94,21 @@ func (k *Keeper) entry(src *pjsip.Source) *entry {
 		*e = entry{} // another router: its last list is not this one's
 	}
 	e.src = src
+	if e.sealed {
+		e.open()
+	}
 	return e
+}
+
+// open opens the secrets of a restored list with its source's
+// connection string; a list that does not open is dropped.
+func (e *entry) open() {
+	list, err := openList(sealKey(e.src.DSN.Reveal()), e.src.Name, e.good)
+	if err != nil {
+		*e = entry{src: e.src, openErr: err}
+		return
+	}
+	e.good, e.sealed = list, false
 }
 
 // sameList reports whether a and b read the same router's list.
@@ -145,8 +166,11 @@ func (r *Round) fallBack(src *pjsip.Source, err error) ([]pjsip.Object, error) {
 	k := r.k
 	k.mu.Lock()
 	e := k.entry(src)
-	good, known := e.good, e.known
+	good, known, openErr := e.good, e.known, e.openErr
 	k.mu.Unlock()
+	if !known && openErr != nil {
+		return nil, fmt.Errorf("%w, and the last good list cannot be used: %v", err, openErr)
+	}
 	if !known {
 		return nil, fmt.Errorf("%w, and there is no last good list to use", err)
 	}
@@ -336,7 +360,9 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// saved is the file's content: each source's last good list.
+// saved is the file's content: each source's last good list. Version 2
+// seals the secrets (seal.go); version 1 holds them in clear and is
+// still read.
 type saved struct {
 	Version int                   `json:"version"`
 	Sources map[string]savedEntry `json:"sources"`
@@ -354,40 +380,21 @@ type savedEntry struct {
 
 // snapshot copies what the file keeps; k.mu held.
 func (k *Keeper) snapshot() saved {
-	s := saved{Version: 1, Sources: map[string]savedEntry{}}
+	s := saved{Version: 2, Sources: map[string]savedEntry{}}
 	for name, e := range k.entries {
 		s.Sources[name] = savedEntry{Driver: e.src.Driver, URL: e.src.URL, Path: e.src.Path, DSNFile: e.src.DSNFile,
-			Sets: e.src.Sets, Time: e.last, Objects: e.good}
+			Sets: e.src.Sets, Time: e.last, Objects: sealList(sealKey(e.src.DSN.Reveal()), name, e.good)}
 	}
 	return s
 }
 
-// save writes the file atomically: a temporary file, fsync, rename.
+// save writes the file atomically (atomicfile.Write: the directory is
+// fsynced after the rename).
 func (k *Keeper) save(s saved) error {
 	if k.File == "" {
 		return nil
 	}
-	data, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(k.File), filepath.Base(k.File)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), k.File)
+	return atomicfile.Write(k.File, func(w io.Writer) error { return json.NewEncoder(w).Encode(s) })
 }
 
 // Restore reads the file's last good lists: a source configured with
@@ -405,15 +412,15 @@ func (k *Keeper) Restore() error {
 		return err
 	}
 	var s saved
-	if err := json.Unmarshal(data, &s); err != nil || s.Version != 1 {
-		return fmt.Errorf("%s: not a sources file of version 1", k.File)
+	if err := json.Unmarshal(data, &s); err != nil || s.Version != 1 && s.Version != 2 {
+		return fmt.Errorf("%s: not a sources file of version 1 or 2", k.File)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.entries = map[string]*entry{}
 	for name, se := range s.Sources {
 		src := &pjsip.Source{Name: name, Driver: se.Driver, URL: se.URL, Path: se.Path, DSNFile: se.DSNFile, Sets: se.Sets}
-		k.entries[name] = &entry{src: src, good: se.Objects, known: true, last: se.Time}
+		k.entries[name] = &entry{src: src, good: se.Objects, known: true, last: se.Time, sealed: s.Version >= 2}
 	}
 	return nil
 }

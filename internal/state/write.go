@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
@@ -10,11 +9,10 @@ import (
 	"io"
 	"iter"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/qualifyd/qualifyd/internal/atomicfile"
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -78,48 +76,13 @@ func Pages(e *engine.Engine) iter.Seq[[]engine.Saved] {
 // lock: about a third of a millisecond at a million contacts.
 const pageSize = 1024
 
-// atomicWrite writes path with fill: into a temporary file in path's
-// directory, fsynced, renamed over path, the directory fsynced. On error
-// path is left as it was.
+// atomicWrite writes path with fill (atomicfile.Write). On error path
+// is left as it was.
 func atomicWrite(path string, fill func(io.Writer) error) error {
-	dir, base := filepath.Split(path)
-	tmp, err := os.CreateTemp(dir, "."+base+".*")
-	if err != nil {
-		return fmt.Errorf("write state file %s: %w", path, err)
-	}
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	err = fill(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if err == nil {
-		err = commit(tmp, path)
-	}
-	if err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
+	if err := atomicfile.Write(path, fill); err != nil {
 		return fmt.Errorf("write state file %s: %w", path, err)
 	}
 	return nil
-}
-
-// commit closes tmp, renames it to path and fsyncs path's directory.
-func commit(tmp *os.File, path string) error {
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Encode writes a state file of h, the contacts of pages and the

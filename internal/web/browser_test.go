@@ -275,6 +275,70 @@ func TestBrowserCharts(t *testing.T) {
 	}
 }
 
+// drawnTick is a tick as Chromium lays it out: its drawn width in px
+// (box and stroke), the width of a bucket of its chart, how many changes
+// it counts, its tooltip, and whether the point at its middle hovers it.
+type drawnTick struct {
+	Width, Bucket float64
+	N             int
+	Title         string
+	Hovered       bool
+}
+
+// ticksOf returns the ticks of the chart under sel, whose history has
+// buckets buckets.
+func ticksOf(b *browser, sel string, buckets int) []drawnTick {
+	b.t.Helper()
+	return eval[[]drawnTick](b, `(() => {
+		const svg = document.querySelector(`+jsString(sel+` svg.chart`)+`);
+		const bucket = svg.getBoundingClientRect().width / `+itoa(buckets)+`;
+		return Array.from(svg.querySelectorAll('.tick'), g => {
+			const m = g.querySelector('.mark') || g, r = m.getBoundingClientRect(), title = g.querySelector('title');
+			const at = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+			return {width: r.width + parseFloat(getComputedStyle(m).strokeWidth), bucket: bucket,
+				n: Number(g.dataset.n || 1), title: title ? title.textContent : '',
+				hovered: at !== null && at.closest('.tick') === g};
+		});
+	})()`)
+}
+
+// TestBrowserChartTicks: in Chromium at 1280 px, the status changes of
+// an hour of minute buckets (tickedHistory: three 20 s apart in one
+// bucket, a pair 2 s apart, one alone) are thin ticks on the row's chart
+// and on the AoR's page: each narrower than a bucket, five of them, the
+// pair one tick counting 2, each with its tooltip, which the point at the
+// tick's middle hovers.
+func TestBrowserChartTicks(t *testing.T) {
+	s := startSite(t, fakeHistory{"delta": tickedHistory("delta", time.Now())}, "delta")
+	b := newBrowser(t, 1280, 900)
+	b.do(chromedp.Navigate(s.url+"/"), wait(`[data-aor="delta"] svg.chart`))
+	check := func(page string, ticks []drawnTick) {
+		t.Helper()
+		counted := 0
+		for _, k := range ticks {
+			counted += k.N
+			if k.Width >= k.Bucket || k.Width > 3 {
+				t.Errorf("%s: a tick %.1f px wide, a bucket %.1f px: want a thin tick, narrower than its bucket", page, k.Width, k.Bucket)
+			}
+			if !strings.Contains(k.Title, "→") || (k.N > 1) != strings.HasPrefix(k.Title, itoa(k.N)+" changes:\n") || !k.Hovered {
+				t.Errorf("%s: a tick of %d changes: tooltip %q, hovered at its middle %v", page, k.N, k.Title, k.Hovered)
+			}
+		}
+		if len(ticks) != 5 || counted != 6 {
+			t.Errorf("%s: %d ticks counting %d changes, want 5 counting the 6", page, len(ticks), counted)
+		}
+		if len(ticks) > 0 {
+			t.Logf("%s: %d ticks, %.1f px wide in buckets of %.1f px", page, len(ticks), ticks[0].Width, ticks[0].Bucket)
+		}
+	}
+	check("GET /", ticksOf(b, `[data-aor="delta"]`, 60))
+	t.Logf("screenshot %s", b.screenshot(t.ArtifactDir(), "ticks-row.png"))
+	b.do(chromedp.Click(chromedp.CSS(`[data-aor="delta"] h2 a`)), wait(`.detail[data-aor="delta"] svg.chart`))
+	check("/aors/delta", ticksOf(b, `.detail[data-aor="delta"]`, 60))
+	t.Logf("screenshot %s", b.screenshot(t.ArtifactDir(), "ticks-aor.png"))
+	b.noErrors()
+}
+
 // TestBrowserLive: an AoR's peer dies and comes back; its row on the open
 // page says so, from the event stream, without the page reloading.
 func TestBrowserLive(t *testing.T) {

@@ -22,7 +22,7 @@ type summaryData struct {
 	Rate, Loss, Window string
 	// Sinks are the routers' states, in configuration order.
 	Sinks []sinkTile
-	// Panic is set while qualifyd panics (every sink pushes up).
+	// Panic is set while qualifyd panics (the sinks push only ups).
 	Panic *sink.Panic
 	// Cluster is set in cluster mode.
 	Cluster *clusterTile

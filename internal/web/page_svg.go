@@ -13,22 +13,31 @@ import (
 // chartSize is a chart's drawing area in SVG user units: cols columns of
 // one unit each, the RTT band on top and the loss lane under it. The SVG
 // stretches to its box (preserveAspectRatio none), so only strokes keep
-// their width. A tick's tooltip lists at most lines changes, with their
-// contacts' URIs if uris; spells have tooltips only with spellTitles. Tooltips are most of a
-// chart's bytes: at 200 changes, six lines a tick tripled a row's size.
+// their width: a status change is a tick, a stroke at its time, as thin
+// on a wide screen as on a narrow one. Changes closer than gap units
+// share one tick, which counts them; its tooltip lists at most lines
+// changes, with their contacts' URIs if uris; spells have tooltips only
+// with spellTitles. Tooltips are most of a chart's bytes: at 200
+// changes, six lines a tick tripled a row's size.
 type chartSize struct {
 	cols, height, band int
 	lines              int
+	gap                float64
 	uris, spellTitles  bool
 }
 
 var (
 	// rowChart is the chart of a row of GET /: 24 h in 240 columns of 6
-	// minutes at the default one-minute buckets.
-	rowChart = chartSize{cols: 240, height: 56, band: 42, lines: 1}
-	// bigChart is the chart of /aors/NAME.
-	bigChart = chartSize{cols: 720, height: 170, band: 136, lines: 6, uris: true, spellTitles: true}
+	// minutes at the default one-minute buckets; at 1280 px a unit is
+	// about 4 px.
+	rowChart = chartSize{cols: 240, height: 56, band: 42, lines: 1, gap: 1}
+	// bigChart is the chart of /aors/NAME; at 1280 px a unit is about
+	// 1.7 px.
+	bigChart = chartSize{cols: 720, height: 170, band: 136, lines: 6, gap: 3, uris: true, spellTitles: true}
 )
+
+// tickHeight is a tick's length down from the chart's top, in units.
+const tickHeight = 8
 
 // column is the history of one chart column: one or more whole buckets.
 type column struct {
@@ -326,40 +335,53 @@ func (d *drawing) loss() {
 	d.buf.ls = p
 }
 
-// ticks marks the columns with status changes, listing the column's
-// latest changes in the tick's tooltip.
+// ticks draws the status changes as ticks at their times: a change
+// within gap units of the tick before it is counted in that tick, so
+// that changes seconds apart stay legible, and changes further apart stay
+// ticks of their own, within one column too.
 func (d *drawing) ticks(changes []engine.Change) {
 	layout := clockLayout(d.cols[0].end.Sub(d.cols[0].start))
 	for i := 0; i < len(changes); {
-		col := d.column(changes[i].Time)
+		x, in := d.at(changes[i].Time)
 		j := i + 1
-		for j < len(changes) && d.column(changes[j].Time) == col {
+		for j < len(changes) {
+			if next, ok := d.at(changes[j].Time); !ok || !in || next-x >= d.sz.gap {
+				break
+			}
 			j++
 		}
-		if col >= 0 {
-			d.tick(col, changes[i:j], layout)
+		if in {
+			d.tick(x, changes[i:j], layout)
 		}
 		i = j
 	}
 }
 
-// column returns the index of the column holding t; -1 outside the chart.
-func (d *drawing) column(t time.Time) int {
+// at returns t's place on the time axis in units, and false outside the
+// chart.
+func (d *drawing) at(t time.Time) (float64, bool) {
 	start, end := d.cols[0].start, d.cols[len(d.cols)-1].end
 	if t.Before(start) || !t.Before(end) {
-		return -1
+		return 0, false
 	}
-	return int(int64(t.Sub(start)) * int64(len(d.cols)) / int64(end.Sub(start)))
+	return float64(t.Sub(start)) * float64(d.sz.cols) / float64(end.Sub(start)), true
 }
 
-// tick appends the tick of column col, its tooltip the latest sz.lines
-// of its changes cs, one a line.
-func (d *drawing) tick(col int, cs []engine.Change, layout string) {
-	d.b = append(d.b, `<rect class="tick" x="`...)
-	d.num(d.x(col), '"')
-	d.b = append(d.b, ` width="`...)
-	d.num(max(d.x(col+1)-d.x(col), 1), '"')
+// tick appends the tick of changes cs at x: a group with its tooltip
+// (the count of several, then the latest sz.lines of them, one a line),
+// a wide transparent stroke to hover and the thin one drawn, both
+// tickHeight long. data-n counts a tick's changes when there are several.
+func (d *drawing) tick(x float64, cs []engine.Change, layout string) {
+	d.b = append(d.b, `<g class="tick"`...)
+	if len(cs) > 1 {
+		d.b = append(d.b, ` data-n="`...)
+		d.num(len(cs), '"')
+	}
 	d.b = append(d.b, `><title>`...)
+	if len(cs) > 1 {
+		d.num(len(cs), 0)
+		d.b = append(d.b, " changes:\n"...)
+	}
 	if n := d.sz.lines; len(cs) > n {
 		d.b = append(d.b, '+')
 		d.num(len(cs)-n, 0)
@@ -372,7 +394,17 @@ func (d *drawing) tick(col int, cs []engine.Change, layout string) {
 		}
 		d.b = appendChange(d.b, &cs[i], layout, d.sz.uris, template.HTMLEscapeString)
 	}
-	d.b = append(d.b, `</title></rect>`...)
+	d.b = append(d.b, `</title>`...)
+	for _, class := range []string{"hit", "mark"} {
+		d.b = append(d.b, `<path class="`...)
+		d.b = append(d.b, class...)
+		d.b = append(d.b, `" d="M`...)
+		d.b = strconv.AppendFloat(d.b, x, 'f', 1, 64)
+		d.b = append(d.b, ",0v"...)
+		d.num(tickHeight, '"')
+		d.b = append(d.b, `/>`...)
+	}
+	d.b = append(d.b, `</g>`...)
 }
 
 // changeText is one change as the change list prints it.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -131,6 +132,56 @@ func TestChart(t *testing.T) {
 		}
 		if c.From != "24 h ago" || c.To != "12:00 UTC" || c.Scale != "100 ms" { // RTTs up to 55 ms
 			t.Errorf("%d columns: axis %q to %q, scale %q", tt.sz.cols, c.From, c.To, c.Scale)
+		}
+	}
+}
+
+// tickedHistory is an hour of minute buckets ending at end, with six
+// changes: three 20 s apart in one bucket, a pair 2 s apart, and one
+// alone; the pair is closer than either chart's tick gap, the three are
+// not.
+func tickedHistory(aor string, end time.Time) engine.History {
+	h := synthHistory(shape{aor: aor, uri: "sip:" + aor + "@192.0.2.1", end: end, width: time.Minute, n: 60, probes: 2, base: ms(20)})
+	start := end.Add(-time.Hour)
+	at := func(min, sec int) time.Time {
+		return start.Add(time.Duration(min)*time.Minute + time.Duration(sec)*time.Second)
+	}
+	for i, t := range []time.Time{at(10, 5), at(10, 25), at(10, 45), at(30, 0), at(30, 2), at(45, 30)} {
+		from, to := qualify.Reachable, qualify.Unreachable
+		if i%2 == 1 {
+			from, to = to, from
+		}
+		h.Changes = append(h.Changes, engine.Change{Time: t, URI: "sip:" + aor + "@192.0.2.1", From: from, To: to})
+	}
+	return h
+}
+
+// TestChartTicks: each change is a tick at its own time, so three in one
+// bucket are three ticks at three places within its column; two closer
+// than the tick gap are one tick that counts them, in its data-n and its
+// tooltip.
+func TestChartTicks(t *testing.T) {
+	end := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := tickedHistory("x", end)
+	for _, sz := range []chartSize{rowChart, bigChart} {
+		svg := string(drawChart(&h, sz, end, new(chartBuf)).SVG)
+		unit := float64(sz.cols) / 60 // units a minute
+		var xs []string
+		for _, m := range regexp.MustCompile(`<path class="mark" d="M([0-9.]+),0v8"/>`).FindAllStringSubmatch(svg, -1) {
+			xs = append(xs, m[1])
+		}
+		want := []string{}
+		for _, minutes := range []float64{10 + 5.0/60, 10 + 25.0/60, 10 + 45.0/60, 30, 45.5} {
+			want = append(want, strconv.FormatFloat(minutes*unit, 'f', 1, 64))
+		}
+		if strings.Join(xs, " ") != strings.Join(want, " ") {
+			t.Errorf("%d units: ticks at %v, want %v", sz.cols, xs, want)
+		}
+		if n := strings.Count(svg, `data-n="2"><title>2 changes:`+"\n"); n != 1 || strings.Count(svg, "data-n=") != 1 {
+			t.Errorf("%d units: %d counted ticks of 2, want 1:\n%s", sz.cols, n, svg)
+		}
+		if n := strings.Count(svg, "<title>"); n != 5 {
+			t.Errorf("%d units: %d tooltips, want one a tick (5)", sz.cols, n)
 		}
 	}
 }

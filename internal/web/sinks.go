@@ -58,7 +58,7 @@ func (s *Server) sinkDetail(w http.ResponseWriter, r *http.Request) {
 }
 
 func newPanic(p sink.Panic) api.Panic {
-	return api.Panic{Active: p.Active, Since: api.At(p.Since), Destinations: p.Destinations, Down: p.Down,
+	return api.Panic{Active: p.Active, Since: api.At(p.Since), Destinations: p.Destinations, Failing: p.Failing, Down: p.Down,
 		Threshold: p.Threshold, MinDestinations: p.MinDestinations}
 }
 

@@ -19,7 +19,7 @@ func (f fakeSinks) Panic() sink.Panic {
 	p := sink.Panic{Destinations: 10, Threshold: 50, MinDestinations: 10}
 	for _, s := range f {
 		if s.Name == "panic" {
-			p.Active, p.Down, p.Since = true, 6, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+			p.Active, p.Failing, p.Down, p.Since = true, 7, 4, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 		}
 	}
 	return p
@@ -85,13 +85,13 @@ func TestSinks(t *testing.T) {
 			sinks Sinks
 			body  string
 		}{
-			{st, `{"panic":{"active":false,"since":null,"destinations":10,"down":0,"threshold":50,"min_destinations":10},` +
+			{st, `{"panic":{"active":false,"since":null,"destinations":10,"failing":0,"down":0,"threshold":50,"min_destinations":10},` +
 				`"sinks":[{"name":"edge","driver":"kamailio","up":true,"objects":2,"pending":0,"held":0,"pushes":{"ok":12,"error":1,"dropped":0},` +
 				`"last_success":"2026-11-29T12:00:01.250Z","last_error":"dispatcher.set_state: State Update Failed"},` +
 				`{"name":"asterisk","driver":"ami","up":false,"objects":1,"pending":1,"held":0,"pushes":{"ok":0,"error":0,"dropped":0},` +
 				`"last_success":null,"last_error":"ami 127.0.0.1:5038: login: Login: Authentication failed"}]}`},
 			{fakeSinks{{Name: "panic", Driver: "kamailio", Stats: sink.Stats{Up: true, Objects: 10, Held: 6}}},
-				`{"panic":{"active":true,"since":"2026-11-29T12:00:00.000Z","destinations":10,"down":6,"threshold":50,"min_destinations":10},` +
+				`{"panic":{"active":true,"since":"2026-11-29T12:00:00.000Z","destinations":10,"failing":7,"down":4,"threshold":50,"min_destinations":10},` +
 					`"sinks":[{"name":"panic","driver":"kamailio","up":true,"objects":10,"pending":0,"held":6,"pushes":{"ok":0,"error":0,"dropped":0},` +
 					`"last_success":null,"last_error":""}]}`},
 			{nil, `{"sinks":[]}`},
@@ -135,7 +135,7 @@ func TestSinkTiles(t *testing.T) {
 		}
 		st = append(st, sink.Status{Name: "panic", Driver: "kamailio"})
 		body = newEnv(t, Config{Sinks: st}, engine.Config{}).do("GET", "/").Body.String()
-		if want := `<a class="tile bad" href="/api/v1/sinks" title="more than 50% of the destinations are down, more likely qualifyd's own fault: every sink pushes up what it holds down (panic_threshold)"><b>⚠ panic</b> 6 of 10 destinations down: routing to all</a>`; !strings.Contains(body, want) {
+		if want := `<a class="tile bad" href="/api/v1/sinks" title="more than 50% of the destinations are failing, more likely qualifyd's own fault: the sinks push only ups, what was down stays down (panic_threshold)"><b>⚠ panic</b> 7 of 10 destinations failing: only ups</a>`; !strings.Contains(body, want) {
 			t.Errorf("page in panic lacks %s", want)
 		}
 	})
