@@ -82,14 +82,16 @@ func startKamailio(t *testing.T, trunks ...*trunk) *kamailio {
 	return k
 }
 
-// call makes one JSON-RPC 2.0 request and returns its result.
+// call makes one JSON-RPC 2.0 request and returns its result. peerBound
+// only stops a hung call: a slow answer on a loaded host is an answer,
+// never an error sample or a failed read.
 func (k *kamailio) call(method string, params ...any) (json.RawMessage, error) {
 	req := map[string]any{"jsonrpc": "2.0", "method": method, "id": 1}
 	if len(params) > 0 {
 		req["params"] = params
 	}
 	body, _ := json.Marshal(req)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), peerBound)
 	defer cancel()
 	hr, _ := http.NewRequestWithContext(ctx, "POST", k.rpc, bytes.NewReader(body))
 	resp, err := http.DefaultClient.Do(hr)
@@ -190,7 +192,9 @@ func (k *kamailio) routes() []string {
 type sampler struct {
 	stop, done chan struct{}
 	once       sync.Once
-	samples    []string // a state, or the error of a failed read
+	mu         sync.Mutex  // holds samples and at while sampling
+	samples    []string    // a state, or the error of a failed read
+	at         []time.Time // when each sample's reply came: Kamailio held the state by then
 }
 
 // watch samples uri's state until the returned sampler is ended (at the
@@ -201,11 +205,14 @@ func (k *kamailio) watch(uri string) *sampler {
 		defer close(s.done)
 		for {
 			st, err := k.states()
+			s.mu.Lock()
 			if err != nil {
 				s.samples = append(s.samples, err.Error())
 			} else {
 				s.samples = append(s.samples, st[uri])
 			}
+			s.at = append(s.at, time.Now())
+			s.mu.Unlock()
 			select {
 			case <-s.stop:
 				return
@@ -221,6 +228,29 @@ func (k *kamailio) watch(uri string) *sampler {
 func (s *sampler) halt() {
 	s.once.Do(func() { close(s.stop) })
 	<-s.done
+}
+
+// first waits for the first sample that read want and came back after
+// since, stops sampling and returns when that sample's reply came:
+// Kamailio's state as its own replies record it, whatever the test did
+// between two of its reads. The test fails if no sample reads want
+// within peerBound.
+func (s *sampler) first(t *testing.T, uri, want string, since time.Time) time.Time {
+	t.Helper()
+	var at time.Time
+	eventually(t, peerBound, uri+" sampled "+want, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, st := range s.samples {
+			if st == want && s.at[i].After(since) {
+				at = s.at[i]
+				return true
+			}
+		}
+		return false
+	})
+	s.halt()
+	return at
 }
 
 // end stops sampling and fails the test unless every sample was want.

@@ -232,18 +232,24 @@ func TestKamailioFollowsQualifyd(t *testing.T) {
 // already inactive again), the reload is repeated: the test must see A
 // active once, or it would not know the reload happened.
 func (r *routing) reloadRepaired(t *testing.T) {
+	s := r.k.watch(r.a.dest)
+	var active time.Time // when Kamailio answered A active after the reload
 	for attempt := 1; ; attempt++ {
 		r.k.reload()
 		if r.k.state(r.a.dest) == "A" {
+			active = time.Now()
 			break
 		}
 		if attempt == 3 {
 			t.Fatal("A was inactive right after each of 3 dispatcher.reloads")
 		}
 	}
-	eventually(t, resyncInterval+3*time.Second, "the sink sets A inactive again within resync_interval", func() bool {
-		return r.k.state(r.a.dest) == "I"
-	})
+	eventually(t, peerBound, "the sink sets A inactive again", func() bool { return r.k.state(r.a.dest) == "I" })
+	took := s.first(t, r.a.dest, "I", active).Sub(active)
+	t.Logf("A inactive again %v after Kamailio answered it active, as its replies date it (resync_interval %v)", took.Round(time.Millisecond), resyncInterval)
+	if took > resyncInterval+3*time.Second {
+		t.Fatalf("A inactive again %v after the reload, want within resync_interval %v + 3 s", took, resyncInterval)
+	}
 	if st := r.k.state(r.b.dest); st != "A" {
 		t.Fatalf("B is %q after the resync, want A", st)
 	}

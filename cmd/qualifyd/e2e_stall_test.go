@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,10 +39,11 @@ const (
 )
 
 // hookLevels is a webhook receiver that keeps the last state delivered
-// per object.
+// per object, and when it arrived.
 type hookLevels struct {
 	mu   sync.Mutex
-	last map[string]string // "contact URI", "aor NAME", "endpoint NAME" -> to
+	last map[string]string    // "contact URI", "aor NAME", "endpoint NAME" -> to
+	at   map[string]time.Time // the same keys -> when the last change of state arrived
 }
 
 func (h *hookLevels) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -53,7 +55,16 @@ func (h *hookLevels) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	name := map[string]string{"contact": c.URI, "aor": c.AoR, "endpoint": c.Endpoint}[c.Kind]
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.last[c.Kind+" "+name] = c.To
+	if key := c.Kind + " " + name; h.last[key] != c.To {
+		h.last[key], h.at[key] = c.To, time.Now()
+	}
+}
+
+// changedAt returns when the last change of key's state arrived.
+func (h *hookLevels) changedAt(key string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.at[key]
 }
 
 // level returns the last state delivered for key.
@@ -92,27 +103,20 @@ type stallLab struct {
 	base string // qualifyd's HTTP API
 	proc *exec.Cmd
 	errs *peertest.Output // qualifyd's stderr, as written
+	last *lastLine        // qualifyd's last line, when its stdout is read
 }
 
 // stallRun is one run of TestStalledStdoutStallsNothing, with stdout
 // never read when stalled.
 func stallRun(t *testing.T, stalled bool) {
 	l := newStallLab(t)
-	l.proc, l.errs = startStalled(t, stalled, "--config", l.conf, "--http", strings.TrimPrefix(l.base, "http://"), "--sip-bind", "127.0.0.1:0")
+	l.proc, l.errs, l.last = startStalled(t, stalled, "--config", l.conf, "--http", strings.TrimPrefix(l.base, "http://"), "--sip-bind", "127.0.0.1:0")
 	step(t, "1 the trunk is up in both routers", func() { l.routersAre(t, "up", 30*time.Second) })
 	step(t, "2 the flood", func() { l.flood(t, stalled) })
-	step(t, "3 the trunk dies", func() {
-		died := time.Now()
-		l.live.relay.setDead(true)
-		l.routersAre(t, "down", liveDetection+time.Second)
-		t.Logf("stdout %s: Kamailio and the webhook had the dead trunk down after %v (detection %v)",
-			map[bool]string{true: "stalled", false: "read"}[stalled], time.Since(died).Round(time.Millisecond), liveDetection)
-	})
+	mode := map[bool]string{true: "stalled", false: "read"}[stalled]
+	step(t, "3 the trunk dies", func() { l.routersFollow(t, mode, "down", true) })
 	step(t, "4 the API answers and reloads apply", func() { l.reloads(t) })
-	step(t, "5 the trunk is back", func() {
-		l.live.relay.setDead(false)
-		l.routersAre(t, "up", liveDetection+time.Second)
-	})
+	step(t, "5 the trunk is back", func() { l.routersFollow(t, mode, "up", false) })
 	step(t, "6 SIGTERM", func() { l.stop(t) })
 	step(t, "7 the drop notice", func() { l.dropNotice(t, stalled) })
 }
@@ -144,13 +148,39 @@ func newStallLab(t *testing.T) *stallLab {
 	}
 	t.Cleanup(func() { flap.Close() })
 	live := startTrunk(t, "live")
-	l := &stallLab{flap: flap, live: live, k: startKamailio(t, live), hook: &hookLevels{last: map[string]string{}},
+	l := &stallLab{flap: flap, live: live, k: startKamailio(t, live), hook: &hookLevels{last: map[string]string{}, at: map[string]time.Time{}},
 		conf: filepath.Join(t.TempDir(), "qualifyd.conf"), base: fmt.Sprintf("http://127.0.0.1:%d", freePort(t, "tcp"))}
 	srv := httptest.NewServer(l.hook)
 	t.Cleanup(srv.Close)
 	l.body = stallConfig(live.contact, flap.Addr().String(), l.k.rpc, srv.URL)
 	writeFile(t, l.conf, l.body)
 	return l
+}
+
+// routersFollow sets the live trunk dead (or alive again) and holds
+// Kamailio and the webhook to having it level within its detection + 1 s,
+// as the routers' own records date it: the first reply of Kamailio's
+// dispatcher.list that reads the new state (sampled every 20 ms) and the
+// arrival of the webhook's last delivery for each of the trunk's
+// objects. The test's own polling, slower on a loaded host, only waits.
+func (l *stallLab) routersFollow(t *testing.T, mode, level string, dead bool) {
+	t.Helper()
+	bound := liveDetection + time.Second
+	s := l.k.watch(l.live.dest)
+	at := time.Now() // no later than the first probe the relay drops (or answers)
+	l.live.relay.setDead(dead)
+	l.routersAre(t, level, peerBound)
+	took := s.first(t, l.live.dest, map[string]string{"up": "A", "down": "I"}[level], at).Sub(at)
+	hook := time.Duration(0)
+	for _, key := range []string{"contact " + l.live.contact, "aor live", "endpoint live"} {
+		hook = max(hook, l.hook.changedAt(key).Sub(at))
+	}
+	t.Logf("stdout %s: trunk %s in Kamailio %v and in the webhook %v after the relay's change (detection %v)",
+		mode, level, took.Round(time.Millisecond), hook.Round(time.Millisecond), liveDetection)
+	if took > bound || hook > bound {
+		t.Fatalf("stdout %s: Kamailio had the trunk %s %v, the webhook %v after the change, want both within detection %v + 1 s",
+			mode, level, took, hook, liveDetection)
+	}
 }
 
 // routersAre waits at most bound until the engine has the live trunk
@@ -218,9 +248,13 @@ func (l *stallLab) stop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v", err)
 		}
-		t.Logf("SIGTERM: exited after %v", time.Since(stopped).Round(time.Millisecond))
+		t.Logf("SIGTERM: exited after %v%s", time.Since(stopped).Round(time.Millisecond), l.last.since(stopped))
 	case <-time.After(shutdownBound):
-		t.Fatalf("SIGTERM: still running after %v", shutdownBound)
+		// The process is reaped here, not by the cleanup's Wait, which
+		// would race this one.
+		_ = l.proc.Process.Kill()
+		<-exited
+		t.Fatalf("SIGTERM: still running after %v%s", shutdownBound, l.last.since(stopped))
 	}
 }
 
@@ -240,12 +274,46 @@ func stallConfig(liveURI, flap, rpc, hook string) string {
 	return b.String()
 }
 
+// lastLine keeps the last line a reader read.
+type lastLine struct {
+	mu   sync.Mutex
+	line string
+}
+
+// read keeps each line of r in turn until r ends.
+func (l *lastLine) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l.mu.Lock()
+		l.line = sc.Text()
+		l.mu.Unlock()
+	}
+}
+
+// since describes the last line (nil: stdout not read) as qualifyd
+// stamped it, relative to t: where a slow stop spent its time.
+func (l *lastLine) since(t time.Time) string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	line := l.line
+	l.mu.Unlock()
+	at, err := parseStamp(line)
+	if err != nil {
+		return fmt.Sprintf("; its last line: %q", line)
+	}
+	return fmt.Sprintf("; its last line, stamped %v after SIGTERM: %q", at.Sub(t).Round(time.Millisecond), line)
+}
+
 // startStalled runs `qualifyd run args` with its stdout a pipe that is
 // never read when stalled (its read end kept open, so writes block once
-// the pipe's 64 KiB are full), and drained otherwise. The test fails if
-// the process is still running at its end. It returns the process and
-// its stderr, which also goes to the test's.
-func startStalled(t *testing.T, stalled bool, args ...string) (*exec.Cmd, *peertest.Output) {
+// the pipe's 64 KiB are full), and read (its last line kept) otherwise.
+// The test fails if the process is still running at its end. It returns
+// the process, its stderr, which also goes to the test's, and its
+// stdout's last line (nil when stalled).
+func startStalled(t *testing.T, stalled bool, args ...string) (*exec.Cmd, *peertest.Output, *lastLine) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -258,8 +326,10 @@ func startStalled(t *testing.T, stalled bool, args ...string) (*exec.Cmd, *peert
 		t.Fatal(err)
 	}
 	w.Close()
+	var last *lastLine
 	if !stalled {
-		go io.Copy(io.Discard, r)
+		last = &lastLine{}
+		go last.read(r)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); r.Close() })
 	base := "http://" + args[slices.Index(args, "--http")+1]
@@ -270,7 +340,7 @@ func startStalled(t *testing.T, stalled bool, args ...string) (*exec.Cmd, *peert
 		}
 		return err == nil
 	})
-	return cmd, errs
+	return cmd, errs, last
 }
 
 // metric returns the value of the series (name with its labels, as

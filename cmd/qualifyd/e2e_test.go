@@ -109,6 +109,30 @@ func (d *daemonProc) expect(want string) string {
 	}
 }
 
+// parseStamp returns the time qualifyd stamped on its text log line
+// (logStamp): its own record of when it logged it, however late the
+// test reads it.
+func parseStamp(line string) (time.Time, error) {
+	if len(line) < len(logStamp) {
+		return time.Time{}, fmt.Errorf("a line without a stamp: %q", line)
+	}
+	at, err := time.ParseInLocation(logStamp, line[:len(logStamp)], time.Local)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("line %q: %w", line, err)
+	}
+	return at, nil
+}
+
+// lineStamp is parseStamp, failing the test on a line without a stamp.
+func lineStamp(t *testing.T, line string) time.Time {
+	t.Helper()
+	at, err := parseStamp(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
 func writeFile(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {

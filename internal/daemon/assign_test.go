@@ -159,6 +159,7 @@ func TestClusterVantagesAssign(t *testing.T) {
 	}
 
 	c.stop()
+	stopped := time.Now()
 	survivors := []*testNode{a, b}
 	waitUntil(t, 2*clusterTTL*time.Second, "the survivors probe c's share", func() bool {
 		for _, nodes := range probers(t, survivors...) {
@@ -168,6 +169,7 @@ func TestClusterVantagesAssign(t *testing.T) {
 		}
 		return true
 	})
+	t.Logf("the survivors probe c's share %v after c stopped (member_ttl %d s, the README's bound twice it)", time.Since(stopped).Round(time.Millisecond), clusterTTL)
 	everyContactSays(t, qualify.Reachable, 0, survivors...)
 	for _, nd := range survivors {
 		for _, ct := range nd.d.eng.Contacts() {

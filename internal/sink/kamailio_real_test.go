@@ -124,14 +124,24 @@ func TestKamailioReal100kDestinations(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	deadline := start.Add(15 * time.Second)
-	for countLevel(mustResync(t, k), hosts, Up) != len(hosts) {
-		if time.Now().After(deadline) {
-			t.Fatal("the heartbeat expired, but not every destination is active within 15 s")
+	for {
+		read := time.Now()
+		if countLevel(mustResync(t, k), hosts, Up) == len(hosts) {
+			t.Logf("%d inactive of %d active again within %v after the heartbeat (expiry %v): the read that found them began %v after it",
+				len(down), len(hosts), time.Since(start).Round(10*time.Millisecond), k.FailOpenAfter, read.Sub(start).Round(10*time.Millisecond))
+			return
+		}
+		if time.Since(start) > failOpenBound {
+			t.Fatalf("the heartbeat expired, but not every destination is active within %v", failOpenBound)
 		}
 	}
-	t.Logf("%d inactive of %d active again %v after the heartbeat (expiry %v)", len(down), len(hosts), time.Since(start).Round(10*time.Millisecond), k.FailOpenAfter)
 }
+
+// failOpenBound bounds the wait for Kamailio's fail-open reload of
+// 100,000 destinations, each read of the list 12 MB of JSON: it only
+// stops a broken run (the figure is logged, Kamailio's speed is not
+// qualifyd's to assert).
+const failOpenBound = 90 * time.Second
 
 // TestKamailioRealWriteQueueCut: without the README's tcp_conn_wq_max and
 // tcp_wq_max lines, Kamailio cuts the 12 MB dispatcher.list reply of
