@@ -575,6 +575,20 @@ func settle(t *testing.T, f *fakeDispatcher, want map[string]byte) {
 	}
 }
 
+// liveTrunks runs a group of n trunks (see trunks) under rule with an AMI
+// sink (the strict fake), every trunk Reachable.
+func liveTrunks(t *testing.T, n int, rule pjsip.Panic) (*Group, *fakeEngine, *fakeManager) {
+	c, src := trunks(n, rule, amiSink())
+	f := newFakeManager("s3cret")
+	g := NewGroup(Config{Source: src, Dial: f.dial})
+	g.Configure(c)
+	runGroup(t, g)
+	for i := range n {
+		setTrunk(g, src, i, qualify.Reachable)
+	}
+	return g, src, f
+}
+
 // TestPanicLetsAThirdGoDown: a genuine outage of a third of 30
 // destinations (a carrier's site), each failing its first probe and then
 // going down, makes no panic; above the lower mark (10%) each Down waits
@@ -584,14 +598,7 @@ func settle(t *testing.T, f *fakeDispatcher, want map[string]byte) {
 // failed are pushed at once.
 func TestPanicLetsAThirdGoDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, src := trunks(30, pjsip.Panic{}, amiSink())
-		f := newFakeManager("s3cret")
-		g := NewGroup(Config{Source: src, Dial: f.dial})
-		g.Configure(c)
-		runGroup(t, g)
-		for i := range 30 {
-			setTrunk(g, src, i, qualify.Reachable)
-		}
+		g, src, f := liveTrunks(t, 30, pjsip.Panic{})
 		for i := range 10 {
 			src.suspect(fmt.Sprintf("trunk%d", i))
 			g.AoRChanged(fmt.Sprintf("trunk%d", i))
@@ -631,14 +638,7 @@ func TestPanicLetsAThirdGoDown(t *testing.T) {
 func TestPanicSingleTrunkNotDelayed(t *testing.T) {
 	for _, hold := range []int{0, 100} {
 		synctest.Test(t, func(t *testing.T) {
-			c, src := trunks(10, pjsip.Panic{HoldThreshold: hold}, amiSink())
-			f := newFakeManager("s3cret")
-			g := NewGroup(Config{Source: src, Dial: f.dial})
-			g.Configure(c)
-			runGroup(t, g)
-			for i := range 10 {
-				setTrunk(g, src, i, qualify.Reachable)
-			}
+			g, src, f := liveTrunks(t, 10, pjsip.Panic{HoldThreshold: hold})
 			n := 1
 			if hold == 100 {
 				n = 5

@@ -109,7 +109,8 @@ type Stats struct {
 	// wanted one (Unknown excluded).
 	Pending int
 	// Held counts the objects wanted Down and pushed Up instead: gone
-	// down during a panic, and not yet down on a probe made after it.
+	// down during a panic, and not yet down on a probe made after it, or
+	// waiting for a panic at the lower mark.
 	Held int
 	// OK, Error and Dropped count pushes by result.
 	OK, Error, Dropped uint64
