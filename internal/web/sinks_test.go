@@ -1,6 +1,7 @@
 package web
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -14,12 +15,16 @@ type fakeSinks []sink.Status
 
 func (f fakeSinks) Status() []sink.Status { return f }
 
-// Panic is the fake's panic state: active when a sink is named "panic".
+// Panic is the fake's panic state: active when a sink is named "panic",
+// waiting when one is named "waiting".
 func (f fakeSinks) Panic() sink.Panic {
 	p := sink.Panic{Destinations: 10, Threshold: 50, MinDestinations: 10, HoldThreshold: 10, Hold: 33 * time.Second}
 	for _, s := range f {
-		if s.Name == "panic" {
+		switch s.Name {
+		case "panic":
 			p.Active, p.Failing, p.Down, p.Since = true, 7, 4, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		case "waiting":
+			p.Waiting, p.Failing, p.Down = true, 3, 2
 		}
 	}
 	return p
@@ -132,6 +137,11 @@ func TestSinkTiles(t *testing.T) {
 		}
 		if strings.Contains(body, "panic") {
 			t.Error("a page without a panic shows one")
+		}
+		waiting := append(slices.Clone(st), sink.Status{Name: "waiting", Driver: "kamailio"})
+		body = newEnv(t, Config{Sinks: waiting}, engine.Config{}).do("GET", "/").Body.String()
+		if want := `<a class="tile" href="/api/v1/sinks" title="more than 10% of the destinations are failing, short of a panic: a new down waits up to 33s in case one is coming (panic_hold_threshold)"><b>⏳ waiting</b> 3 of 10 destinations failing: downs wait</a>`; !strings.Contains(body, want) {
+			t.Errorf("page with downs waiting lacks %s", want)
 		}
 		st = append(st, sink.Status{Name: "panic", Driver: "kamailio"})
 		body = newEnv(t, Config{Sinks: st}, engine.Config{}).do("GET", "/").Body.String()
