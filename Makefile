@@ -125,7 +125,8 @@ lossy: build
 # real Kamailio dispatcher and a webhook receiver as sinks, in network
 # namespaces of its own (qdpanic-PID-p and -r), as root (about 4 minutes);
 # prints the table of docs/performance.md and fails if an object up before
-# a blip was ever pushed down, or a dead one up.
+# a blip was ever pushed down, or a dead one up. BLIP_FLAGS='--failures 1'
+# runs it with N=1 (see qualifyd-lab blip -h for the policy's flags).
 blip: build
 	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
 	bin/qualifyd-lab blip --qualifyd bin/qualifyd $(BLIP_FLAGS)

@@ -156,13 +156,17 @@ func printSinks(w io.Writer, ss []api.Sink, now time.Time) {
 	fmt.Fprintf(w, "\nObjects found: %d\n\n", len(ss))
 }
 
-// printPanic says so while qualifyd panics.
+// printPanic says so while qualifyd panics, or while downs wait for a
+// panic (the lower mark).
 func printPanic(w io.Writer, p *api.Panic, now time.Time) {
-	if p == nil || !p.Active {
-		return
+	switch {
+	case p != nil && p.Active:
+		fmt.Fprintf(w, "PANIC for %s: %d of %d destinations are failing, %d down (more than %d%%): the sinks push only ups\n\n",
+			ago(p.Since, now), p.Failing, p.Destinations, p.Down, p.Threshold)
+	case p != nil && p.Waiting:
+		fmt.Fprintf(w, "WAITING: %d of %d destinations are failing, %d down (more than %d%%): a new down is held up to %gs in case a panic is coming\n\n",
+			p.Failing, p.Destinations, p.Down, p.HoldThreshold, p.HoldSeconds)
 	}
-	fmt.Fprintf(w, "PANIC for %s: %d of %d destinations are failing, %d down (more than %d%%): the sinks push only ups\n\n",
-		ago(p.Since, now), p.Failing, p.Destinations, p.Down, p.Threshold)
 }
 
 // sinkTable is printSinks' table without its count.

@@ -241,8 +241,8 @@ func readmeExample(t *testing.T, command, name string) {
 	}
 }
 
-// TestShowSinksPanic: `show sinks` says when qualifyd panics, and nothing
-// otherwise.
+// TestShowSinksPanic: `show sinks` says when qualifyd panics, or when
+// downs wait for a panic, and nothing otherwise.
 func TestShowSinksPanic(t *testing.T) {
 	now := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	var b strings.Builder
@@ -253,6 +253,11 @@ func TestShowSinksPanic(t *testing.T) {
 	}
 	printPanic(&b, &api.Panic{Active: true, Since: api.At(now.Add(-12 * time.Second)), Destinations: 10, Failing: 7, Down: 4, Threshold: 50}, now)
 	if want := "PANIC for 12s: 7 of 10 destinations are failing, 4 down (more than 50%): the sinks push only ups\n\n"; b.String() != want {
+		t.Fatalf("printed %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	printPanic(&b, &api.Panic{Waiting: true, Destinations: 30, Failing: 10, Down: 7, HoldThreshold: 10, HoldSeconds: 33}, now)
+	if want := "WAITING: 10 of 30 destinations are failing, 7 down (more than 10%): a new down is held up to 33s in case a panic is coming\n\n"; b.String() != want {
 		t.Fatalf("printed %q, want %q", b.String(), want)
 	}
 }

@@ -226,15 +226,20 @@ type SinkList struct {
 // Panic is the daemon's panic state: while Active, the sinks push only
 // ups, as more than Threshold percent of the Destinations are Failing
 // (a failed probe of a run, or down), and there are at least
-// MinDestinations of them.
+// MinDestinations of them. While Waiting, short of a panic, more than
+// HoldThreshold percent are: a Down that follows an Up is held for at
+// most HoldSeconds, in case a panic is coming.
 type Panic struct {
-	Active          bool `json:"active"`
-	Since           Time `json:"since"` // when it began or last ended; null before the first
-	Destinations    int  `json:"destinations"`
-	Failing         int  `json:"failing"`
-	Down            int  `json:"down"`
-	Threshold       int  `json:"threshold"`
-	MinDestinations int  `json:"min_destinations"`
+	Active          bool    `json:"active"`
+	Since           Time    `json:"since"` // when it began or last ended; null before the first
+	Waiting         bool    `json:"waiting"`
+	Destinations    int     `json:"destinations"`
+	Failing         int     `json:"failing"`
+	Down            int     `json:"down"`
+	Threshold       int     `json:"threshold"`
+	MinDestinations int     `json:"min_destinations"`
+	HoldThreshold   int     `json:"hold_threshold"`
+	HoldSeconds     float64 `json:"hold_seconds"`
 }
 
 // Sink is one sink's state.

@@ -41,6 +41,7 @@ func TestDigestCoversWhatIsPushed(t *testing.T) {
 		"a sink's failopen":    func(c *pjsip.Config) { c.Sinks[0].FailOpenAfter = time.Minute },
 		"another sink":         func(c *pjsip.Config) { c.Sinks = append(c.Sinks, &pjsip.Sink{Name: "hook", Driver: "webhook"}) },
 		"panic_threshold":      func(c *pjsip.Config) { c.Panic.Threshold = 60 },
+		"panic_hold_threshold": func(c *pjsip.Config) { c.Panic.HoldThreshold = 20 },
 		"no qualify policy":    func(c *pjsip.Config) { c.AoRs[0].Policy = nil },
 		"the same AoR renamed": func(c *pjsip.Config) { c.AoRs[0].Name = "u" },
 	}

@@ -46,7 +46,7 @@ func watchEngine(m *metrics.Metrics, reg prometheus.Registerer, eng *engine.Engi
 func watchSinks(m *metrics.Metrics, reg prometheus.Registerer, g *sink.Group) error {
 	err := m.WatchPanic(reg, func() metrics.PanicStats {
 		p := g.Panic()
-		return metrics.PanicStats{Active: p.Active, Destinations: p.Destinations, Failing: p.Failing, Down: p.Down}
+		return metrics.PanicStats{Active: p.Active, Waiting: p.Waiting, Destinations: p.Destinations, Failing: p.Failing, Down: p.Down}
 	})
 	if err != nil {
 		return err

@@ -92,20 +92,8 @@ func (h *hookState) await(t *testing.T, n int, want string) {
 // the panic ends and the receiver never saw them down.
 func TestPanicThroughTheDaemon(t *testing.T) {
 	const n = 10
-	var down [n]atomic.Bool
-	var aors []pjsip.AoR
 	policy := &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 2, RetryInterval: 3 * time.Second, Successes: 1}
-	for i := range n {
-		r, err := responder.Listen("127.0.0.1:0", func(netip.AddrPort) responder.Action {
-			return responder.Action{Drop: down[i].Load()}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		name := fmt.Sprintf("trunk%d", i)
-		aors = append(aors, pjsip.AoR{AoR: probe.AoR{Name: name, Contacts: []string{"sip:" + name + "@" + r.Addr().String()}, Policy: policy}})
-	}
+	down, aors := trunkPeers(t, n, policy)
 	hook, srv := newHook()
 	defer srv.Close()
 	conf := &pjsip.Config{AoRs: aors, Panic: pjsip.Panic{Threshold: 50, MinDestinations: 10},
@@ -142,6 +130,63 @@ func TestPanicThroughTheDaemon(t *testing.T) {
 	if got := hook.levels(n); got != "DUUUUUUUUU" {
 		t.Fatalf("the receiver holds %s after the panic, want trunk0 alone down", got)
 	}
+}
+
+// trunkPeers starts n SIP peers on loopback, each silent while its down
+// flag is set, and returns the flags and the AoRs trunk0.. to them.
+func trunkPeers(t *testing.T, n int, policy *qualify.Policy) ([]atomic.Bool, []pjsip.AoR) {
+	down := make([]atomic.Bool, n)
+	var aors []pjsip.AoR
+	for i := range n {
+		r, err := responder.Listen("127.0.0.1:0", func(netip.AddrPort) responder.Action {
+			return responder.Action{Drop: down[i].Load()}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		name := fmt.Sprintf("trunk%d", i)
+		aors = append(aors, pjsip.AoR{AoR: probe.AoR{Name: name, Contacts: []string{"sip:" + name + "@" + r.Addr().String()}, Policy: policy}})
+	}
+	return down, aors
+}
+
+// TestPanicWaitThroughTheDaemon runs a daemon over 10 trunks on loopback
+// with a webhook sink (N=1, F=1 s, T=300 ms: H = 1.3 s): three trunks
+// really going down make 30% failing, above the lower mark and short of
+// a panic. The API and the metrics say the downs wait, and the receiver
+// gets all three down once their wait is over (how long after the API
+// showed them Unreachable is logged).
+func TestPanicWaitThroughTheDaemon(t *testing.T) {
+	const n = 10
+	policy := &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 1, Successes: 1}
+	down, aors := trunkPeers(t, n, policy)
+	hook, srv := newHook()
+	defer srv.Close()
+	conf := &pjsip.Config{AoRs: aors, Panic: pjsip.Panic{Threshold: 50, MinDestinations: 10, HoldThreshold: 10},
+		Sinks: []*pjsip.Sink{{Name: "hook", Driver: "webhook", URL: srv.URL, Timeout: 5 * time.Second}}}
+	d := runDaemon(t, Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+	hook.await(t, n, "UUUUUUUUUU")
+	for i := range 3 {
+		down[i].Store(true)
+	}
+	waitUnreachable(t, d, 3)
+	if body := fetch(t, d.URL()+"/api/v1/sinks"); !strings.Contains(body, `"waiting":true,"destinations":10,"failing":3,"down":3,`) ||
+		!strings.Contains(body, `"hold_threshold":10,"hold_seconds":1.3}`) {
+		t.Fatalf("sinks %s: want the downs waiting", body)
+	}
+	if m := fetch(t, d.URL()+"/metrics"); !strings.Contains(m, "\nqualifyd_panic_waiting 1\n") || !strings.Contains(m, "\nqualifyd_panic 0\n") {
+		t.Fatal("qualifyd_panic_waiting is not 1, or qualifyd_panic not 0")
+	}
+	start := time.Now()
+	for hook.levels(n) != "DDDUUUUUUU" {
+		select {
+		case <-hook.changed:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the receiver holds %s, want the three down after their wait", hook.levels(n))
+		}
+	}
+	t.Logf("the receiver had the three down %v after the API showed them Unreachable (H = 1.3 s, plus the one-second recheck)", time.Since(start).Round(time.Millisecond))
 }
 
 // waitUnreachable waits until the API shows n contacts Unreachable, or

@@ -37,6 +37,10 @@ var (
 type PanicStats struct {
 	// Active is true while qualifyd panics: the sinks push only ups.
 	Active bool
+	// Waiting is true while, short of a panic, more than
+	// panic_hold_threshold percent of the destinations are failing: a
+	// Down that follows an Up waits for a panic a bounded time.
+	Waiting bool
 	// Destinations counts the distinct destinations qualified; Failing
 	// those all of whose contacts failed their latest probe (down
 	// included); Down those all of whose contacts are down.
@@ -46,6 +50,8 @@ type PanicStats struct {
 var (
 	descPanic = prometheus.NewDesc("qualifyd_panic",
 		"1 while qualifyd panics: more than panic_threshold percent of its destinations are failing, and the sinks push only ups.", nil, nil)
+	descPanicWaiting = prometheus.NewDesc("qualifyd_panic_waiting",
+		"1 while, short of a panic, more than panic_hold_threshold percent of its destinations are failing: a down that follows an up is held up for a bounded time, in case a panic is coming.", nil, nil)
 	descDestinations = prometheus.NewDesc("qualifyd_destinations",
 		"Distinct destinations (host:port of the qualified contacts) by state: all (every one), failing (all of its contacts failed their latest probe, down included) or down (all of its contacts down).", []string{"state"}, nil)
 )
@@ -57,10 +63,11 @@ func (m *Metrics) WatchPanic(reg prometheus.Registerer, state func() PanicStats)
 		return errors.New("metrics: no registerer or no panic state")
 	}
 	return reg.Register(funcCollector{
-		descs: []*prometheus.Desc{descPanic, descDestinations},
+		descs: []*prometheus.Desc{descPanic, descPanicWaiting, descDestinations},
 		collect: func(ch chan<- prometheus.Metric) {
 			p := state()
 			ch <- prometheus.MustNewConstMetric(descPanic, prometheus.GaugeValue, gauge(p.Active))
+			ch <- prometheus.MustNewConstMetric(descPanicWaiting, prometheus.GaugeValue, gauge(p.Waiting))
 			ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Destinations), "all")
 			ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Failing), "failing")
 			ch <- prometheus.MustNewConstMetric(descDestinations, prometheus.GaugeValue, float64(p.Down), "down")

@@ -60,8 +60,11 @@ qualifyd_destinations{state="down"} 4
 # HELP qualifyd_panic 1 while qualifyd panics: more than panic_threshold percent of its destinations are failing, and the sinks push only ups.
 # TYPE qualifyd_panic gauge
 qualifyd_panic 1
+# HELP qualifyd_panic_waiting 1 while, short of a panic, more than panic_hold_threshold percent of its destinations are failing: a down that follows an up is held up for a bounded time, in case a panic is coming.
+# TYPE qualifyd_panic_waiting gauge
+qualifyd_panic_waiting 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qualifyd_panic", "qualifyd_destinations"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qualifyd_panic", "qualifyd_panic_waiting", "qualifyd_destinations"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -57,10 +57,12 @@ type Config struct {
 	Warnings []*Error
 }
 
-// Panic is the global panic_threshold and panic_min_destinations: the
-// sinks push only ups while more than Threshold percent of the distinct
-// destinations qualifyd qualifies are failing, when there are at least
-// MinDestinations of them. Threshold 100 never panics.
+// Panic is the global panic_threshold, panic_min_destinations and
+// panic_hold_threshold: the sinks push only ups while more than
+// Threshold percent of the distinct destinations qualifyd qualifies are
+// failing, when there are at least MinDestinations of them; while more
+// than HoldThreshold percent are, short of a panic, a Down that follows
+// an Up waits for it a bounded time. Threshold 100 never panics.
 type Panic struct {
 	// Threshold is the percentage of destinations failing above which
 	// qualifyd panics, 1..100 (default 50).
@@ -68,12 +70,17 @@ type Panic struct {
 	// MinDestinations is the fewest destinations qualifyd must qualify
 	// to panic, at least 1 (default 10).
 	MinDestinations int
+	// HoldThreshold is the percentage of destinations failing above
+	// which a Down waits for a panic, 1..100 (default 10); at or above
+	// Threshold none waits.
+	HoldThreshold int
 }
 
 // Panic defaults.
 const (
 	DefaultPanicThreshold       = 50
 	DefaultPanicMinDestinations = 10
+	DefaultPanicHoldThreshold   = 10
 )
 
 // parser reads the files of one configuration into sections.

@@ -42,8 +42,8 @@
 // is an error. type=endpoint (aors, outbound_auth, outbound_proxy,
 // transport, from_user, from_domain), type=auth (username, password,
 // realm), type=transport (protocol) and type=global
-// (max_initial_qualify_time, and qualifyd's panic_threshold and
-// panic_min_destinations) are read for what qualifyd needs; their
+// (max_initial_qualify_time, and qualifyd's panic_threshold,
+// panic_min_destinations and panic_hold_threshold) are read for what qualifyd needs; their
 // other options are ignored. type=wizard creates an AoR and an endpoint
 // named after the section, as res_pjsip_config_wizard: contacts from
 // remote_hosts through contact_pattern unless aor/contact is given,

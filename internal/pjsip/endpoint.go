@@ -93,8 +93,8 @@ func readTransport(name string, vars []variable) (string, error) {
 // max_initial_qualify_time and qualifyd's panic options, each with
 // whether it was set (the last value wins; each is checked).
 type global struct {
-	maxInitial, panicThreshold, panicMin          int
-	maxInitialSet, panicThresholdSet, panicMinSet bool
+	maxInitial, panicThreshold, panicMin, panicHold             int
+	maxInitialSet, panicThresholdSet, panicMinSet, panicHoldSet bool
 }
 
 // globalOptions are the options of a type=global section qualifyd reads:
@@ -106,6 +106,7 @@ var globalOptions = map[string]struct {
 	"max_initial_qualify_time": {0, 86400, func(g *global) (*int, *bool) { return &g.maxInitial, &g.maxInitialSet }},
 	"panic_threshold":          {1, 100, func(g *global) (*int, *bool) { return &g.panicThreshold, &g.panicThresholdSet }},
 	"panic_min_destinations":   {1, math.MaxInt32, func(g *global) (*int, *bool) { return &g.panicMin, &g.panicMinSet }},
+	"panic_hold_threshold":     {1, 100, func(g *global) (*int, *bool) { return &g.panicHold, &g.panicHoldSet }},
 }
 
 // readGlobal reads a global section's options into g.
@@ -127,7 +128,10 @@ func readGlobal(g *global, name string, vars []variable) error {
 
 // panic is the panic rule, defaults applied.
 func (g *global) panic() Panic {
-	p := Panic{Threshold: DefaultPanicThreshold, MinDestinations: DefaultPanicMinDestinations}
+	p := Panic{Threshold: DefaultPanicThreshold, MinDestinations: DefaultPanicMinDestinations, HoldThreshold: DefaultPanicHoldThreshold}
+	if g.panicHoldSet {
+		p.HoldThreshold = g.panicHold
+	}
 	if g.panicThresholdSet {
 		p.Threshold = g.panicThreshold
 	}

@@ -167,6 +167,8 @@ func TestErrors(t *testing.T) {
 			`pjsip.conf:3: section "global": option "panic_threshold": invalid value: "0" is out of range: must be between 1 and 100`},
 		{"panic threshold over 100", "[global]\ntype=global\npanic_threshold=101", ErrValue,
 			`pjsip.conf:3: section "global": option "panic_threshold": invalid value: "101" is out of range: must be between 1 and 100`},
+		{"panic hold threshold zero", "[global]\ntype=global\npanic_hold_threshold=0", ErrValue,
+			`pjsip.conf:3: section "global": option "panic_hold_threshold": invalid value: "0" is out of range: must be between 1 and 100`},
 		{"panic min destinations zero", "[global]\ntype=global\npanic_min_destinations=0", ErrValue,
 			`pjsip.conf:3: section "global": option "panic_min_destinations": invalid value: "0" is out of range: must be at least 1`},
 		{"wizard unknown aor option", "[w]\ntype=wizard\nremote_hosts=192.0.2.9\naor/qualify_fail=3", ErrUnknownOption,

@@ -138,10 +138,10 @@ func TestPanicOptions(t *testing.T) {
 		name, src string
 		want      Panic
 	}{
-		{"defaults", "[global]\ntype=global\n", Panic{Threshold: 50, MinDestinations: 10}},
-		{"no global", "", Panic{Threshold: 50, MinDestinations: 10}},
-		{"set", "[global]\ntype=global\npanic_threshold=100\npanic_min_destinations=3\n", Panic{Threshold: 100, MinDestinations: 3}},
-		{"last wins", "[global]\ntype=global\npanic_threshold=70\n[global](+)\npanic_threshold=60\n", Panic{Threshold: 60, MinDestinations: 10}},
+		{"defaults", "[global]\ntype=global\n", Panic{Threshold: 50, MinDestinations: 10, HoldThreshold: 10}},
+		{"no global", "", Panic{Threshold: 50, MinDestinations: 10, HoldThreshold: 10}},
+		{"set", "[global]\ntype=global\npanic_threshold=100\npanic_min_destinations=3\npanic_hold_threshold=1\n", Panic{Threshold: 100, MinDestinations: 3, HoldThreshold: 1}},
+		{"last wins", "[global]\ntype=global\npanic_threshold=70\n[global](+)\npanic_threshold=60\n", Panic{Threshold: 60, MinDestinations: 10, HoldThreshold: 10}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := parseFiles(c.src, nil)

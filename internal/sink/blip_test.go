@@ -53,17 +53,27 @@ type blipRun struct {
 // 2F after the start and halfway between two trunks' probes, and the run
 // ends 4F after the blip.
 func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
+	return runBlipOf(t, p, blip, pjsip.Panic{}, true)
+}
+
+// runBlipOf is runBlip under the panic rule rule, with the last trunk
+// really dead or not.
+func runBlipOf(t *testing.T, p qualify.Policy, blip time.Duration, rule pjsip.Panic, withDead bool) blipRun {
 	const n = 10
 	run := blipRun{panicAt: -1, calmAt: -1}
 	synctest.Test(t, func(t *testing.T) {
-		prober := &blipProber{dead: fmt.Sprintf("sip:carrier@192.0.2.%d", 10+n-1)}
+		prober := &blipProber{}
+		before := strings.Repeat(".", n)
+		if withDead {
+			prober.dead, before = fmt.Sprintf("sip:carrier@192.0.2.%d", 10+n-1), before[1:]+"U"
+		}
 		phase := 0
 		eng, err := engine.New(engine.Config{Prober: prober, MaxInitialQualifyTime: p.Frequency,
 			Rand: func() float64 { phase++; return float64(phase-1) / n }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		conf := &pjsip.Config{Sinks: []*pjsip.Sink{amiSink()}}
+		conf := &pjsip.Config{Panic: rule, Sinks: []*pjsip.Sink{amiSink()}}
 		for i := range n {
 			conf.AoRs = append(conf.AoRs, pjsip.AoR{AoR: probe.AoR{Name: fmt.Sprintf("trunk%d", i),
 				Contacts: []string{fmt.Sprintf("sip:carrier@192.0.2.%d", 10+i)}, Policy: &p}})
@@ -86,9 +96,9 @@ func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 				strings.TrimPrefix(strings.TrimSuffix(v, ")"), "DEVICE_STATE(Custom:"), val))
 			run.settled = time.Since(start) - blip
 			switch {
-			case val == "UNAVAILABLE" && v != dead:
+			case val == "UNAVAILABLE" && (v != dead || !withDead):
 				run.falseDowns++
-			case val != "UNAVAILABLE" && v == dead:
+			case val != "UNAVAILABLE" && v == dead && withDead:
 				run.deadUps++
 			}
 		}
@@ -124,8 +134,8 @@ func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 		prober.set(false)
 		time.Sleep(4 * p.Frequency)
 		synctest.Wait()
-		if got := devices(f, n); got != ".........U" {
-			t.Errorf("devices %s after the blip, want as before: every trunk up but the dead one", got)
+		if got := devices(f, n); got != before {
+			t.Errorf("devices %s after the blip, want as before: %s", got, before)
 		}
 		cancel()
 		sub.Close()
@@ -159,28 +169,57 @@ func TestPanicInA10TrunkBlip(t *testing.T) {
 	}
 }
 
-// TestPanicBlipNeedsDetectionToOutlastTheClimb holds the README's limit
-// of counting from the first failed probe: with its example policy
-// (F=30 s, T=3 s, N=3, R=2 s), (N-1)(R+T) = 10 s is less than the 15 s
-// the failing share takes to pass half of F, so the trunk probed first in
-// a blip is pushed down 13 s after that probe: a 15 s blip makes no
-// panic and the two trunks probed first go down until their next probe
-// (the second's last retry was sent in the blip); a 60 s blip panics
-// 15 s after the first probe, and that trunk, down when the panic began,
-// stays down until the blip is over. Nothing else is pushed down, and
-// the dead trunk never up.
-func TestPanicBlipNeedsDetectionToOutlastTheClimb(t *testing.T) {
-	p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Successes: 1}
+// TestPanicBlipWaitsBelowThePanic holds the lower mark's guarantee for
+// policies whose detection is fast against F, where the first down of a
+// blip comes before the failing share reaches the panic: the README's
+// example policy (F=30 s, T=3 s, N=3, R=2 s: (N-1)(R+T) = 10 s against the
+// 15 s the share takes to pass half of F) and N=1 (the first failed probe
+// is Unreachable), for blips of 15 s and 60 s. No trunk up before the blip
+// is ever pushed down, the dead one never up, and every device is as
+// before after it: a 15 s blip makes no panic, its downs wait (above 10%
+// failing) until their next probe answers within the bound; a 60 s blip
+// panics while they wait.
+func TestPanicBlipWaitsBelowThePanic(t *testing.T) {
 	for _, c := range []struct {
-		blip       time.Duration
-		panicAt    time.Duration
+		name string
+		p    qualify.Policy
+	}{
+		{"README policy", qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Successes: 1}},
+		{"N=1", qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 1, Successes: 1}},
+		{"N=1 R=1s", qualify.Policy{Frequency: 10 * time.Second, Timeout: 2 * time.Second, Failures: 1, RetryInterval: time.Second, Successes: 1}},
+	} {
+		for _, blip := range []time.Duration{15 * time.Second, 60 * time.Second} {
+			r := runBlip(t, c.p, blip)
+			t.Logf("%s, blip %v: panic from %v to %v; at most %d of 10 failing; pushes %q", c.name, blip, r.panicAt, r.calmAt, r.maxFailing, r.pushes)
+			if r.falseDowns != 0 || r.deadUps != 0 {
+				t.Errorf("%s, blip %v: %d downs of trunks up before it, %d ups of the dead one; pushes %q", c.name, blip, r.falseDowns, r.deadUps, r.pushes)
+			}
+			if blip == time.Minute && (r.panicAt < 0 || r.calmAt < 0) {
+				t.Errorf("%s, blip %v: no panic (%v to %v)", c.name, blip, r.panicAt, r.calmAt)
+			}
+		}
+	}
+}
+
+// TestPanicBlipWaitsFromTheMark holds the limit of the lower mark with
+// N=1 and nothing failing before a blip: the first failed probe is
+// Unreachable while 1 of 10 destinations fail, not more than the default
+// 10%, so that trunk is pushed down (in a 60 s blip it stays down, down
+// when the panic began, until the blip is over); with
+// panic_hold_threshold=1 every down waits and none is pushed.
+func TestPanicBlipWaitsFromTheMark(t *testing.T) {
+	p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 1, Successes: 1}
+	for _, c := range []struct {
+		hold       int
 		falseDowns int
-	}{{15 * time.Second, -1, 2}, {60 * time.Second, 16500 * time.Millisecond, 1}} {
-		r := runBlip(t, p, c.blip)
-		t.Logf("blip %v: panic from %v to %v; pushes %q", c.blip, r.panicAt, r.calmAt, r.pushes)
-		if r.falseDowns != c.falseDowns || r.deadUps != 0 || r.panicAt != c.panicAt || !strings.HasPrefix(r.pushes[0], "+14.5s trunk1 UNAVAILABLE") {
-			t.Errorf("blip %v: %d false downs, %d dead ups, panic at %v, pushes %q; want %d from trunk1 down at +14.5 s, no dead up, panic at %v",
-				c.blip, r.falseDowns, r.deadUps, r.panicAt, r.pushes, c.falseDowns, c.panicAt)
+		first      string
+	}{{0, 1, "+4.5s trunk1 UNAVAILABLE"}, {1, 0, ""}} {
+		for _, blip := range []time.Duration{15 * time.Second, time.Minute} {
+			r := runBlipOf(t, p, blip, pjsip.Panic{HoldThreshold: c.hold}, false)
+			t.Logf("panic_hold_threshold %d, blip %v: panic from %v to %v; pushes %q", c.hold, blip, r.panicAt, r.calmAt, r.pushes)
+			if r.falseDowns != c.falseDowns || c.first != "" && r.pushes[0] != c.first {
+				t.Errorf("panic_hold_threshold %d, blip %v: %d false downs, pushes %q; want %d, first %q", c.hold, blip, r.falseDowns, r.pushes, c.falseDowns, c.first)
+			}
 		}
 	}
 }

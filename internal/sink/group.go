@@ -11,9 +11,10 @@ import (
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 )
 
-// awaitEvery is how often the objects held when a panic ended are set
-// again, so that one is pushed down at most this long after a probe made
-// after the end confirms it.
+// awaitEvery is how often the objects held outside a panic (when it
+// ended, or by the lower mark) are set again, so that one is pushed down
+// at most this long after a probe made after the end confirms it, or
+// after its wait.
 const awaitEvery = time.Second
 
 // Config configures a Group. Source is required.
@@ -56,9 +57,9 @@ type Group struct {
 	rule    panicRule
 	panic   Panic
 	// awaiting holds the AoRs of the objects held when the last panic
-	// ended, until no object of theirs is held: each is looked at again
-	// every awaitEvery, as a probe of a contact still down publishes
-	// nothing.
+	// ended, or held since by the lower mark, until no object of theirs
+	// is held: each is looked at again every awaitEvery, as a probe of a
+	// contact still down publishes nothing.
 	awaiting map[string]struct{}
 	notes    []func() // log lines to write outside mu
 }
@@ -92,6 +93,7 @@ func NewGroup(cfg Config) *Group { return &Group{cfg: cfg} }
 func (g *Group) Configure(conf *pjsip.Config) {
 	g.mu.Lock()
 	g.conf, g.rule = conf, newPanicRule(conf.Panic)
+	g.rule.wait = holdBound(conf)
 	g.census.reset(conf)
 	g.countAll(conf)
 	old := map[string]*sink{}
@@ -111,6 +113,7 @@ func (g *Group) Configure(conf *pjsip.Config) {
 	g.stops = nil
 	g.evaluate()
 	for _, s := range g.sinks {
+		s.rec.Wait(g.panic.Waiting, g.rule.wait)
 		g.recompute(s)
 	}
 	g.unlock()
@@ -138,11 +141,12 @@ func (g *Group) observe(name string) {
 }
 
 // evaluate applies the panic rule to the census; on a change it holds
-// (or lets go) every sink and queues the log line. Called with mu held.
+// (or lets go) every sink and queues the log line. Short of a panic, it
+// applies the lower mark (see Reconciler.Wait). Called with mu held.
 func (g *Group) evaluate() {
 	p := g.panic
 	p.Destinations, p.Failing, p.Down = g.census.size(), g.census.failing, g.census.out
-	p.Threshold, p.MinDestinations = g.rule.threshold, g.rule.min
+	p.Threshold, p.MinDestinations, p.HoldThreshold, p.Hold = g.rule.threshold, g.rule.min, g.rule.hold, g.rule.wait
 	if now := g.rule.panics(p.Failing, p.Destinations); now != p.Active {
 		p.Active, p.Since = now, time.Now()
 		for _, s := range g.sinks {
@@ -153,6 +157,12 @@ func (g *Group) evaluate() {
 		g.awaiting = nil
 		if !now {
 			g.await()
+		}
+	}
+	if w := !p.Active && g.rule.waits(p.Failing, p.Destinations); w != p.Waiting {
+		p.Waiting = w
+		for _, s := range g.sinks {
+			s.rec.Wait(w, g.rule.wait)
 		}
 	}
 	g.panic = p
@@ -172,12 +182,19 @@ func (g *Group) await() {
 }
 
 // setLevel sets k's level in s from the source; a Down is fresh when it
-// rests only on probes sent after the last panic ended. Called with mu
-// held.
+// rests only on probes sent after the last panic ended. An object held
+// outside a panic is awaited. Called with mu held.
 func (g *Group) setLevel(s *sink, k Key) {
 	l, reason, since := s.plan.level(k, g.cfg.Source)
 	fresh := g.panic.Active || !since.Before(g.panic.Since)
-	s.rec.set(k, l, reason, fresh)
+	if s.rec.set(k, l, reason, fresh) && !g.panic.Active {
+		if g.awaiting == nil {
+			g.awaiting = map[string]struct{}{}
+		}
+		for _, a := range s.plan.deps[k] {
+			g.awaiting[a] = struct{}{}
+		}
+	}
 }
 
 // recheck sets again the objects of every awaited AoR, and forgets those
@@ -237,6 +254,7 @@ func (g *Group) carry(prev *sink, def *pjsip.Sink, conf *pjsip.Config) *sink {
 	}
 	s := &sink{def: def, rec: g.reconciler(def), plan: newPlan(def, conf)}
 	s.rec.Hold(g.panic.Active)
+	s.rec.Wait(g.panic.Waiting, g.rule.wait)
 	switch {
 	case prev != nil && sameRouter(prev.def, def):
 		s.rec.adopt(prev.rec)

@@ -27,27 +27,47 @@ func (r *Reconciler) wanted(o object) Level {
 // holds reports whether the Down of o (ok: o exists), wanted at level
 // l now, is held, pushed Up in its place (qualify-semantics §6.1):
 // during a panic every object that goes down (an object down when the
-// panic began stays down, one held stays held); after it, a held object
-// until fresh, its Down resting on probes made after the panic ended.
+// panic began stays down, one held stays held); short of a panic, while
+// the failing share is above the lower mark (waiting), an object that
+// goes down from Up, until waitFor after it was held, in case the share
+// is still climbing to a panic; after a panic, an object held before it
+// ended until fresh, its Down resting on probes made after the end.
 // Called with mu held.
 func (r *Reconciler) holds(o object, ok bool, l Level, fresh bool) bool {
 	if l != Down {
 		return false
 	}
-	wasHeld := ok && o.want == Down && o.flags&held != 0
-	if r.hold {
+	switch wasHeld := ok && o.want == Down && o.flags&held != 0; {
+	case r.hold:
 		return wasHeld || !ok || o.want != Down
+	case wasHeld && (r.calm.IsZero() || o.at > r.calm.UnixNano()):
+		return time.Now().UnixNano() < o.at+int64(r.waitFor)
+	case wasHeld:
+		return !fresh
 	}
-	return wasHeld && !fresh
+	return r.waiting && ok && o.want == Up
 }
 
 // Hold, while on, holds every object that goes down (see holds): the
 // panic's rule, only ups while it lasts. Turning it on or off pushes
 // nothing by itself: what was down stays down, what is held stays held
-// until set again.
+// until set again; turning it off records the panic's end (calm).
 func (r *Reconciler) Hold(on bool) {
 	r.mu.Lock()
+	if r.hold && !on {
+		r.calm = time.Now()
+	}
 	r.hold = on
+	r.mu.Unlock()
+}
+
+// Wait, while on, holds an object that goes down from Up for at most
+// bound (see holds): the lower mark's rule, a Down waiting for a panic
+// that may be coming. Turning it off lets go of nothing by itself: a
+// held object is pushed down once set again after its bound.
+func (r *Reconciler) Wait(on bool, bound time.Duration) {
+	r.mu.Lock()
+	r.waiting, r.waitFor = on, bound
 	r.mu.Unlock()
 }
 

@@ -30,24 +30,63 @@ type Panic struct {
 	// failed their latest probe (suspect, from the first failed probe of
 	// a run, or down); Down those all of whose contacts are down.
 	Destinations, Failing, Down int
-	// Threshold and MinDestinations are the rule in force.
-	Threshold, MinDestinations int
+	// Waiting is true while, short of a panic, more than HoldThreshold
+	// percent of the destinations are failing: a Down that follows an Up
+	// is held for at most Hold, in case the share is still climbing to
+	// a panic.
+	Waiting bool
+	// Threshold, MinDestinations, HoldThreshold and Hold are the rule in
+	// force.
+	Threshold, MinDestinations, HoldThreshold int
+	Hold                                      time.Duration
 }
 
-// panicRule is the [global] panic rule, defaults applied.
-type panicRule struct{ threshold, min int }
+// panicRule is the [global] panic rule, defaults applied, and the
+// longest a Down waits for a panic (see holdBound).
+type panicRule struct {
+	threshold, min, hold int
+	wait                 time.Duration
+}
 
 // newPanicRule returns p's rule; a zero field takes its default (a file
-// cannot set 0).
+// cannot set 0). The wait is set apart (holdBound).
 func newPanicRule(p pjsip.Panic) panicRule {
-	r := panicRule{threshold: p.Threshold, min: p.MinDestinations}
+	r := panicRule{threshold: p.Threshold, min: p.MinDestinations, hold: p.HoldThreshold}
 	if r.threshold == 0 {
 		r.threshold = pjsip.DefaultPanicThreshold
 	}
 	if r.min == 0 {
 		r.min = pjsip.DefaultPanicMinDestinations
 	}
+	if r.hold == 0 {
+		r.hold = pjsip.DefaultPanicHoldThreshold
+	}
 	return r
+}
+
+// waits reports whether failing of size destinations are above the
+// lower mark of a rule that can panic: more than hold percent of them,
+// at least min qualified, and a threshold below 100. A hold mark at or
+// above the threshold never waits (evaluate asks short of a panic).
+func (r panicRule) waits(failing, size int) bool {
+	return r.threshold < 100 && size >= r.min && failing*100 > r.hold*size
+}
+
+// holdBound is the longest a Down waits for a panic: the longest F (or
+// qualify_down_interval, when longer) + T of conf's qualified AoRs. A
+// blip's failing share climbs from its first failure to a panic within
+// panic_threshold% of F, and a contact it took down is probed again
+// within F (or D) of its verdict, so a blip's Down recovers or is held
+// by the panic within the bound; a genuine Down is pushed when it
+// passes.
+func holdBound(conf *pjsip.Config) time.Duration {
+	var b time.Duration
+	for i := range conf.AoRs {
+		if p := conf.AoRs[i].PolicyValue(); p.Enabled() {
+			b = max(b, max(p.Frequency, p.DownInterval)+p.Timeout)
+		}
+	}
+	return b
 }
 
 // panics reports whether failing of size destinations make a panic: more

@@ -49,7 +49,7 @@ func TestPanicRule(t *testing.T) {
 			t.Errorf("threshold %d%% min %d: %d of %d down: panics %v, want %v", c.threshold, c.min, c.down, c.size, got, c.want)
 		}
 	}
-	if r := newPanicRule(pjsip.Panic{}); r != (panicRule{50, 10}) {
+	if r := newPanicRule(pjsip.Panic{}); r != (panicRule{threshold: 50, min: 10, hold: 10}) {
 		t.Errorf("zero rule %+v, want the defaults", r)
 	}
 }
@@ -216,7 +216,7 @@ func runGroup(t *testing.T, g *Group) {
 // down only on a probe made after the end.
 func TestPanicPushesOnlyUps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, src := trunks(10, pjsip.Panic{Threshold: 50, MinDestinations: 10}, amiSink())
+		c, src := trunks(10, pjsip.Panic{Threshold: 50, MinDestinations: 10, HoldThreshold: 50}, amiSink())
 		f := newFakeManager("s3cret")
 		var log notes
 		g := NewGroup(Config{Source: src, Dial: f.dial, Notice: log.notice})
@@ -575,32 +575,87 @@ func settle(t *testing.T, f *fakeDispatcher, want map[string]byte) {
 	}
 }
 
+// liveTrunks runs a group of n trunks (see trunks) under rule with an AMI
+// sink (the strict fake), every trunk Reachable.
+func liveTrunks(t *testing.T, n int, rule pjsip.Panic) (*Group, *fakeEngine, *fakeManager) {
+	c, src := trunks(n, rule, amiSink())
+	f := newFakeManager("s3cret")
+	g := NewGroup(Config{Source: src, Dial: f.dial})
+	g.Configure(c)
+	runGroup(t, g)
+	for i := range n {
+		setTrunk(g, src, i, qualify.Reachable)
+	}
+	return g, src, f
+}
+
 // TestPanicLetsAThirdGoDown: a genuine outage of a third of 30
 // destinations (a carrier's site), each failing its first probe and then
-// going down, is pushed down as each verdict comes, without a panic and
-// without a delay.
+// going down, makes no panic; above the lower mark (10%) each Down waits
+// for one, pushed Up, and reaches the router when its wait ends: the
+// longest F + T of the qualified AoRs (60 s here) after its verdict, at
+// most a second later. The three that went down while at most 10%
+// failed are pushed at once.
 func TestPanicLetsAThirdGoDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, src := trunks(30, pjsip.Panic{}, amiSink())
-		f := newFakeManager("s3cret")
-		g := NewGroup(Config{Source: src, Dial: f.dial})
-		g.Configure(c)
-		runGroup(t, g)
-		for i := range 30 {
-			setTrunk(g, src, i, qualify.Reachable)
-		}
+		g, src, f := liveTrunks(t, 30, pjsip.Panic{})
 		for i := range 10 {
 			src.suspect(fmt.Sprintf("trunk%d", i))
 			g.AoRChanged(fmt.Sprintf("trunk%d", i))
+			if i == 2 {
+				for j := range 3 {
+					setTrunk(g, src, j, qualify.Unreachable)
+				}
+			}
 		}
-		for i := range 10 {
+		for i := 3; i < 10; i++ {
 			setTrunk(g, src, i, qualify.Unreachable)
 		}
 		synctest.Wait()
+		p := g.Panic()
+		if got, want := devices(f, 30), "UUU"+strings.Repeat(".", 27); got != want || p.Active || !p.Waiting || p.Hold != time.Minute {
+			t.Fatalf("devices %s, panic %+v: want 3 down at once, 7 waiting up to 60 s", got, p)
+		}
+		if st, _, _ := g.Objects("pbx"); st.Held != 7 {
+			t.Fatalf("status %+v: want 7 held", st)
+		}
+		time.Sleep(time.Minute - time.Millisecond)
+		synctest.Wait()
+		if got := devices(f, 30); got != "UUU"+strings.Repeat(".", 27) {
+			t.Fatalf("devices %s before the wait is over", got)
+		}
+		time.Sleep(awaitEvery)
+		synctest.Wait()
 		if got, want := devices(f, 30), strings.Repeat("U", 10)+strings.Repeat(".", 20); got != want || g.Panic().Active {
-			t.Fatalf("devices %s, panic %+v: want the third down at once", got, g.Panic())
+			t.Fatalf("devices %s, panic %+v: want the third down once its wait is over", got, g.Panic())
 		}
 	})
+}
+
+// TestPanicSingleTrunkNotDelayed: among 10 destinations, one trunk
+// failing is 10%, not above the lower mark: its Down is pushed at once,
+// and so is one at panic_hold_threshold=100, above any share.
+func TestPanicSingleTrunkNotDelayed(t *testing.T) {
+	for _, hold := range []int{0, 100} {
+		synctest.Test(t, func(t *testing.T) {
+			g, src, f := liveTrunks(t, 10, pjsip.Panic{HoldThreshold: hold})
+			n := 1
+			if hold == 100 {
+				n = 5
+			}
+			for i := range n {
+				src.suspect(fmt.Sprintf("trunk%d", i))
+				g.AoRChanged(fmt.Sprintf("trunk%d", i))
+			}
+			for i := range n {
+				setTrunk(g, src, i, qualify.Unreachable)
+			}
+			synctest.Wait()
+			if got, want := devices(f, 10), strings.Repeat("U", n)+strings.Repeat(".", 10-n); got != want || g.Panic().Waiting {
+				t.Fatalf("panic_hold_threshold %d: devices %s, panic %+v: want %d down at once", hold, got, g.Panic(), n)
+			}
+		})
+	}
 }
 
 // TestCensusCountsFailing: a destination is failing from its contacts'

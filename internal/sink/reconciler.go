@@ -109,7 +109,8 @@ type Stats struct {
 	// wanted one (Unknown excluded).
 	Pending int
 	// Held counts the objects wanted Down and pushed Up instead: gone
-	// down during a panic, and not yet down on a probe made after it.
+	// down during a panic, and not yet down on a probe made after it, or
+	// waiting for a panic at the lower mark.
 	Held int
 	// OK, Error and Dropped count pushes by result.
 	OK, Error, Dropped uint64
@@ -148,9 +149,12 @@ type Reconciler struct {
 	objs    map[Key]object
 	queue   []Key // dirty objects, each once
 	seq     uint64
-	pending int  // objects with wanted(o) != Unknown && have != wanted(o)
-	held    int  // objects wanted Down and held (pushed Up)
-	hold    bool // a panic: nothing new goes down (see holds)
+	pending int           // objects with wanted(o) != Unknown && have != wanted(o)
+	held    int           // objects wanted Down and held (pushed Up)
+	hold    bool          // a panic: nothing new goes down (see holds)
+	waiting bool          // above the lower mark: a new Down waits (see holds)
+	waitFor time.Duration // how long a Down waits at most
+	calm    time.Time     // when the last panic ended; zero before any
 	stats   Stats
 	wake    chan struct{} // capacity 1: a Set since the loop last looked
 }
@@ -173,14 +177,14 @@ func newReconciler(name string, drv driver, iv Intervals, notice func(slog.Level
 func (r *Reconciler) Set(k Key, l Level, reason qualify.Reason) { r.set(k, l, reason, true) }
 
 // set is Set; fresh says whether a Down rests on probes made after the
-// last panic ended (see holds).
-func (r *Reconciler) set(k Key, l Level, reason qualify.Reason, fresh bool) {
+// last panic ended (see holds). It reports whether k is now held.
+func (r *Reconciler) set(k Key, l Level, reason qualify.Reason, fresh bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	o, ok := r.objs[k]
 	h := r.holds(o, ok, l, fresh)
 	if ok && o.want == l && (l == Down && o.flags&held != 0) == h && o.flags&retire == 0 {
-		return
+		return h
 	}
 	r.count(o, -1, ok)
 	r.seq++
@@ -190,6 +194,7 @@ func (r *Reconciler) set(k Key, l Level, reason qualify.Reason, fresh bool) {
 		o.flags |= held
 	}
 	r.store(k, o)
+	return h
 }
 
 // Retire pushes Up once for an object that left the configuration, then
@@ -480,11 +485,14 @@ func (r *Reconciler) adopt(prev *Reconciler) {
 		o.flags &^= dirty
 		objs[k] = o
 	}
-	seq := prev.seq
+	seq, calm := prev.seq, prev.calm
 	prev.mu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seq = max(r.seq, seq)
+	if calm.After(r.calm) {
+		r.calm = calm
+	}
 	for k, o := range objs {
 		r.store(k, o)
 	}

@@ -67,8 +67,9 @@ type Change struct {
 	To   string `json:"to"`
 	// Reason is the failed probe's reason of a contact that went down.
 	Reason string `json:"reason,omitempty"`
-	// Panic is set on an up pushed while qualifyd panics for an object
-	// whose verdict is down.
+	// Panic is set on an up pushed for an object whose verdict is down
+	// while it is held: during or after a panic, or waiting at the lower
+	// mark.
 	Panic bool `json:"panic,omitempty"`
 	// Expires is when the receiver should stop trusting the verdicts it
 	// holds, this body's and every earlier one's, unless a later body

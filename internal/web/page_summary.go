@@ -22,7 +22,8 @@ type summaryData struct {
 	Rate, Loss, Window string
 	// Sinks are the routers' states, in configuration order.
 	Sinks []sinkTile
-	// Panic is set while qualifyd panics (the sinks push only ups).
+	// Panic is set while qualifyd panics (the sinks push only ups), or
+	// while downs wait for a panic (the lower mark).
 	Panic *sink.Panic
 	// Cluster is set in cluster mode.
 	Cluster *clusterTile
@@ -93,7 +94,7 @@ func (s *Server) summary(now time.Time) summaryData {
 		for _, st := range s.cfg.Sinks.Status() {
 			d.Sinks = append(d.Sinks, newSinkTile(st))
 		}
-		if p := s.cfg.Sinks.Panic(); p.Active {
+		if p := s.cfg.Sinks.Panic(); p.Active || p.Waiting {
 			d.Panic = &p
 		}
 	}

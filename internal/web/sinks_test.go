@@ -1,6 +1,7 @@
 package web
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -14,12 +15,16 @@ type fakeSinks []sink.Status
 
 func (f fakeSinks) Status() []sink.Status { return f }
 
-// Panic is the fake's panic state: active when a sink is named "panic".
+// Panic is the fake's panic state: active when a sink is named "panic",
+// waiting when one is named "waiting".
 func (f fakeSinks) Panic() sink.Panic {
-	p := sink.Panic{Destinations: 10, Threshold: 50, MinDestinations: 10}
+	p := sink.Panic{Destinations: 10, Threshold: 50, MinDestinations: 10, HoldThreshold: 10, Hold: 33 * time.Second}
 	for _, s := range f {
-		if s.Name == "panic" {
+		switch s.Name {
+		case "panic":
 			p.Active, p.Failing, p.Down, p.Since = true, 7, 4, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		case "waiting":
+			p.Waiting, p.Failing, p.Down = true, 3, 2
 		}
 	}
 	return p
@@ -85,13 +90,13 @@ func TestSinks(t *testing.T) {
 			sinks Sinks
 			body  string
 		}{
-			{st, `{"panic":{"active":false,"since":null,"destinations":10,"failing":0,"down":0,"threshold":50,"min_destinations":10},` +
+			{st, `{"panic":{"active":false,"since":null,"waiting":false,"destinations":10,"failing":0,"down":0,"threshold":50,"min_destinations":10,"hold_threshold":10,"hold_seconds":33},` +
 				`"sinks":[{"name":"edge","driver":"kamailio","up":true,"objects":2,"pending":0,"held":0,"pushes":{"ok":12,"error":1,"dropped":0},` +
 				`"last_success":"2026-11-29T12:00:01.250Z","last_error":"dispatcher.set_state: State Update Failed"},` +
 				`{"name":"asterisk","driver":"ami","up":false,"objects":1,"pending":1,"held":0,"pushes":{"ok":0,"error":0,"dropped":0},` +
 				`"last_success":null,"last_error":"ami 127.0.0.1:5038: login: Login: Authentication failed"}]}`},
 			{fakeSinks{{Name: "panic", Driver: "kamailio", Stats: sink.Stats{Up: true, Objects: 10, Held: 6}}},
-				`{"panic":{"active":true,"since":"2026-11-29T12:00:00.000Z","destinations":10,"failing":7,"down":4,"threshold":50,"min_destinations":10},` +
+				`{"panic":{"active":true,"since":"2026-11-29T12:00:00.000Z","waiting":false,"destinations":10,"failing":7,"down":4,"threshold":50,"min_destinations":10,"hold_threshold":10,"hold_seconds":33},` +
 					`"sinks":[{"name":"panic","driver":"kamailio","up":true,"objects":10,"pending":0,"held":6,"pushes":{"ok":0,"error":0,"dropped":0},` +
 					`"last_success":null,"last_error":""}]}`},
 			{nil, `{"sinks":[]}`},
@@ -132,6 +137,11 @@ func TestSinkTiles(t *testing.T) {
 		}
 		if strings.Contains(body, "panic") {
 			t.Error("a page without a panic shows one")
+		}
+		waiting := append(slices.Clone(st), sink.Status{Name: "waiting", Driver: "kamailio"})
+		body = newEnv(t, Config{Sinks: waiting}, engine.Config{}).do("GET", "/").Body.String()
+		if want := `<a class="tile" href="/api/v1/sinks" title="more than 10% of the destinations are failing, short of a panic: a new down waits up to 33s in case one is coming (panic_hold_threshold)"><b>⏳ waiting</b> 3 of 10 destinations failing: downs wait</a>`; !strings.Contains(body, want) {
+			t.Errorf("page with downs waiting lacks %s", want)
 		}
 		st = append(st, sink.Status{Name: "panic", Driver: "kamailio"})
 		body = newEnv(t, Config{Sinks: st}, engine.Config{}).do("GET", "/").Body.String()
