@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -405,4 +406,150 @@ func dialContacts(t *testing.T, a *peertest.Asterisk, endpoint string) string {
 		return err == nil && strings.HasSuffix(got, "x")
 	})
 	return strings.TrimSuffix(got, "x")
+}
+
+// regConf is the patched Asterisk's pjsip.conf of the registered phone:
+// the AoR reg takes one contact by registration, qualified with the seed
+// policy.
+const regConf = "[udp]\ntype=transport\nprotocol=udp\nbind=127.0.0.1:%d\n\n" +
+	"[reg]\ntype=endpoint\naors=reg\ncontext=qualify-e2e\n\n" +
+	"[reg]\ntype=aor\nmax_contacts=1\n" + seedQualify
+
+// TestAsteriskQualifyRegisteredContact registers a phone (SIPp as a UAC)
+// to the patched Asterisk, with a Contact that is a relay in front of it,
+// as a NAT binding only Asterisk's socket can reach. Once the contact is
+// Reachable the relay drops everything: the contact is Unreachable after
+// N = 3 failures, each retried R after the previous one ended.
+func TestAsteriskQualifyRegisteredContact(t *testing.T) {
+	sippAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(freePort(t, "udp")))
+	r := newRelay(t, sippAddr)
+	a, q := qualifyAsterisk(t, peertest.AsteriskQualifyEnv, "patched Asterisk", regConf)
+	dir, _ := filepath.Abs(filepath.Join("testdata", "asterisk"))
+	startPeer(t, "sipp", "-sf", filepath.Join(dir, "register.xml"), "-oocsf", filepath.Join(dir, "ooc_options.xml"),
+		"-i", "127.0.0.1", "-p", fmt.Sprint(sippAddr.Port()), "-t", "u1", "-m", "1", "-nostdin",
+		"-key", "user", "reg", "-key", "contact", r.Addr().String(), fmt.Sprintf("127.0.0.1:%d", a.SIPPort))
+	contact := "Contact reg/sip:reg@" + r.Addr().String()
+	q.awaitLine(t, "reg", contact+" is now Reachable", 1)
+	eventually(t, qualifyBound, "a second answered qualify of the registered contact", func() bool {
+		return r.counts().Answered >= 2
+	})
+	r.setDead(true)
+	q.awaitLine(t, "reg", contact+" is now Unreachable", 1)
+	got := q.aorLines("reg")
+	want := []string{
+		"Endpoint reg is now Reachable",
+		contact + " is now Reachable.  RTT: R msec",
+		contact + " qualify failed (timeout): 1/3 failures, retrying in 1s",
+		contact + " qualify failed (timeout): 2/3 failures, retrying in 1s",
+		"Endpoint reg is now Unreachable",
+		contact + " is now Unreachable.  RTT: 0.000 msec",
+	}
+	if !slices.Equal(texts(got), want) {
+		t.Fatalf("the registered contact's lines:\n%s\nwant:\n%s", strings.Join(texts(got), "\n"), strings.Join(want, "\n"))
+	}
+	t.Logf("failures at %v, %v; Unreachable at %v", got[2].at.Format("15:04:05.000"), got[3].at.Format("15:04:05.000"), got[5].at.Format("15:04:05.000"))
+	within(t, "failure 1 -> 2 (R + T)", got[3].at.Sub(got[2].at), 2*time.Second)
+	within(t, "failure 2 -> 3 (R + T)", got[5].at.Sub(got[3].at), 2*time.Second)
+	out, err := a.CLI("pjsip show contact reg/sip:reg@" + r.Addr().String())
+	if err != nil || !regexp.MustCompile(`Qualify failures\s+: 3\b`).MatchString(out) {
+		t.Errorf("pjsip show contact of the registered contact (want its 3 failures): %v\n%s", err, out)
+	}
+}
+
+// rlConf is the pjsip.conf of the reload test with qualify_failures n; R
+// is 4 s, so that a reload fits between two failures.
+func rlConf(peer *scriptedPeer, n int) string {
+	return "[udp]\ntype=transport\nprotocol=udp\nbind=127.0.0.1:%d\n\n" +
+		"[rl]\ntype=endpoint\naors=rl\ncontext=qualify-e2e\n\n" +
+		"[rl]\ntype=aor\ncontact=" + peer.uri("rl") + "\nqualify_frequency=6\nqualify_timeout=1\n" +
+		fmt.Sprintf("qualify_failures=%d\nqualify_retry_interval=4\n", n)
+}
+
+// TestAsteriskQualifyReloadKeepsState changes qualify_failures from 3 to
+// 2 with a `core reload` while the contact has one failure counted: the
+// next failure is the 2nd of 2, and the contact goes Unreachable without
+// being reset.
+func TestAsteriskQualifyReloadKeepsState(t *testing.T) {
+	peer := newScriptedPeer(t, func(n int) bool { return n >= 2 })
+	a, q := qualifyAsterisk(t, peertest.AsteriskQualifyEnv, "patched Asterisk", rlConf(peer, 3))
+	c := peer.contact("rl")
+	q.awaitLine(t, "rl", c+" qualify failed (timeout): 1/3 failures, retrying in 4s", 1)
+	a.Write("pjsip.conf", fmt.Sprintf(rlConf(peer, 2), a.SIPPort))
+	if out, err := a.CLI("core reload"); err != nil {
+		t.Fatalf("core reload: %v\n%s", err, out)
+	}
+	q.awaitLine(t, "rl", c+" is now Unreachable", 1)
+	want := []string{
+		"Endpoint rl is now Reachable",
+		c + " is now Reachable.  RTT: R msec",
+		c + " qualify failed (timeout): 1/3 failures, retrying in 4s",
+		"Endpoint rl is now Unreachable",
+		c + " is now Unreachable.  RTT: 0.000 msec",
+	}
+	if got := texts(q.aorLines("rl")); !slices.Equal(got, want) {
+		t.Fatalf("rl's lines across the reload:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := len(peer.probes(q.src)); n != 3 {
+		t.Errorf("%d OPTIONS up to Unreachable, want 3 (one answered, two lost)", n)
+	}
+	out, err := a.CLI("pjsip show contact rl/" + peer.uri("rl"))
+	if err != nil || !regexp.MustCompile(`Qualify failures\s+: 2\b`).MatchString(out) {
+		t.Errorf("pjsip show contact after the reload (want 2 failures): %v\n%s", err, out)
+	}
+	out, err = a.CLI("pjsip show qualify aor rl")
+	if err != nil || !regexp.MustCompile(`Qualify failures\s+: 2\b`).MatchString(out) {
+		t.Errorf("pjsip show qualify aor after the reload (want qualify_failures 2): %v\n%s", err, out)
+	}
+}
+
+// badQualify is each value of the new options both Asterisk and qualifyd
+// refuse, naming the option.
+var badQualify = [][2]string{
+	{"qualify_failures", "0"}, {"qualify_failures", "three"}, {"qualify_successes", "0"},
+	{"qualify_retry_interval", "-1"}, {"qualify_retry_interval", "soon"}, {"qualify_retry_interval", "0x10"},
+	{"qualify_down_interval", "-0.5"}, {"qualify_down_interval", "inf"},
+}
+
+// TestAsteriskQualifyBadValues loads a pjsip.conf with one AoR per bad
+// value beside a good one: the patched Asterisk logs an error naming each
+// option and loads only the good AoR; qualifyd check-config refuses the
+// file with an error naming each section and option.
+func TestAsteriskQualifyBadValues(t *testing.T) {
+	peer := newScriptedPeer(t, func(int) bool { return false })
+	var b strings.Builder
+	b.WriteString("[udp]\ntype=transport\nprotocol=udp\nbind=127.0.0.1:%d\n\n")
+	b.WriteString("[good]\ntype=aor\ncontact=" + peer.uri("good") + "\n" + seedQualify + "\n")
+	for i, kv := range badQualify {
+		fmt.Fprintf(&b, "[bad%d]\ntype=aor\ncontact=%s\nqualify_frequency=6\n%s=%s\n\n", i, peer.uri(fmt.Sprint("bad", i)), kv[0], kv[1])
+	}
+	a, q := qualifyAsterisk(t, peertest.AsteriskQualifyEnv, "patched Asterisk", b.String())
+	out, err := a.CLI("pjsip show aors")
+	if err != nil || !strings.Contains(out, "Aor:  good") || strings.Contains(out, "Aor:  bad") {
+		t.Fatalf("pjsip show aors (want good only): %v\n%s", err, out)
+	}
+	var errs []string
+	for _, l := range q.lines() {
+		if strings.Contains(l.text, "qualify_") {
+			errs = append(errs, l.text)
+		}
+	}
+	for _, kv := range badQualify {
+		if !slices.ContainsFunc(errs, func(e string) bool {
+			return strings.Contains(e, kv[0]) && strings.Contains(e, "'"+kv[1]+"'") || strings.Contains(e, kv[0]+"="+kv[1])
+		}) {
+			t.Errorf("no error naming %s=%s; Asterisk's errors:\n%s", kv[0], kv[1], strings.Join(errs, "\n"))
+		}
+	}
+	t.Logf("Asterisk's errors:\n%s", strings.Join(errs, "\n"))
+	conf := filepath.Join(t.TempDir(), "pjsip.conf")
+	writeFile(t, conf, fmt.Sprintf(b.String(), a.SIPPort))
+	cc, err := exec.Command(binary, "check-config", conf).CombinedOutput()
+	if err == nil {
+		t.Fatalf("qualifyd check-config accepted the bad values:\n%s", cc)
+	}
+	for i, kv := range badQualify {
+		if want := fmt.Sprintf("section \"bad%d\": option %q", i, kv[0]); !strings.Contains(string(cc), want) {
+			t.Errorf("qualifyd check-config does not say %s:\n%s", want, cc)
+		}
+	}
 }
