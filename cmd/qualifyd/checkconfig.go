@@ -58,6 +58,9 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "qualifyd check-config: warning: %v\n", w)
 	}
+	for _, n := range cfg.NotAsterisk {
+		fmt.Fprintf(stderr, "qualifyd check-config: warning: %v\n", n)
+	}
 	cl, clustered, err := daemon.CheckCluster(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "qualifyd check-config: %v\n", err)

@@ -55,6 +55,13 @@ type Config struct {
 	// (ErrReference; in its first AoR's file order). The configuration
 	// is loaded with them.
 	Warnings []*Error
+	// NotAsterisk are the AoRs that set options an unpatched Asterisk
+	// does not define (ErrNotAsterisk), one note each, in file order:
+	// read by an Asterisk too, such an AoR is not loaded unless it has
+	// contrib/asterisk's qualify patches (or at all, for qualifyd's own
+	// options). qualifyd loads them as any other; check-config prints the
+	// notes.
+	NotAsterisk []*Error
 }
 
 // Panic is the global panic_threshold and panic_min_destinations: the
@@ -213,6 +220,8 @@ type builder struct {
 	// found (see unique); warnings are the Config's.
 	dropped  map[string]bool
 	warnings []*Error
+	// notAsterisk are the Config's NotAsterisk.
+	notAsterisk []*Error
 }
 
 type seenKey struct{ typ, name string }
@@ -311,6 +320,7 @@ func (b *builder) section(s *def, typ string) error {
 		// Named even when it fails: its name came before its options,
 		// and finish reports a second AoR of one name first.
 		a := b.newAoR()
+		b.noteAsterisk(s, false)
 		return readAoR(a, s.name, s.file, s.line, s.vars, &b.policies)
 	case "endpoint":
 		b.endpoints = append(b.endpoints, readEndpoint(s.name, s.vars))
@@ -330,6 +340,14 @@ func (b *builder) section(s *def, typ string) error {
 		return b.addCluster(s)
 	}
 	return nil
+}
+
+// noteAsterisk keeps the note of an AoR an unpatched Asterisk would not
+// load (notAsterisk).
+func (b *builder) noteAsterisk(s *def, wizard bool) {
+	if e := notAsterisk(s, wizard); e != nil {
+		b.notAsterisk = append(b.notAsterisk, e)
+	}
 }
 
 // newAoR returns the place of the next AoR in file order.
@@ -383,6 +401,7 @@ func (b *builder) addWizard(s *def) error {
 	if err != nil {
 		return err
 	}
+	b.noteAsterisk(s, true)
 	if err := b.unique(s, "endpoint"); err != nil {
 		return err
 	}
