@@ -42,7 +42,8 @@ build:
 # contrib/asterisk's patches into ASTERISK_QUALIFY) used by the interop tests,
 # iproute2 and nftables for the lossy-network lab, chromium for the
 # status page's browser tests, promtool (Debian's prometheus) for the
-# metrics' lint and the alerting rules' tests, and PostgreSQL (initdb and
+# metrics' lint and the alerting rules' tests, alembic (Debian's) for the
+# patched Asterisk's realtime migration, and PostgreSQL (initdb and
 # postgres, on PATH or in /usr/lib/postgresql/*/bin) for the realtime
 # source's tests.
 deps:
@@ -55,6 +56,7 @@ deps:
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v alembic >/dev/null 2>&1 || missing="$$missing alembic"; \
 	{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \

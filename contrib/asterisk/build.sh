@@ -4,8 +4,10 @@
 # shared peers' asterisk directory), configure flags and modules (its menuselect.args) as its
 # build.sh, which builds the unpatched one. About as long as that build.
 # Usage: build.sh PREFIX
-# Does nothing when PREFIX already holds this build (PREFIX/.stamp: the source, the modules and
-# the patches). ASTERISK_DEVMODE=1 configures with --enable-dev-mode (warnings are errors).
+# Does nothing when PREFIX already holds this build (PREFIX/.stamp: the source, the modules, the
+# patches and this script). It also installs the patched tree's Alembic scripts (the realtime
+# schema) into PREFIX/share/ast-db-manage. ASTERISK_DEVMODE=1 configures with --enable-dev-mode
+# (warnings are errors) and the test framework, for unit.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 prefix=${1:?usage: build.sh PREFIX}
@@ -21,7 +23,7 @@ if [ -z "$src" ] || [ ! -f "$src/asterisk-f0c1c1a7b7.tar.gz" ]; then
 fi
 patches=("$here"/[0-9][0-9][0-9][0-9]-*.patch)
 devmode=${ASTERISK_DEVMODE:-0}
-stamp="asterisk-f0c1c1a7b7 pjproject-2.17 $(md5sum "$src/menuselect.args" | cut -c1-8) qualify-$(cat "${patches[@]}" | md5sum | cut -c1-8) devmode-$devmode"
+stamp="asterisk-f0c1c1a7b7 pjproject-2.17 $(md5sum "$src/menuselect.args" | cut -c1-8) qualify-$(cat "${patches[@]}" "$0" | md5sum | cut -c1-8) devmode-$devmode"
 if [ -x "$prefix/sbin/asterisk" ] && [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
@@ -43,15 +45,19 @@ done
 # A git archive has no .git: without this the version reads UNKNOWN__and_probably_unsupported.
 echo GIT-master-f0c1c1a7b7-qualify > .version
 flags=()
-if [ "$devmode" = 1 ]; then flags+=(--enable-dev-mode); fi
+extra=()
+if [ "$devmode" = 1 ]; then flags+=(--enable-dev-mode); extra+=(--enable TEST_FRAMEWORK); fi
 ./configure -q --with-pjproject-bundled --with-externals-cache="$work/cache" \
   --without-jansson-bundled --prefix="$prefix" "${flags[@]}" > "$work/configure.log" 2>&1 \
   || { tail -20 "$work/configure.log"; exit 1; }
 make -s menuselect.makeopts > /dev/null
 # shellcheck disable=SC2046
-menuselect/menuselect $(grep -v '^#' "$src/menuselect.args") menuselect.makeopts > /dev/null
+menuselect/menuselect $(grep -v '^#' "$src/menuselect.args") "${extra[@]}" menuselect.makeopts > /dev/null
 menuselect/menuselect --check-deps menuselect.makeopts > /dev/null
 make -s -j"$(nproc)" > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
 make -s install > "$work/install.log" 2>&1 || { tail -20 "$work/install.log"; exit 1; }
+rm -rf "$prefix/share/ast-db-manage"
+mkdir -p "$prefix/share"
+cp -r contrib/ast-db-manage "$prefix/share/ast-db-manage"
 echo "$stamp" > "$prefix/.stamp"
 echo "patched asterisk built into $prefix: $("$prefix/sbin/asterisk" -V)"
