@@ -390,6 +390,9 @@ func TestAsteriskQualifySideBySide(t *testing.T) {
 	})
 }
 
+// ansiRE is a colour of Asterisk's CLI output.
+var ansiRE = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
 // rowRTT is the RTT at the end of a "pjsip show contacts" row.
 var rowRTT = regexp.MustCompile(`\s+(?:\d+\.\d{3}|nan)$`)
 
@@ -529,6 +532,11 @@ func TestAsteriskQualifyReloadKeepsState(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`Qualify failures\s+: 2\b`).MatchString(out) {
 		t.Errorf("pjsip show qualify aor after the reload (want qualify_failures 2): %v\n%s", err, out)
 	}
+	out, err = a.CLI("pjsip show aor rl")
+	if err != nil || !regexp.MustCompile(`(?m)^\s*qualify_failures\s+: 2$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\s*qualify_retry_interval\s+: 4\.0+$`).MatchString(out) {
+		t.Errorf("pjsip show aor after the reload (want qualify_failures 2, qualify_retry_interval 4): %v\n%s", err, out)
+	}
 }
 
 // badQualify is each value of the new options both Asterisk and qualifyd
@@ -553,6 +561,12 @@ func TestAsteriskQualifyBadValues(t *testing.T) {
 		fmt.Fprintf(&b, "[bad%d]\ntype=aor\ncontact=%s\nqualify_frequency=6\n%s=%s\n\n", i, peer.uri(fmt.Sprint("bad", i)), kv[0], kv[1])
 	}
 	a, q := qualifyAsterisk(t, peertest.AsteriskQualifyEnv, "patched Asterisk", b.String())
+	for _, opt := range []string{"qualify_failures", "qualify_successes", "qualify_retry_interval", "qualify_down_interval", "qualify_latency_only"} {
+		out, err := a.CLI("config show help res_pjsip aor " + opt)
+		if out = ansiRE.ReplaceAllString(out, ""); err != nil || !strings.Contains(out, "[Synopsis]\n") || strings.Contains(out, "[Synopsis]\nNot available") {
+			t.Errorf("config show help res_pjsip aor %s: %v\n%s", opt, err, out)
+		}
+	}
 	out, err := a.CLI("pjsip show aors")
 	if err != nil || !strings.Contains(out, "Aor:  good") || strings.Contains(out, "Aor:  bad") {
 		t.Fatalf("pjsip show aors (want good only): %v\n%s", err, out)
