@@ -42,7 +42,7 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		flags.Usage()
 		return 2
 	}
-	opts := pjsip.Options{ConfigDir: *dir}
+	opts := pjsip.Options{ConfigDir: *dir, NoteAsterisk: true}
 	var reads []sourceRead
 	if *connect {
 		opts.Import = readSources(ctx, &reads)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/fstest"
 )
 
 // TestNotAsterisk checks the notes of the AoRs that an unpatched Asterisk
@@ -33,10 +34,11 @@ func TestNotAsterisk(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseFiles(tt.src, map[string]string{
-				"qualifyd-overlay.conf": "qualify_failures=3\nqualify_retry_interval=2\n",
-				"pjsip_trunks.conf":     "qualify_failures=3\n",
-			})
+			files := fstest.MapFS{
+				"qualifyd-overlay.conf": &fstest.MapFile{Data: []byte("qualify_failures=3\nqualify_retry_interval=2\n")},
+				"pjsip_trunks.conf":     &fstest.MapFile{Data: []byte("qualify_failures=3\n")},
+			}
+			cfg, err := Parse("pjsip.conf", []byte(tt.src), Options{FS: files, NoteAsterisk: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,6 +54,12 @@ func TestNotAsterisk(t *testing.T) {
 			}
 			if len(cfg.Warnings) != 0 {
 				t.Errorf("warnings %v, want none", cfg.Warnings)
+			}
+			// The daemon's reading keeps no note.
+			if cfg, err := Parse("pjsip.conf", []byte(tt.src), Options{FS: files}); err != nil {
+				t.Error(err)
+			} else if len(cfg.NotAsterisk) != 0 {
+				t.Errorf("without NoteAsterisk, notes %v", cfg.NotAsterisk)
 			}
 		})
 	}
