@@ -98,3 +98,46 @@ func FuzzParseOptions(f *testing.F) {
 		}
 	})
 }
+
+// TestListenTransactions checks that every datagram of one request (a
+// prober's retransmissions) names one transaction, and the next request
+// another: a script counts probes, not datagrams.
+func TestListenTransactions(t *testing.T) {
+	seen := make(chan string, 16)
+	r, err := ListenTransactions("127.0.0.1:0", func(_ netip.AddrPort, tx string) Action {
+		seen <- tx
+		return Action{Drop: true}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	target := probe.Target{AoR: "a", URI: "sip:peer@" + r.Addr().String(), Timeout: 1200 * time.Millisecond}
+	count := func() map[string]int {
+		if res := p.Probe(t.Context(), target); res.Reason != qualify.ReasonTimeout {
+			t.Fatalf("dropped probe: %+v", res)
+		}
+		txs := map[string]int{}
+		for len(seen) > 0 {
+			txs[<-seen]++
+		}
+		return txs
+	}
+	first, second := count(), count()
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("transactions per probe: %v, %v; want one each", first, second)
+	}
+	for tx, n := range first {
+		if n < 2 {
+			t.Errorf("the probe's %d datagrams, want its retransmissions too (T1 = 500 ms)", n)
+		}
+		if second[tx] != 0 {
+			t.Errorf("two probes with one transaction %q", tx)
+		}
+	}
+}
