@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -534,10 +535,50 @@ func TestAsteriskQualifyReloadKeepsState(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`Qualify failures\s+: 2\b`).MatchString(out) {
 		t.Errorf("pjsip show qualify aor after the reload (want qualify_failures 2): %v\n%s", err, out)
 	}
+	if ev := amiContactStatus(t, a, "rl"); !strings.Contains(ev, "\r\nQualifyFailureCount: 2\r\n") || !strings.Contains(ev, "\r\nStatus: Unreachable\r\n") {
+		t.Errorf("ContactStatusDetail of rl's contact (want Unreachable, QualifyFailureCount 2):\n%s", ev)
+	}
 	out, err = a.CLI("pjsip show aor rl")
 	if err != nil || !regexp.MustCompile(`(?m)^\s*qualify_failures\s+: 2$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^\s*qualify_retry_interval\s+: 4\.0+$`).MatchString(out) {
 		t.Errorf("pjsip show aor after the reload (want qualify_failures 2, qualify_retry_interval 4): %v\n%s", err, out)
+	}
+}
+
+// amiContactStatus returns the ContactStatusDetail event that the
+// Manager's PJSIPShowEndpoint gives for endpoint's contact.
+func amiContactStatus(t *testing.T, a *peertest.Asterisk, endpoint string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", a.AMIPort), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "Action: Login\r\nUsername: qualifyd\r\nSecret: %s\r\n\r\n"+
+		"Action: PJSIPShowEndpoint\r\nEndpoint: %s\r\n\r\n", peertest.AMISecret, endpoint)
+	var ev, msg strings.Builder
+	rd := bufio.NewReader(c)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the Manager's answer to PJSIPShowEndpoint: %v\n%s", err, msg.String())
+		}
+		msg.WriteString(line)
+		if line != "\r\n" {
+			continue
+		}
+		m := msg.String()
+		msg.Reset()
+		switch {
+		case strings.Contains(m, "Event: ContactStatusDetail\r\n"):
+			ev.WriteString(m)
+		case strings.Contains(m, "Event: EndpointDetailComplete\r\n"), strings.Contains(m, "Response: Error\r\n"):
+			if ev.Len() == 0 {
+				t.Errorf("no ContactStatusDetail for %s:\n%s", endpoint, m)
+			}
+			return ev.String()
+		}
 	}
 }
 
