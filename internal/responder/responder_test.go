@@ -23,15 +23,7 @@ func TestAnswersTheProber(t *testing.T) {
 		}
 		return Action{}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	p, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := proberFor(t, r, err)
 	target := probe.Target{AoR: "a", URI: "sip:peer@" + r.Addr().String(), Timeout: 300 * time.Millisecond}
 	if res := p.Probe(t.Context(), target); res.Code != 200 || res.Reason != qualify.ReasonNone {
 		t.Fatalf("answered probe: %+v", res)
@@ -47,6 +39,22 @@ func TestAnswersTheProber(t *testing.T) {
 	if a, d, _ := r.Counts(); a != 2 || d < 1 {
 		t.Fatalf("counts answered=%d dropped=%d", a, d)
 	}
+}
+
+// proberFor fails the test on err (r's Listen), else returns a prober on
+// loopback; both are closed at the end of the test.
+func proberFor(t *testing.T, r *Responder, err error) *sipprobe.Prober {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	p, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 const options = "OPTIONS sip:x@127.0.0.1 SIP/2.0\r\n" +
@@ -108,15 +116,7 @@ func TestListenTransactions(t *testing.T) {
 		seen <- tx
 		return Action{Drop: true}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	p, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := proberFor(t, r, err)
 	target := probe.Target{AoR: "a", URI: "sip:peer@" + r.Addr().String(), Timeout: 1200 * time.Millisecond}
 	count := func() map[string]int {
 		if res := p.Probe(t.Context(), target); res.Reason != qualify.ReasonTimeout {
