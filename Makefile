@@ -19,6 +19,13 @@ export SOURCE_DATE_EPOCH
 ASTERISK_SRC ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/peers/asterisk) /work/shared/peers/asterisk) $(abspath $(CURDIR)/../shared/peers/asterisk))
 ASTERISK     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/qualifyd/asterisk
 export QUALIFYD_ASTERISK ?= $(ASTERISK)
+# ASTERISK_QUALIFY is where `make deps` builds the same Asterisk with
+# contrib/asterisk's res_pjsip qualify patches (contrib/asterisk/build.sh,
+# stamped as build.sh: again only when the source, the modules or the
+# patches change); the side-by-side tests find it through
+# QUALIFYD_ASTERISK_QUALIFY, and fail without it.
+ASTERISK_QUALIFY ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/qualifyd/asterisk-qualify
+export QUALIFYD_ASTERISK_QUALIFY ?= $(ASTERISK_QUALIFY)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
@@ -31,7 +38,8 @@ build:
 
 # deps installs what the tests need: Go modules and the real SIP peers
 # (SIPp from Debian's sip-tester, Kamailio, and Asterisk built from source
-# into ASTERISK, about 2 minutes the first time) used by the interop tests,
+# into ASTERISK, about 2 minutes the first time, and again with
+# contrib/asterisk's patches into ASTERISK_QUALIFY) used by the interop tests,
 # iproute2 and nftables for the lossy-network lab, chromium for the
 # status page's browser tests, promtool (Debian's prometheus) for the
 # metrics' lint and the alerting rules' tests, and PostgreSQL (initdb and
@@ -39,7 +47,8 @@ build:
 # mariadb-server: mariadb-install-db and mariadbd) and alembic (Debian's,
 # which turns Asterisk's migrations in contrib/ast-db-manage, extracted
 # into ASTERISK/ast-db-manage from the Asterisk source, into the MariaDB
-# schema) for the realtime source's tests.
+# schema, and the patched Asterisk's realtime migration) for the realtime
+# source's tests.
 deps:
 	$(GO) mod download
 	$(GO) -C packaging mod download
@@ -67,6 +76,9 @@ deps:
 		mkdir -p $(ASTERISK)/ast-db-manage && \
 		tar -xzf $(ASTERISK_SRC)/asterisk-*.tar.gz --strip-components=3 -C $(ASTERISK)/ast-db-manage asterisk/contrib/ast-db-manage; \
 	else echo "deps: no Asterisk source in $(ASTERISK_SRC): the realtime tests need its contrib/ast-db-manage in $(ASTERISK)/ast-db-manage"; exit 1; fi
+	@if [ -f $(ASTERISK_SRC)/asterisk-f0c1c1a7b7.tar.gz ]; then ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/build.sh $(ASTERISK_QUALIFY); \
+	elif [ -x $(ASTERISK_QUALIFY)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the patched Asterisk built in $(ASTERISK_QUALIFY)"; \
+	else echo "deps: no $(ASTERISK_SRC) and no patched Asterisk in $(ASTERISK_QUALIFY): the side-by-side tests need one (ASTERISK_SRC=...)"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)
@@ -77,7 +89,7 @@ vet:
 # unit runs every test; the browser tests fail rather than skip without
 # chromium.
 unit:
-	QUALIFYD_BROWSER=require $(GO) test -race -count=1 $(PKGS)
+	QUALIFYD_BROWSER=require $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(GO) -C packaging test -race -count=1 ./...
 
 # lab is the short lossy-network run (about a minute, see lossy) and the

@@ -42,7 +42,7 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		flags.Usage()
 		return 2
 	}
-	opts := pjsip.Options{ConfigDir: *dir}
+	opts := pjsip.Options{ConfigDir: *dir, NoteAsterisk: true}
 	var reads []sourceRead
 	if *connect {
 		opts.Import = readSources(ctx, &reads)
@@ -57,6 +57,9 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 	warnSecrets(stderr, cfg)
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "qualifyd check-config: warning: %v\n", w)
+	}
+	for _, n := range cfg.NotAsterisk {
+		fmt.Fprintf(stderr, "qualifyd check-config: warning: %v\n", n)
 	}
 	cl, clustered, err := daemon.CheckCluster(cfg)
 	if err != nil {

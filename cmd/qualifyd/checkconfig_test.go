@@ -345,3 +345,18 @@ func TestCheckConfigDetectionOptions(t *testing.T) {
 		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
 	}
 }
+
+// TestCheckConfigNotAsterisk checks the warning for a pjsip.conf that an
+// unpatched Asterisk would read too: the AoR that sets the options of
+// contrib/asterisk's patches loads, with a warning naming them.
+func TestCheckConfigNotAsterisk(t *testing.T) {
+	conf := "[pbx07]\ntype=aor\ncontact=sip:pbx07@192.0.2.7\nqualify_frequency=30\nqualify_failures=3\nqualify_retry_interval=2\n"
+	dir := writeConfig(t, map[string]string{"pjsip.conf": conf})
+	file := filepath.Join(dir, "pjsip.conf")
+	want := "qualifyd check-config: warning: " + file + `:5: section "pbx07": option "qualify_failures": not an Asterisk option: ` +
+		"Asterisk refuses to load an AoR that sets qualify_failures, qualify_retry_interval unless it has contrib/asterisk's qualify patches\n"
+	code, stdout, stderr := checkConfig(file)
+	if code != 0 || stderr != want || !strings.Contains(stdout, "OK: 1 AoRs") {
+		t.Errorf("exit %d, stdout\n%s\nstderr\n%s\nwant\n%s", code, stdout, stderr, want)
+	}
+}

@@ -18,6 +18,12 @@ import (
 // build.sh into ${XDG_CACHE_HOME:-$HOME/.cache}/qualifyd/asterisk).
 const AsteriskEnv = "QUALIFYD_ASTERISK"
 
+// AsteriskQualifyEnv names the environment variable holding the prefix of
+// the Asterisk built with contrib/asterisk's qualify patches (`make deps`
+// builds it with contrib/asterisk/build.sh into
+// ${XDG_CACHE_HOME:-$HOME/.cache}/qualifyd/asterisk-qualify).
+const AsteriskQualifyEnv = "QUALIFYD_ASTERISK_QUALIFY"
+
 // Asterisk is a real Asterisk run from a directory of the test's own
 // (NewAsterisk): its Manager on 127.0.0.1:AMIPort (user qualifyd, secret
 // AMISecret, write=call,system), a PJSIP UDP transport on
@@ -43,9 +49,16 @@ const AMISecret = "s3cret"
 // fails the test when QUALIFYD_ASTERISK names no Asterisk build.
 func NewAsterisk(t testing.TB) *Asterisk {
 	t.Helper()
-	prefix := os.Getenv(AsteriskEnv)
+	return NewAsteriskFrom(t, AsteriskEnv)
+}
+
+// NewAsteriskFrom is NewAsterisk with the build the environment variable
+// env names (AsteriskEnv or AsteriskQualifyEnv).
+func NewAsteriskFrom(t testing.TB, env string) *Asterisk {
+	t.Helper()
+	prefix := os.Getenv(env)
 	if _, err := os.Stat(filepath.Join(prefix, "sbin", "asterisk")); prefix == "" || err != nil {
-		t.Fatalf("no Asterisk: %s=%q (make deps builds it; run the tests through make test or set it): %v", AsteriskEnv, prefix, err)
+		t.Fatalf("no Asterisk: %s=%q (make deps builds it; run the tests through make test or set it): %v", env, prefix, err)
 	}
 	a := &Asterisk{Prefix: prefix, Dir: t.TempDir(), AMIPort: FreePort(t, "tcp"), SIPPort: FreePort(t, "udp"), t: t}
 	a.conf = filepath.Join(a.Dir, "etc", "asterisk.conf")

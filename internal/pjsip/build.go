@@ -28,6 +28,10 @@ type Options struct {
 	// section is dropped rather than refused, as its AoR may be one the
 	// source would import.
 	Import Importer
+	// NoteAsterisk makes the reader note the AoRs an unpatched Asterisk
+	// would refuse (Config.NotAsterisk): check-config's warnings. Off, the
+	// daemon keeps no note of a large pjsip.conf's AoRs.
+	NoteAsterisk bool
 }
 
 // Config is the typed result of reading a configuration.
@@ -55,6 +59,14 @@ type Config struct {
 	// (ErrReference; in its first AoR's file order). The configuration
 	// is loaded with them.
 	Warnings []*Error
+	// NotAsterisk are, with Options.NoteAsterisk, the AoRs that set
+	// options an unpatched Asterisk does not define (ErrNotAsterisk), one
+	// note each, in file order:
+	// read by an Asterisk too, such an AoR is not loaded unless it has
+	// contrib/asterisk's qualify patches (or at all, for qualifyd's own
+	// options). qualifyd loads them as any other; check-config prints the
+	// notes.
+	NotAsterisk []*Error
 }
 
 // Panic is the global panic_threshold, panic_min_destinations and
@@ -98,9 +110,11 @@ type parser struct {
 	// last line read; sources is set once a type=source section ended;
 	// pseudo maps an imported object's file to its place in files.
 	importer Importer
-	open     *section
-	sources  bool
-	pseudo   map[string]int32
+	// noteAsterisk is Options.NoteAsterisk.
+	noteAsterisk bool
+	open         *section
+	sources      bool
+	pseudo       map[string]int32
 }
 
 // openFile is a file being read: its name in the file system and as shown
@@ -144,7 +158,7 @@ func Parse(name string, src []byte, opts Options) (*Config, error) {
 // newParser sets up the file system and configuration directory for the
 // main file file, and returns its name in the file system.
 func newParser(file string, opts Options) (*parser, string, error) {
-	p := &parser{fsys: opts.FS, dir: filepath.ToSlash(opts.ConfigDir), importer: opts.Import}
+	p := &parser{fsys: opts.FS, dir: filepath.ToSlash(opts.ConfigDir), importer: opts.Import, noteAsterisk: opts.NoteAsterisk}
 	if p.fsys == nil {
 		abs, err := filepath.Abs(file)
 		if err != nil {
@@ -181,9 +195,9 @@ func (p *parser) run(name, shown, src string) (*Config, error) {
 	if err := p.endSection(p.open); err != nil {
 		return nil, err
 	}
-	sections, files, texts, secret, dir := p.sections, p.files, p.texts, secretReader(p), p.dir
+	sections, files, texts, secret, dir, note := p.sections, p.files, p.texts, secretReader(p), p.dir, p.noteAsterisk
 	*p = parser{}
-	return build(sections, files, &texts, secret, dir)
+	return build(sections, files, &texts, secret, dir, note)
 }
 
 // builder turns sections into objects, in file order.
@@ -220,6 +234,9 @@ type builder struct {
 	// found (see unique); warnings are the Config's.
 	dropped  map[string]bool
 	warnings []*Error
+	// notAsterisk are the Config's NotAsterisk, noted when note is set.
+	note        bool
+	notAsterisk []*Error
 }
 
 type seenKey struct{ typ, name string }
@@ -233,8 +250,9 @@ type place struct {
 // build reads every non-template section with a type; sections without
 // one (unused templates, or plain Asterisk sections) are ignored. Each
 // block of sections is dropped once read.
-func build(sections sectionBlocks, files []string, texts *texts, secret func(string) (string, error), dir string) (*Config, error) {
+func build(sections sectionBlocks, files []string, texts *texts, secret func(string) (string, error), dir string, note bool) (*Config, error) {
 	b := &builder{
+		note:        note,
 		secret:      secret,
 		dir:         dir,
 		files:       files,
@@ -318,6 +336,7 @@ func (b *builder) section(s *def, typ string) error {
 		// Named even when it fails: its name came before its options,
 		// and finish reports a second AoR of one name first.
 		a := b.newAoR()
+		b.noteAsterisk(s, false)
 		return readAoR(a, s.name, s.file, s.line, s.vars, &b.policies)
 	case "endpoint":
 		b.endpoints = append(b.endpoints, readEndpoint(s.name, s.vars))
@@ -337,6 +356,17 @@ func (b *builder) section(s *def, typ string) error {
 		return b.addCluster(s)
 	}
 	return nil
+}
+
+// noteAsterisk keeps the note of an AoR an unpatched Asterisk would not
+// load (notAsterisk).
+func (b *builder) noteAsterisk(s *def, wizard bool) {
+	if !b.note {
+		return
+	}
+	if e := notAsterisk(s, wizard); e != nil {
+		b.notAsterisk = append(b.notAsterisk, e)
+	}
 }
 
 // newAoR returns the place of the next AoR in file order.
@@ -390,6 +420,7 @@ func (b *builder) addWizard(s *def) error {
 	if err != nil {
 		return err
 	}
+	b.noteAsterisk(s, true)
 	if err := b.unique(s, "endpoint"); err != nil {
 		return err
 	}

@@ -32,6 +32,10 @@ var (
 	// ErrReference is an endpoint naming a transport or an auth section
 	// that does not exist; a warning (Config.Warnings).
 	ErrReference = errors.New("missing reference")
+	// ErrNotAsterisk is an AoR option that an unpatched Asterisk does not
+	// define, so that it refuses to load the AoR (Config.NotAsterisk); not
+	// an error for qualifyd.
+	ErrNotAsterisk = errors.New("not an Asterisk option")
 	// ErrSource is a type=source section whose list could not be read or
 	// holds an object the reader refuses.
 	ErrSource = errors.New("source error")

@@ -33,7 +33,8 @@ func (b *builder) finish(errs []error) (*Config, error) {
 		}
 	}
 	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.global.maxInitial) * time.Second,
-		Panic: b.global.panic(), Sinks: b.sinks, Sources: b.sources, Cluster: b.cluster, Warnings: b.warnings}
+		Panic: b.global.panic(), Sinks: b.sinks, Sources: b.sources, Cluster: b.cluster, Warnings: b.warnings,
+		NotAsterisk: b.notAsterisk}
 	for _, k := range b.sinks {
 		if err := checkSinkAoRs(k, b.aors); err != nil {
 			return nil, err

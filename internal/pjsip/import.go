@@ -132,6 +132,6 @@ func CheckObjects(objs []Object) error {
 			return err
 		}
 	}
-	_, err := build(p.sections, p.files, &p.texts, nil, "")
+	_, err := build(p.sections, p.files, &p.texts, nil, "", false)
 	return err
 }

@@ -13,6 +13,12 @@ type request struct {
 	viaStore             [4][]byte
 }
 
+// transaction names the request: Call-ID, CSeq and top Via, which every
+// retransmission repeats.
+func (r *request) transaction() string {
+	return string(r.callID) + "\x00" + string(r.cs) + "\x00" + string(r.vias[0])
+}
+
 // parseOptions splits an OPTIONS request into the headers a response needs;
 // false for anything else.
 func parseOptions(msg []byte) (*request, bool) {

@@ -27,12 +27,19 @@ type Action struct {
 // Decide chooses the action for one OPTIONS request from src.
 type Decide func(src netip.AddrPort) Action
 
+// DecideTransaction chooses the action for one OPTIONS request from src;
+// transaction is the same for every retransmission of one request (its
+// Call-ID, CSeq and top Via), so that a script can count requests rather
+// than datagrams.
+type DecideTransaction func(src netip.AddrPort, transaction string) Action
+
 // Responder answers OPTIONS on one UDP socket until closed.
 type Responder struct {
-	conn   *net.UDPConn
-	decide Decide
-	wg     sync.WaitGroup
-	once   sync.Once
+	conn     *net.UDPConn
+	decide   Decide
+	decideTx DecideTransaction
+	wg       sync.WaitGroup
+	once     sync.Once
 
 	answered, dropped, ignored atomic.Uint64
 }
@@ -40,6 +47,20 @@ type Responder struct {
 // Listen opens addr ("127.0.0.1:0" for an ephemeral port) and starts
 // answering; decide may be nil (always 200 OK).
 func Listen(addr string, decide Decide) (*Responder, error) {
+	if decide == nil {
+		decide = func(netip.AddrPort) Action { return Action{} }
+	}
+	return listen(addr, &Responder{decide: decide})
+}
+
+// ListenTransactions is Listen with a decide that also sees which request
+// (transaction) a datagram carries.
+func ListenTransactions(addr string, decide DecideTransaction) (*Responder, error) {
+	return listen(addr, &Responder{decideTx: decide})
+}
+
+// listen opens addr for r and starts answering.
+func listen(addr string, r *Responder) (*Responder, error) {
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, err
@@ -50,10 +71,7 @@ func Listen(addr string, decide Decide) (*Responder, error) {
 	}
 	_ = conn.SetReadBuffer(4 << 20)
 	_ = conn.SetWriteBuffer(4 << 20)
-	if decide == nil {
-		decide = func(netip.AddrPort) Action { return Action{} }
-	}
-	r := &Responder{conn: conn, decide: decide}
+	r.conn = conn
 	r.wg.Add(1)
 	go r.serve()
 	return r, nil
@@ -112,7 +130,12 @@ func (r *Responder) handle(msg []byte, src netip.AddrPort, out []byte) []byte {
 		r.ignored.Add(1)
 		return out
 	}
-	act := r.decide(src)
+	var act Action
+	if r.decideTx != nil {
+		act = r.decideTx(src, req.transaction())
+	} else {
+		act = r.decide(src)
+	}
 	if act.Drop {
 		r.dropped.Add(1)
 		return out

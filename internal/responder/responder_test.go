@@ -23,15 +23,7 @@ func TestAnswersTheProber(t *testing.T) {
 		}
 		return Action{}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	p, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := proberFor(t, r, err)
 	// An answered probe's bound only stops a broken run: a loopback
 	// answer slowed by a loaded host is still an answer. The dropped
 	// probe's bound is how long the test waits for its timeout.
@@ -51,6 +43,22 @@ func TestAnswersTheProber(t *testing.T) {
 	if a, d, _ := r.Counts(); a != 2 || d < 1 {
 		t.Fatalf("counts answered=%d dropped=%d", a, d)
 	}
+}
+
+// proberFor fails the test on err (r's Listen), else returns a prober on
+// loopback; both are closed at the end of the test.
+func proberFor(t *testing.T, r *Responder, err error) *sipprobe.Prober {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	p, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 const options = "OPTIONS sip:x@127.0.0.1 SIP/2.0\r\n" +
@@ -101,4 +109,39 @@ func FuzzParseOptions(f *testing.F) {
 			_ = appendResponse(nil, req, 200)
 		}
 	})
+}
+
+// TestListenTransactions checks that every datagram of one request (a
+// prober's retransmissions) names one transaction, and the next request
+// another: a script counts probes, not datagrams.
+func TestListenTransactions(t *testing.T) {
+	seen := make(chan string, 16)
+	r, err := ListenTransactions("127.0.0.1:0", func(_ netip.AddrPort, tx string) Action {
+		seen <- tx
+		return Action{Drop: true}
+	})
+	p := proberFor(t, r, err)
+	target := probe.Target{AoR: "a", URI: "sip:peer@" + r.Addr().String(), Timeout: 1200 * time.Millisecond}
+	count := func() map[string]int {
+		if res := p.Probe(t.Context(), target); res.Reason != qualify.ReasonTimeout {
+			t.Fatalf("dropped probe: %+v", res)
+		}
+		txs := map[string]int{}
+		for len(seen) > 0 {
+			txs[<-seen]++
+		}
+		return txs
+	}
+	first, second := count(), count()
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("transactions per probe: %v, %v; want one each", first, second)
+	}
+	for tx, n := range first {
+		if n < 2 {
+			t.Errorf("the probe's %d datagrams, want its retransmissions too (T1 = 500 ms)", n)
+		}
+		if second[tx] != 0 {
+			t.Errorf("two probes with one transaction %q", tx)
+		}
+	}
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds Asterisk with qualifyd's res_pjsip qualify patches (the *.patch files beside this script,
+# applied in order with `git apply`) into PREFIX: the same source (ASTERISK_SRC, default the
+# shared peers' asterisk directory), configure flags and modules (its menuselect.args) as its
+# build.sh, which builds the unpatched one. About as long as that build.
+# Usage: build.sh PREFIX
+# Does nothing when PREFIX already holds this build (PREFIX/.stamp: the source, the modules, the
+# patches and this script). It also installs the patched tree's Alembic scripts (the realtime
+# schema) into PREFIX/share/ast-db-manage. ASTERISK_DEVMODE=1 configures with --enable-dev-mode
+# (warnings are errors) and the test framework, for unit.sh.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+prefix=${1:?usage: build.sh PREFIX}
+src=${ASTERISK_SRC:-}
+if [ -z "$src" ]; then
+  for d in "$here/../../../shared/peers/asterisk" /work/shared/peers/asterisk; do
+    if [ -f "$d/asterisk-f0c1c1a7b7.tar.gz" ]; then src=$(cd "$d" && pwd); break; fi
+  done
+fi
+if [ -z "$src" ] || [ ! -f "$src/asterisk-f0c1c1a7b7.tar.gz" ]; then
+  echo "build.sh: no Asterisk source (set ASTERISK_SRC to the directory of asterisk-f0c1c1a7b7.tar.gz)" >&2
+  exit 1
+fi
+patches=("$here"/[0-9][0-9][0-9][0-9]-*.patch)
+devmode=${ASTERISK_DEVMODE:-0}
+stamp="asterisk-f0c1c1a7b7 pjproject-2.17 $(md5sum "$src/menuselect.args" | cut -c1-8) qualify-$(cat "${patches[@]}" "$0" | md5sum | cut -c1-8) devmode-$devmode"
+if [ -x "$prefix/sbin/asterisk" ] && [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then
+  exit 0
+fi
+if ! dpkg -s libjansson-dev libedit-dev libsrtp2-dev uuid-dev libxml2-dev libsqlite3-dev git >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
+    build-essential libjansson-dev libxml2-dev libsqlite3-dev uuid-dev libedit-dev libssl-dev \
+    libsrtp2-dev pkg-config bzip2 patch libncurses-dev xmlstarlet python3 git >/dev/null
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/cache"
+tar -xzf "$src/asterisk-f0c1c1a7b7.tar.gz" -C "$work"
+cp "$src/pjproject-2.17.tar.bz2" "$work/cache/"
+cd "$work/asterisk"
+for p in "${patches[@]}"; do
+  git apply --whitespace=nowarn "$p" || { echo "build.sh: $p does not apply" >&2; exit 1; }
+done
+# A git archive has no .git: without this the version reads UNKNOWN__and_probably_unsupported.
+echo GIT-master-f0c1c1a7b7-qualify > .version
+flags=()
+extra=()
+if [ "$devmode" = 1 ]; then flags+=(--enable-dev-mode); extra+=(--enable TEST_FRAMEWORK); fi
+./configure -q --with-pjproject-bundled --with-externals-cache="$work/cache" \
+  --without-jansson-bundled --prefix="$prefix" "${flags[@]}" > "$work/configure.log" 2>&1 \
+  || { tail -20 "$work/configure.log"; exit 1; }
+make -s menuselect.makeopts > /dev/null
+# shellcheck disable=SC2046
+menuselect/menuselect $(grep -v '^#' "$src/menuselect.args") "${extra[@]}" menuselect.makeopts > /dev/null
+menuselect/menuselect --check-deps menuselect.makeopts > /dev/null
+make -s -j"$(nproc)" > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
+make -s install > "$work/install.log" 2>&1 || { tail -20 "$work/install.log"; exit 1; }
+rm -rf "$prefix/share/ast-db-manage"
+mkdir -p "$prefix/share"
+cp -r contrib/ast-db-manage "$prefix/share/ast-db-manage"
+echo "$stamp" > "$prefix/.stamp"
+echo "patched asterisk built into $prefix: $("$prefix/sbin/asterisk" -V)"
