@@ -169,21 +169,8 @@ func TestReferenceSinkOptions(t *testing.T) {
 			}
 		}
 	}
-	drivers := map[string][]string{"driver": nil}
-	for d, opts := range sinkOptions {
-		for o := range opts {
-			drivers[o] = append(drivers[o], d)
-		}
-		for o := range commonSinkOptions {
-			if o != "reassert_interval" || d != "webhook" {
-				drivers[o] = append(drivers[o], d)
-			}
-		}
-	}
-	drivers["driver"] = slices.Sorted(maps.Keys(sinkOptions))
-	for o := range drivers {
-		slices.Sort(drivers[o])
-	}
+	// A webhook does not reassert: it delivers changes.
+	drivers := acceptedBy(sinkOptions, commonSinkOptions, func(o, d string) bool { return o == "reassert_interval" && d == "webhook" })
 	docref.CheckTable(t, reference, "## `type=sink`", want, drivers)
 }
 
@@ -217,21 +204,31 @@ func TestReferenceSourceOptions(t *testing.T) {
 	if db := sources["db"]; db.Timeout != kam.Timeout || db.RefreshInterval != kam.RefreshInterval {
 		t.Errorf("the realtime source's defaults differ from kamailio's; the reference gives one")
 	}
-	drivers := map[string][]string{}
-	for d, opts := range sourceOptions {
-		for o := range opts {
-			if o != "dsn" { // accepted only to be refused with its reason
+	// dsn= is accepted only to be refused with its reason.
+	drivers := acceptedBy(sourceOptions, commonSourceOptions, func(o, _ string) bool { return o == "dsn" })
+	// The drivers column of driver= itself is empty: every driver.
+	docref.CheckTable(t, reference, "## `type=source`", want, drivers)
+}
+
+// acceptedBy returns, per option, the drivers that accept it, sorted: the
+// driver's own options and the common ones, but those skip refuses, and
+// driver= itself for every driver.
+func acceptedBy[V any](perDriver map[string]map[string]V, common map[string]V, skip func(option, driver string) bool) map[string][]string {
+	drivers := map[string][]string{"driver": slices.Sorted(maps.Keys(perDriver))}
+	for d, opts := range perDriver {
+		for o := range maps.Keys(opts) {
+			if !skip(o, d) {
 				drivers[o] = append(drivers[o], d)
 			}
 		}
-		for o := range commonSourceOptions {
-			drivers[o] = append(drivers[o], d)
+		for o := range maps.Keys(common) {
+			if !skip(o, d) {
+				drivers[o] = append(drivers[o], d)
+			}
 		}
 	}
-	drivers["driver"] = slices.Sorted(maps.Keys(sourceOptions))
 	for o := range drivers {
 		slices.Sort(drivers[o])
 	}
-	// The drivers column of driver= itself is empty: every driver.
-	docref.CheckTable(t, reference, "## `type=source`", want, drivers)
+	return drivers
 }
