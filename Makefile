@@ -107,14 +107,16 @@ smoke: build
 
 # deb builds the Debian package (packaging/, nfpm as a Go library, its own
 # module): a static, stripped binary stamped with VERSION, the systemd unit,
-# the sample configuration and the man page made from the binary's help.
+# the sample configuration, the man page qualifyd(8) made from the binary's
+# help and qualifyd.conf(5) made from docs/configuration.md.
 deb:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o bin/deb/qualifyd ./cmd/qualifyd
 	$(GO) -C packaging run . -bin $(CURDIR)/bin/deb/qualifyd -version $(VERSION) -out $(CURDIR)
 
-# man writes the man page alone, bin/qualifyd.8 (`man -l bin/qualifyd.8`).
+# man writes the man pages alone, bin/qualifyd.8 and bin/qualifyd.conf.5
+# (`man -l bin/qualifyd.conf.5`).
 man: build
-	$(GO) -C packaging run . -bin $(CURDIR)/bin/qualifyd -version $(VERSION) -man $(CURDIR)/bin/qualifyd.8
+	$(GO) -C packaging run . -bin $(CURDIR)/bin/qualifyd -version $(VERSION) -man $(CURDIR)/bin/qualifyd.8 -man5 $(CURDIR)/bin/qualifyd.conf.5
 
 # deb-test installs the package with dpkg (as root), runs what it installed
 # and removes and purges it (about 10 s). It refuses to run where qualifyd is
@@ -122,7 +124,8 @@ man: build
 deb-test: deb
 	QUALIFYD_DEB=$(CURDIR)/$(DEB) $(GO) -C packaging test -count=1 -run '^TestDebInstall$$' .
 
-# test is the README's test command: dependencies, vet, every test.
+# test is the README's test command (docs/testing.md): dependencies, vet,
+# every test.
 test: deps vet unit lab smoke deb-test
 
 # lossy is the real-network experiment (about 4 minutes, as root):

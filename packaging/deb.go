@@ -10,18 +10,18 @@ import (
 	_ "github.com/goreleaser/nfpm/v2/deb" // registers the "deb" packager
 )
 
-// configFile describes the package; its ${VERSION}, ${BIN}, ${MAN} and
-// ${CHANGELOG} are filled by writeDeb.
+// configFile describes the package; its ${VERSION}, ${BIN}, ${MAN},
+// ${MAN5} and ${CHANGELOG} are filled by writeDeb.
 const configFile = "nfpm.yaml"
 
 // changelogFile is the project's changelog, the source of the package's.
 const changelogFile = "../CHANGELOG.md"
 
 // writeDeb writes o.out/qualifyd_VERSION_amd64.deb: configFile's contents
-// with the binary o.bin, page gzipped as the man page, and the changelog of
-// o.version dated date. The package appears whole or not at all (written
+// with the binary o.bin, page and page5 gzipped as the man pages qualifyd(8)
+// and qualifyd.conf(5), and the changelog of o.version dated date. The package appears whole or not at all (written
 // aside, then renamed).
-func writeDeb(o options, page []byte, date time.Time) (string, error) {
+func writeDeb(o options, page, page5 []byte, date time.Time) (string, error) {
 	tmp, err := os.MkdirTemp("", "qualifyd-deb-")
 	if err != nil {
 		return "", err
@@ -33,13 +33,17 @@ func writeDeb(o options, page []byte, date time.Time) (string, error) {
 	}
 	env := map[string]string{
 		"VERSION": o.version, "BIN": bin,
-		"MAN": filepath.Join(tmp, "qualifyd.8.gz"), "CHANGELOG": filepath.Join(tmp, "changelog.gz"),
+		"MAN": filepath.Join(tmp, "qualifyd.8.gz"), "MAN5": filepath.Join(tmp, "qualifyd.conf.5.gz"),
+		"CHANGELOG": filepath.Join(tmp, "changelog.gz"),
 	}
 	info, err := debInfo(func(k string) string { return env[k] })
 	if err != nil {
 		return "", err
 	}
 	if err := writeGzip(env["MAN"], page); err != nil {
+		return "", err
+	}
+	if err := writeGzip(env["MAN5"], page5); err != nil {
 		return "", err
 	}
 	if err := writeChangelog(env["CHANGELOG"], o.version, info.Maintainer, date); err != nil {

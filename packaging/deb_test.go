@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The package's paths, as it installs them.
@@ -26,6 +27,7 @@ const (
 	guardPath = "/lib/systemd/system/qualifyd-guard.service"
 	confPath  = "/etc/qualifyd/qualifyd.conf"
 	manPath   = "/usr/share/man/man8/qualifyd.8.gz"
+	man5Path  = "/usr/share/man/man5/qualifyd.conf.5.gz"
 	tokenPath = "/etc/qualifyd/token"
 	docPath   = "/usr/share/doc/qualifyd/changelog.gz"
 	copyPath  = "/usr/share/doc/qualifyd/copyright"
@@ -70,7 +72,7 @@ func TestDebInstall(t *testing.T) {
 	if got, want := hook.received(), []string{"aor example-trunk removed", "contact example-trunk removed"}; !slices.Equal(got, want) {
 		t.Errorf("remove pushed %q to the sink, want %q (qualifyd release)", got, want)
 	}
-	checkGone(t, binPath, unitPath, guardPath, manPath, docPath, copyPath, rulesPath)
+	checkGone(t, binPath, unitPath, guardPath, manPath, man5Path, docPath, copyPath, rulesPath)
 	checkPresent(t, confPath, tokenPath)
 
 	mustRun(t, "dpkg", "-P", "qualifyd")
@@ -304,6 +306,32 @@ func checkMan(t *testing.T) {
 		if !bytes.Contains(page, []byte("\n.SS "+roff(c.Name)+"\n")) {
 			t.Errorf("%s: no section for command %q", manPath, c.Name)
 		}
+	}
+	checkMan5(t)
+}
+
+// checkMan5 checks that man finds qualifyd.conf(5), renders it without a
+// warning, and that it is the configuration reference, docs/configuration.md,
+// as confManPage renders it (its header line, which holds the date, aside).
+func checkMan5(t *testing.T) {
+	t.Helper()
+	if got := strings.TrimSpace(mustRun(t, "man", "-w", "5", "qualifyd.conf")); got != man5Path {
+		t.Errorf("man -w 5 qualifyd.conf = %q, want %s", got, man5Path)
+	}
+	if out, err := exec.Command("man", "--warnings", "5", "qualifyd.conf").CombinedOutput(); err != nil || !bytes.Contains(out, []byte("qualifyd.conf - qualifyd's configuration file")) {
+		t.Errorf("man 5 qualifyd.conf: %v\n%.2000s", err, out)
+	}
+	md, err := os.ReadFile(referenceFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := confManPage(md, "V", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got, _ := bytes.Cut(gunzip(t, man5Path), []byte("\n"))
+	if _, want, _ = bytes.Cut(want, []byte("\n")); !bytes.Equal(got, want) {
+		t.Errorf("%s is not %s rendered", man5Path, referenceFile)
 	}
 }
 

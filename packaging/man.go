@@ -152,9 +152,12 @@ stop it gracefully.
 0 on success, 1 on a failure (a contact that did not answer, an invalid
 configuration, an error), 2 on a usage error.
 .SH SEE ALSO
+.BR qualifyd.conf (5),
 .BR asterisk (8),
 .BR systemctl (1),
 .BR systemd.exec (5);
-the README of the source, which documents the configuration, the API and the
-metrics.
+the pages of the source's
+.I docs/
+directory, which document the configuration, the routers, the cluster, the
+API and the metrics.
 `

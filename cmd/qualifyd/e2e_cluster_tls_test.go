@@ -40,7 +40,7 @@ func readmeCertificates(t *testing.T, names ...string) string {
 // readmeCertScript is the README's block of openssl commands.
 func readmeCertScript(t *testing.T) string {
 	t.Helper()
-	section := readmeSection(t, "**Certificates for the routes.**", "**Rotation.**")
+	section := docSection(t, "docs/cluster.md", "**Certificates for the routes.**", "**Rotation.**")
 	_, script, ok := strings.Cut(section, "```sh\n")
 	script, _, ok2 := strings.Cut(script, "```")
 	if !ok || !ok2 || !strings.Contains(script, "for node in a b c; do") || !strings.Contains(script, "-days 365") {
@@ -319,7 +319,7 @@ func TestClusterWarnsOfInsecureRoutes(t *testing.T) {
 // starts with after.
 func readmeBlock(t *testing.T, after string) string {
 	t.Helper()
-	s := readmeSection(t, after, "## When qualifyd fails")
+	s := docSection(t, "docs/cluster.md", after, "## ")
 	_, s, ok := strings.Cut(s, "```\n")
 	s, _, ok2 := strings.Cut(s, "```")
 	if !ok || !ok2 {

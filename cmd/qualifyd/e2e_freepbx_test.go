@@ -253,18 +253,15 @@ func TestFreePBXPredialHookSkipsTrunk(t *testing.T) {
 	}
 }
 
-// TestREADMEFreePBXHook: the README shows testdata/freepbx's
+// TestREADMEFreePBXHook: docs/routers.md shows testdata/freepbx's
 // extensions_custom.conf, the file the FreePBX tests run, as it is.
 func TestREADMEFreePBXHook(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := docText(t, "docs/routers.md")
 	b, err := os.ReadFile(filepath.Join("testdata", "freepbx", "extensions_custom.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "```\n"+string(b)+"```\n") {
-		t.Error("the README does not show testdata/freepbx/extensions_custom.conf as it is")
+	if !strings.Contains(readme, "```\n"+string(b)+"```\n") {
+		t.Error("docs/routers.md does not show testdata/freepbx/extensions_custom.conf as it is")
 	}
 }

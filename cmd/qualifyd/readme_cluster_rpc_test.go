@@ -13,21 +13,17 @@ import (
 	"github.com/qualifyd/qualifyd/internal/peertest"
 )
 
-// TestREADMEKamailioClusterRPC: the README's kamailio.cfg lines for a
+// TestREADMEKamailioClusterRPC: docs/routers.md's kamailio.cfg lines for a
 // cluster are in testdata/kamailio/kamailio.cfg, and with them the real
 // Kamailio answers the RPC from the nodes' addresses only: 127.0.0.1 and
 // 127.0.0.3 (two nodes) get core.version, 127.0.0.2 (another host) a 403.
 func TestREADMEKamailioClusterRPC(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg, _ := filepath.Abs(filepath.Join("testdata", "kamailio", "kamailio.cfg"))
 	kam, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	excerptInFile(t, string(readme), "The lines for a cluster", "NODE_A", string(kam))
+	excerptInFile(t, docText(t, "docs/routers.md"), "The lines for a cluster", "NODE_A", string(kam))
 	dslist, _ := filepath.Abs(filepath.Join("testdata", "kamailio", "dispatcher.list"))
 	k := peertest.StartKamailio(t, cfg, dslist, "RPC_ADDR=127.0.0.1", `NODE_A="127.0.0.1"`, `NODE_B="127.0.0.3"`, `NODE_C="127.0.0.4"`)
 	for _, tc := range []struct {

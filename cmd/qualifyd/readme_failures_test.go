@@ -54,8 +54,8 @@ func TestREADMEFailureTableNamesRealTests(t *testing.T) {
 		section, header string
 		min             int
 	}{
-		{readmeSection(t, "## When qualifyd fails\n", "## "), "| router ", 15},
-		{readmeSection(t, "## Running several nodes\n", "## "), "| fault ", 8},
+		{docSection(t, "docs/operations.md", "## When qualifyd fails\n", "## "), "| router ", 15},
+		{docSection(t, "docs/cluster.md", "## Running several nodes\n", "## "), "| fault ", 8},
 	}
 	for _, tb := range tables {
 		rows := tableRows(tb.section, tb.header)

@@ -123,7 +123,7 @@ func TestShowClusterCommand(t *testing.T) {
 	}
 }
 
-// TestREADMEShowCluster: the README's show cluster example is the
+// TestREADMEShowCluster: docs/api.md's show cluster example is the
 // command's output (testdata/show_cluster.golden).
 func TestREADMEShowCluster(t *testing.T) {
 	readmeExample(t, "qualifyd show cluster", "show_cluster.golden")

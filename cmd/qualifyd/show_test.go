@@ -217,27 +217,24 @@ func TestShowHistoryCommand(t *testing.T) {
 	}
 }
 
-// TestREADMEShowHistory: the README's show history example is the
+// TestREADMEShowHistory: docs/api.md's show history example is the
 // command's output (testdata/show_history.golden, which TestShowTables
 // holds to the code).
 func TestREADMEShowHistory(t *testing.T) {
 	readmeExample(t, "qualifyd show history pbx07", "show_history.golden")
 }
 
-// readmeExample checks that the README shows command's output as the
+// readmeExample checks that docs/api.md shows command's output as the
 // golden file testdata/name has it, in a code block of its own.
 func readmeExample(t *testing.T, command, name string) {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := docText(t, "docs/api.md")
 	golden, err := os.ReadFile("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "$ "+command+"\n"+strings.TrimRight(string(golden), "\n")+"\n```") {
-		t.Errorf("README's %s example is not testdata/%s:\n%s", command, name, golden)
+	if !strings.Contains(readme, "$ "+command+"\n"+strings.TrimRight(string(golden), "\n")+"\n```") {
+		t.Errorf("docs/api.md's %s example is not testdata/%s:\n%s", command, name, golden)
 	}
 }
 

@@ -88,7 +88,7 @@ type Config struct {
 	Secure
 }
 
-// Options are the section's options, in the order the README lists them.
+// Options are the section's options, in the order docs/configuration.md lists them.
 var Options = append([]string{"nodes", "vantages", "quorum", "store", "nats_url", "member_ttl", "lease_ttl", "allow_two_nodes"}, secureOptions...)
 
 // Set applies one option of the section. Its error names the cause only;

@@ -79,18 +79,18 @@ func TestExternalNATSNkey(t *testing.T) {
 }
 
 // readmePermissions are the publish and subscribe permissions of
-// qualifyd's NATS user in the README's NATS configuration ("Securing
-// qualifyd").
+// qualifyd's NATS user in the NATS configuration of docs/cluster.md
+// ("Securing qualifyd").
 func readmePermissions(t *testing.T) (pub, sub []string) {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/cluster.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	list := func(kind string) []string {
 		m := regexp.MustCompile(kind + `: \{ allow: \[([^\]]*)\] \}`).FindSubmatch(readme)
 		if m == nil {
-			t.Fatalf("the README has no %s permissions", kind)
+			t.Fatalf("docs/cluster.md has no %s permissions", kind)
 		}
 		var out []string
 		for _, q := range strings.Split(string(m[1]), ",") {

@@ -40,7 +40,7 @@ type Secure struct {
 	NATSCreds, NATSNkey, NATSUser, NATSPasswordFile string
 }
 
-// secureOptions are Secure's options, in the order the README lists
+// secureOptions are Secure's options, in the order docs/configuration.md lists
 // them.
 var secureOptions = []string{"name", "tls_cert", "tls_key", "tls_ca", "secret_file", "insecure_routes",
 	"nats_ca", "nats_cert", "nats_key", "nats_creds", "nats_nkey", "nats_user", "nats_password_file"}

@@ -13,7 +13,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/peertest"
 )
 
-// The alerting rules the README offers, and promtool from Debian's
+// The alerting rules docs/metrics.md offers, and promtool from Debian's
 // prometheus package, which make deps installs.
 const (
 	rulesFile     = "../../docs/prometheus/qualifyd.rules.yml"
@@ -52,7 +52,7 @@ func TestAlertingRules(t *testing.T) {
 }
 
 // TestAlertingRulesUseDocumentedSeries: every qualifyd series the rules
-// read is one the README documents, so that a renamed metric cannot
+// read is one docs/metrics.md documents, so that a renamed metric cannot
 // leave an alert that never fires.
 func TestAlertingRulesUseDocumentedSeries(t *testing.T) {
 	rules, err := os.ReadFile(rulesFile)
@@ -67,22 +67,22 @@ func TestAlertingRulesUseDocumentedSeries(t *testing.T) {
 	for _, name := range names {
 		base := strings.TrimSuffix(name, "_bucket")
 		if _, ok := rows[base]; !ok {
-			t.Errorf("the rules read %s, which the README's Metrics table does not list", name)
+			t.Errorf("the rules read %s, which docs/metrics.md's table does not list", name)
 		}
 	}
 }
 
-// TestREADMEPrometheusConfig: the README's prometheus.yml lines are a
+// TestREADMEPrometheusConfig: docs/metrics.md's prometheus.yml lines are a
 // configuration promtool accepts, with its rule file in place.
 func TestREADMEPrometheusConfig(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(readme), "```yaml\n# prometheus.yml\n")
+	_, block, ok := strings.Cut(string(page), "```yaml\n# prometheus.yml\n")
 	block, _, closed := strings.Cut(block, "```")
 	if !ok || !closed || !strings.Contains(block, "/etc/prometheus/qualifyd.rules.yml") {
-		t.Fatal("README has no prometheus.yml example naming /etc/prometheus/qualifyd.rules.yml")
+		t.Fatal("docs/metrics.md has no prometheus.yml example naming /etc/prometheus/qualifyd.rules.yml")
 	}
 	rules, err := filepath.Abs(rulesFile)
 	if err != nil {

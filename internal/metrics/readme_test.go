@@ -14,25 +14,25 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// readmeRow is one row of the README's Metrics table: the series' type
+// readmeRow is one row of docs/metrics.md's table: the series' type
 // and label names as documented.
 type readmeRow struct {
 	typ    string
 	labels []string
 }
 
-// readmeMetrics reads the README's Metrics table by series name.
+// readmeMetrics reads docs/metrics.md's table (the page's first part,
+// before its first section) by series name.
 func readmeMetrics(t *testing.T) map[string]readmeRow {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Metrics\n")
+	section, _, ok := strings.Cut(string(page), "\n## ")
 	if !ok {
-		t.Fatal("README has no Metrics section")
+		t.Fatal("docs/metrics.md has no section after its table")
 	}
-	section, _, _ = strings.Cut(section, "\n## ")
 	rows := map[string]readmeRow{}
 	row := regexp.MustCompile("(?m)^\\| `(qualifyd_[a-z_]+)` \\| ([a-z]+) \\|([^|]*)\\|")
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
@@ -81,7 +81,7 @@ func gatherAll(t *testing.T) []*dto.MetricFamily {
 	return mfs
 }
 
-// TestREADMEDocumentsEverySeries checks that the README's Metrics table
+// TestREADMEDocumentsEverySeries checks that docs/metrics.md's table
 // lists exactly the series New registers with every option set, each
 // with its type and label names.
 func TestREADMEDocumentsEverySeries(t *testing.T) {
@@ -98,7 +98,7 @@ func TestREADMEDocumentsEverySeries(t *testing.T) {
 			continue
 		}
 		if typ := strings.ToLower(mf.GetType().String()); row.typ != typ {
-			t.Errorf("%s: the README says %s, New registers a %s", name, row.typ, typ)
+			t.Errorf("%s: docs/metrics.md says %s, New registers a %s", name, row.typ, typ)
 		}
 		var labels []string
 		for _, metric := range mf.GetMetric() {
@@ -110,12 +110,12 @@ func TestREADMEDocumentsEverySeries(t *testing.T) {
 		}
 		slices.Sort(labels)
 		if !slices.Equal(row.labels, labels) {
-			t.Errorf("%s: the README gives labels %v, New registers %v", name, row.labels, labels)
+			t.Errorf("%s: docs/metrics.md gives labels %v, New registers %v", name, row.labels, labels)
 		}
 	}
 	slices.Sort(documented)
 	slices.Sort(registered)
 	if !slices.Equal(documented, registered) {
-		t.Fatalf("README documents\n%v\nNew registers\n%v", documented, registered)
+		t.Fatalf("docs/metrics.md documents\n%v\nNew registers\n%v", documented, registered)
 	}
 }

@@ -150,7 +150,7 @@ func checkHeartbeatTable(ctx context.Context, k *Kamailio) error {
 	}
 	i := slices.IndexFunc(tables, func(t htableInfo) bool { return t.Name == heartbeatTable })
 	if err != nil || i < 0 || tables[i].Expire <= 0 {
-		return fmt.Errorf("kamailio %s: no htable %q with autoexpire: kamailio.cfg needs the README's fail-open lines, or Kamailio never fails open when qualifyd stops", k.URL, heartbeatTable)
+		return fmt.Errorf("kamailio %s: no htable %q with autoexpire: kamailio.cfg needs the fail-open lines of docs/routers.md, or Kamailio never fails open when qualifyd stops", k.URL, heartbeatTable)
 	}
 	return nil
 }

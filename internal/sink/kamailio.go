@@ -169,7 +169,7 @@ func (k *Kamailio) heartbeat(ctx context.Context) error {
 	now := k.now()
 	if err := k.call(ctx, "htable.setxi", []any{heartbeatTable, heartbeatKey, now.Unix(), expiry}, nil); err != nil {
 		if errors.As(err, &rej) {
-			return fmt.Errorf("kamailio %s: %w: kamailio.cfg lacks the htable %q of the README's fail-open lines", k.URL, rej.Err, heartbeatTable)
+			return fmt.Errorf("kamailio %s: %w: kamailio.cfg lacks the htable %q of the fail-open lines in docs/routers.md", k.URL, rej.Err, heartbeatTable)
 		}
 		return err
 	}

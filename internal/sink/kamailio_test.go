@@ -271,7 +271,7 @@ func TestKamailioHeartbeat(t *testing.T) {
 	}
 	f.noTable = true
 	err = k.heartbeat(t.Context())
-	if err == nil || !strings.Contains(err.Error(), `htable.setxi: Failed to set the item: kamailio.cfg lacks the htable "qualifyd" of the README's fail-open lines`) {
+	if err == nil || !strings.Contains(err.Error(), `htable.setxi: Failed to set the item: kamailio.cfg lacks the htable "qualifyd" of the fail-open lines in docs/routers.md`) {
 		t.Fatalf("no htable: %v", err)
 	}
 }
@@ -321,7 +321,7 @@ func TestKamailioCheckHeartbeatTable(t *testing.T) {
 	}
 	f.noTable = true
 	err := checkHeartbeatTable(t.Context(), k)
-	if err == nil || !strings.HasSuffix(err.Error(), `: no htable "qualifyd" with autoexpire: kamailio.cfg needs the README's fail-open lines, or Kamailio never fails open when qualifyd stops`) {
+	if err == nil || !strings.HasSuffix(err.Error(), `: no htable "qualifyd" with autoexpire: kamailio.cfg needs the fail-open lines of docs/routers.md, or Kamailio never fails open when qualifyd stops`) {
 		t.Fatalf("no table: %v", err)
 	}
 }
