@@ -1,6 +1,5 @@
 // Command qualifyd-bench measures qualifyd's engine and prober on this
-// machine, in real time, and prints the figures quoted in the README and
-// the issues. Every figure it prints comes from one run of it.
+// machine, in real time, and prints the figures quoted in docs/performance.md. Every figure it prints comes from one run of it.
 package main
 
 import (

@@ -30,7 +30,7 @@ type blipSettings struct {
 	Blips      []time.Duration // qualifyd's link to the peers down this long, one after the other
 	Watch      time.Duration   // watched after each blip's end, for late downs
 	Qualifyd   string          // the qualifyd binary
-	KamCfg     string          // the README's kamailio.cfg
+	KamCfg     string          // the kamailio.cfg of docs/routers.md
 	Dir        string          // logs and generated files
 }
 

@@ -25,7 +25,7 @@ func runBlipLab(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	blips := fs.String("blips", "15s,60s", "blips of qualifyd's link to the peers, one after the other, comma separated")
 	fs.DurationVar(&s.Watch, "watch", s.Watch, "time watched after each blip's end")
 	fs.StringVar(&s.Qualifyd, "qualifyd", "bin/qualifyd", "the qualifyd binary (make build)")
-	fs.StringVar(&s.KamCfg, "kamailio-cfg", "cmd/qualifyd/testdata/kamailio/kamailio.cfg", "the README's kamailio.cfg")
+	fs.StringVar(&s.KamCfg, "kamailio-cfg", "cmd/qualifyd/testdata/kamailio/kamailio.cfg", "the kamailio.cfg of docs/routers.md")
 	fs.StringVar(&s.Dir, "dir", "", "directory for logs and generated files (default: a new temporary one)")
 	if err := fs.Parse(args); err != nil {
 		return 2

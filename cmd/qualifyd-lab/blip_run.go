@@ -127,7 +127,7 @@ func (r *blipRun) start(name string, fn func([]byte), argv ...string) error {
 	return nil
 }
 
-// startKamailio runs the README's kamailio.cfg with the dispatcher list of
+// startKamailio runs the kamailio.cfg of docs/routers.md with the dispatcher list of
 // every destination, and waits until its RPC answers.
 func (r *blipRun) startKamailio() error {
 	rundir := filepath.Join(r.s.Dir, "kamailio")

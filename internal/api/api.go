@@ -7,8 +7,8 @@
 // The types are plain structs with JSON tags; the server builds them from
 // the engine's snapshots (internal/web/json.go). Times are Time: RFC 3339
 // in UTC with milliseconds, or null. Durations are integer microseconds
-// (fields ending in Usec) or float seconds (ending in Seconds). The
-// README's "HTTP API" section documents every field.
+// (fields ending in Usec) or float seconds (ending in Seconds). docs/api.md
+// documents every field.
 //
 // Imports: qualify only (an AoR's policy report).
 package api
@@ -308,7 +308,7 @@ type Source struct {
 }
 
 // Cluster is GET /api/v1/cluster: this node's view of the cluster it is
-// a node of (see "Running several nodes" in the README).
+// a node of (see docs/cluster.md).
 type Cluster struct {
 	// Node is this node's name (run --node).
 	Node string `json:"node"`

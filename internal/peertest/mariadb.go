@@ -220,7 +220,7 @@ func (m *MariaDB) Exec(database, sql string) {
 // StartRealtimeMariaDB starts a server whose database "asterisk" holds
 // the tables Asterisk's Alembic migrations make (AlembicSchema), and a
 // user "qualifyd"@"localhost" with password that may only SELECT from
-// ps_aors, ps_endpoints and ps_auths: the grants the README asks of a
+// ps_aors, ps_endpoints and ps_auths: the grants docs/sources.md asks of a
 // realtime source's user. Applying the migrations takes MariaDB about
 // 20 s, so their result is made once per schema and MariaDB version, in
 // a data directory kept in qualifyd's cache (mariadbTemplate), and each

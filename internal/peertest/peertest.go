@@ -119,7 +119,7 @@ type Kamailio struct {
 // StartKamailio runs Kamailio on loopback with the configuration cfg
 // (the interop tests' kamailio.cfg, which takes LISTEN, HTTP_PORT, DSLIST
 // and CTLSOCK, and sets its shared memory) and the dispatcher list file
-// dslist, with the private memory (-M 64) the README gives for 100,000
+// dslist, with the private memory (-M 64) docs/routers.md gives for 100,000
 // destinations, and returns once its JSON-RPC answers core.version: it
 // starts in well under a second; the 20 s bound only stops a broken start.
 // Each of defines, NAME=VALUE, is one more -A.

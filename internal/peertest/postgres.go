@@ -212,7 +212,7 @@ func (p *Postgres) Exec(database, sql string) {
 // StartRealtime starts a cluster whose database "asterisk" holds the
 // tables Asterisk's Alembic migrations make (AlembicSchema), and a user
 // "qualifyd" with password that may only SELECT from ps_aors,
-// ps_endpoints and ps_auths: the grants the README asks of a realtime
+// ps_endpoints and ps_auths: the grants docs/sources.md asks of a realtime
 // source's user.
 func StartRealtime(t testing.TB, password string) *Postgres {
 	t.Helper()

@@ -18,7 +18,7 @@ import (
 // state per object (Setvar DEVICE_STATE(Custom:NAME)), or with
 // Maintenance the endpoint's PJSIPSetMaintenance, and a DBPut heartbeat:
 // qualifyd/failopen_at, the unix second after which the verdicts are
-// stale (the beat's time plus FailOpenAfter), which the README's dial
+// stale (the beat's time plus FailOpenAfter), which docs/routers.md's dial
 // plan and `qualifyd guard` compare with the clock to fail open when
 // qualifyd is gone, and qualifyd/heartbeat, the beat's time.
 type AMI struct {

@@ -48,7 +48,7 @@
 //
 // Whatever a sink pushes carries a way back that works without qualifyd:
 // the AMI heartbeat writes qualifyd/failopen_at, after which the
-// README's dial plan stops believing the device states, and Guard
+// docs/routers.md's dial plan stops believing the device states, and Guard
 // (guard.go, `qualifyd guard`, run beside Asterisk) takes a
 // method=maintenance sink's endpoints out of maintenance, which Asterisk
 // would otherwise keep forever.

@@ -109,7 +109,7 @@ func (g *Guard) round(ctx context.Context) error {
 }
 
 // pastDeadline reports whether a heartbeat deadline until (unix seconds; ok
-// false when there is none) is past at now: as the README's dial plan
+// false when there is none) is past at now: as docs/routers.md's dial plan
 // compares ${EPOCH} > failopen_at.
 func pastDeadline(now time.Time, until int64, ok bool) bool {
 	return !ok || now.Unix() > until

@@ -25,7 +25,7 @@ import (
 // The heartbeat is the htable item qualifyd=>heartbeat, set with an
 // expiry of FailOpenAfter: when qualifyd stops renewing it, the routing
 // script's event_route[htable:expired:qualifyd] reloads the dispatcher,
-// which makes every destination active again (the README's fail-open
+// which makes every destination active again (docs/routers.md's fail-open
 // lines).
 type Kamailio struct {
 	// URL is the JSON-RPC endpoint, such as http://127.0.0.1:5071/RPC.
