@@ -164,8 +164,8 @@ func printPanic(w io.Writer, p *api.Panic, now time.Time) {
 		fmt.Fprintf(w, "PANIC for %s: %d of %d destinations are failing, %d down (more than %d%%): the sinks push only ups\n\n",
 			ago(p.Since, now), p.Failing, p.Destinations, p.Down, p.Threshold)
 	case p != nil && p.Waiting:
-		fmt.Fprintf(w, "WAITING: %d of %d destinations are failing, %d down (more than %d%%): a new down is held up to %gs in case a panic is coming\n\n",
-			p.Failing, p.Destinations, p.Down, p.HoldThreshold, p.HoldSeconds)
+		fmt.Fprintf(w, "WAITING: %d of %d destinations began failing within %gs (more than %d%%; %d failing, %d down): a new down is held up to %gs in case a panic is coming\n\n",
+			p.Recent, p.Destinations, p.HoldSeconds, p.HoldThreshold, p.Failing, p.Down, p.HoldSeconds)
 	}
 }
 

@@ -253,8 +253,8 @@ func TestShowSinksPanic(t *testing.T) {
 		t.Fatalf("printed %q, want %q", b.String(), want)
 	}
 	b.Reset()
-	printPanic(&b, &api.Panic{Waiting: true, Destinations: 30, Failing: 10, Down: 7, HoldThreshold: 10, HoldSeconds: 33}, now)
-	if want := "WAITING: 10 of 30 destinations are failing, 7 down (more than 10%): a new down is held up to 33s in case a panic is coming\n\n"; b.String() != want {
+	printPanic(&b, &api.Panic{Waiting: true, Destinations: 30, Failing: 12, Down: 7, Recent: 10, HoldThreshold: 10, HoldSeconds: 33}, now)
+	if want := "WAITING: 10 of 30 destinations began failing within 33s (more than 10%; 12 failing, 7 down): a new down is held up to 33s in case a panic is coming\n\n"; b.String() != want {
 		t.Fatalf("printed %q, want %q", b.String(), want)
 	}
 }

@@ -227,8 +227,9 @@ type SinkList struct {
 // ups, as more than Threshold percent of the Destinations are Failing
 // (a failed probe of a run, or down), and there are at least
 // MinDestinations of them. While Waiting, short of a panic, more than
-// HoldThreshold percent are: a Down that follows an Up is held for at
-// most HoldSeconds, in case a panic is coming.
+// HoldThreshold percent are Recent (failing, their streak begun within
+// the last HoldSeconds): a Down that follows an Up is held for at most
+// HoldSeconds, in case a panic is coming.
 type Panic struct {
 	Active          bool    `json:"active"`
 	Since           Time    `json:"since"` // when it began or last ended; null before the first
@@ -236,6 +237,7 @@ type Panic struct {
 	Destinations    int     `json:"destinations"`
 	Failing         int     `json:"failing"`
 	Down            int     `json:"down"`
+	Recent          int     `json:"recent"`
 	Threshold       int     `json:"threshold"`
 	MinDestinations int     `json:"min_destinations"`
 	HoldThreshold   int     `json:"hold_threshold"`

@@ -152,14 +152,16 @@ func trunkPeers(t *testing.T, n int, policy *qualify.Policy) ([]atomic.Bool, []p
 }
 
 // TestPanicWaitThroughTheDaemon runs a daemon over 10 trunks on loopback
-// with a webhook sink (N=1, F=1 s, T=300 ms: H = 1.3 s): three trunks
-// really going down make 30% failing, above the lower mark and short of
-// a panic. The API and the metrics say the downs wait, and the receiver
-// gets all three down once their wait is over (how long after the API
-// showed them Unreachable is logged).
+// with a webhook sink (N=1, F=1 s, T=300 ms, qualify_down_interval 10 s:
+// H = 10.3 s): three trunks really going down make 30% recently failing,
+// above the lower mark and short of a panic. The API and the metrics say
+// the downs wait (for as long as the three began failing within H: the
+// headroom of a loaded machine), and the receiver gets all three down
+// once their wait is over (how long after the API showed them
+// Unreachable is logged).
 func TestPanicWaitThroughTheDaemon(t *testing.T) {
 	const n = 10
-	policy := &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 1, Successes: 1}
+	policy := &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 1, DownInterval: 10 * time.Second, Successes: 1}
 	down, aors := trunkPeers(t, n, policy)
 	hook, srv := newHook()
 	defer srv.Close()
@@ -171,8 +173,8 @@ func TestPanicWaitThroughTheDaemon(t *testing.T) {
 		down[i].Store(true)
 	}
 	waitUnreachable(t, d, 3)
-	if body := fetch(t, d.URL()+"/api/v1/sinks"); !strings.Contains(body, `"waiting":true,"destinations":10,"failing":3,"down":3,`) ||
-		!strings.Contains(body, `"hold_threshold":10,"hold_seconds":1.3}`) {
+	if body := fetch(t, d.URL()+"/api/v1/sinks"); !strings.Contains(body, `"waiting":true,"destinations":10,"failing":3,"down":3,"recent":3,`) ||
+		!strings.Contains(body, `"hold_threshold":10,"hold_seconds":10.3}`) {
 		t.Fatalf("sinks %s: want the downs waiting", body)
 	}
 	if m := fetch(t, d.URL()+"/metrics"); !strings.Contains(m, "\nqualifyd_panic_waiting 1\n") || !strings.Contains(m, "\nqualifyd_panic 0\n") {
@@ -182,11 +184,11 @@ func TestPanicWaitThroughTheDaemon(t *testing.T) {
 	for hook.levels(n) != "DDDUUUUUUU" {
 		select {
 		case <-hook.changed:
-		case <-time.After(20 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("the receiver holds %s, want the three down after their wait", hook.levels(n))
 		}
 	}
-	t.Logf("the receiver had the three down %v after the API showed them Unreachable (H = 1.3 s, plus the one-second recheck)", time.Since(start).Round(time.Millisecond))
+	t.Logf("the receiver had the three down %v after the API showed them Unreachable (H = 10.3 s from each one's verdict, plus the one-second recheck)", time.Since(start).Round(time.Millisecond))
 }
 
 // waitUnreachable waits until the API shows n contacts Unreachable, or

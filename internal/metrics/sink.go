@@ -38,8 +38,9 @@ type PanicStats struct {
 	// Active is true while qualifyd panics: the sinks push only ups.
 	Active bool
 	// Waiting is true while, short of a panic, more than
-	// panic_hold_threshold percent of the destinations are failing: a
-	// Down that follows an Up waits for a panic a bounded time.
+	// panic_hold_threshold percent of the destinations are recently
+	// failing (their streak begun within the wait): a Down that follows
+	// an Up waits for a panic a bounded time.
 	Waiting bool
 	// Destinations counts the distinct destinations qualified; Failing
 	// those all of whose contacts failed their latest probe (down
@@ -51,7 +52,7 @@ var (
 	descPanic = prometheus.NewDesc("qualifyd_panic",
 		"1 while qualifyd panics: more than panic_threshold percent of its destinations are failing, and the sinks push only ups.", nil, nil)
 	descPanicWaiting = prometheus.NewDesc("qualifyd_panic_waiting",
-		"1 while, short of a panic, more than panic_hold_threshold percent of its destinations are failing: a down that follows an up is held up for a bounded time, in case a panic is coming.", nil, nil)
+		"1 while, short of a panic, more than panic_hold_threshold percent of its destinations are recently failing (their streak began within the wait): a down that follows an up is held up for a bounded time, in case a panic is coming.", nil, nil)
 	descDestinations = prometheus.NewDesc("qualifyd_destinations",
 		"Distinct destinations (host:port of the qualified contacts) by state: all (every one), failing (all of its contacts failed their latest probe, down included) or down (all of its contacts down).", []string{"state"}, nil)
 )

@@ -60,7 +60,7 @@ qualifyd_destinations{state="down"} 4
 # HELP qualifyd_panic 1 while qualifyd panics: more than panic_threshold percent of its destinations are failing, and the sinks push only ups.
 # TYPE qualifyd_panic gauge
 qualifyd_panic 1
-# HELP qualifyd_panic_waiting 1 while, short of a panic, more than panic_hold_threshold percent of its destinations are failing: a down that follows an up is held up for a bounded time, in case a panic is coming.
+# HELP qualifyd_panic_waiting 1 while, short of a panic, more than panic_hold_threshold percent of its destinations are recently failing (their streak began within the wait): a down that follows an up is held up for a bounded time, in case a panic is coming.
 # TYPE qualifyd_panic_waiting gauge
 qualifyd_panic_waiting 0
 `

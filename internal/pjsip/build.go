@@ -73,8 +73,9 @@ type Config struct {
 // panic_hold_threshold: the sinks push only ups while more than
 // Threshold percent of the distinct destinations qualifyd qualifies are
 // failing, when there are at least MinDestinations of them; while more
-// than HoldThreshold percent are, short of a panic, a Down that follows
-// an Up waits for it a bounded time. Threshold 100 never panics.
+// than HoldThreshold percent are recently failing (their streak begun
+// within the wait), short of a panic, a Down that follows an Up waits
+// for it a bounded time. Threshold 100 never panics.
 type Panic struct {
 	// Threshold is the percentage of destinations failing above which
 	// qualifyd panics, 1..100 (default 50).
@@ -82,9 +83,9 @@ type Panic struct {
 	// MinDestinations is the fewest destinations qualifyd must qualify
 	// to panic, at least 1 (default 10).
 	MinDestinations int
-	// HoldThreshold is the percentage of destinations failing above
-	// which a Down waits for a panic, 1..100 (default 10); at or above
-	// Threshold none waits.
+	// HoldThreshold is the percentage of destinations recently failing
+	// above which a Down waits for a panic, 1..100 (default 10); at or
+	// above Threshold none waits.
 	HoldThreshold int
 }
 

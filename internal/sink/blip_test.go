@@ -50,8 +50,9 @@ type blipRun struct {
 // max_initial_qualify_time does), the last one really dead, an AMI sink
 // (the strict fake) and the daemon's feed (every status change, first
 // failure and cleared run to AoRChanged); all probes fail for blip, from
-// 2F after the start and halfway between two trunks' probes, and the run
-// ends 4F after the blip.
+// 3F after the start (the dead trunk failing for longer than F + T) and
+// halfway between two trunks' probes, and the run ends 4F after the
+// blip.
 func runBlip(t *testing.T, p qualify.Policy, blip time.Duration) blipRun {
 	return runBlipOf(t, p, blip, pjsip.Panic{}, true)
 }
@@ -125,7 +126,10 @@ func runBlipOf(t *testing.T, p qualify.Policy, blip time.Duration, rule pjsip.Pa
 				mu.Unlock()
 			}
 		})
-		time.Sleep(2*p.Frequency + p.Frequency/(2*n)) // between two trunks' probes
+		time.Sleep(3*p.Frequency + p.Frequency/(2*n)) // between two trunks' probes
+		if withDead && g.Panic().Recent != 0 {
+			t.Errorf("panic %+v at the blip's start: want the dead trunk failing for longer than the wait", g.Panic())
+		}
 		mu.Lock()
 		start = time.Now()
 		mu.Unlock()
@@ -173,23 +177,30 @@ func TestPanicInA10TrunkBlip(t *testing.T) {
 // policies whose detection is fast against F, where the first down of a
 // blip comes before the failing share reaches the panic: the README's
 // example policy (F=30 s, T=3 s, N=3, R=2 s: (N-1)(R+T) = 10 s against the
-// 15 s the share takes to pass half of F) and N=1 (the first failed probe
-// is Unreachable), for blips of 15 s and 60 s. No trunk up before the blip
-// is ever pushed down, the dead one never up, and every device is as
-// before after it: a 15 s blip makes no panic, its downs wait (above 10%
-// failing) until their next probe answers within the bound; a 60 s blip
-// panics while they wait.
+// 15 s the share takes to pass half of F), with the dead trunk (failing
+// for longer than the wait, it does not count towards the mark) and
+// without; and N=1 (the first failed probe is Unreachable) at
+// panic_hold_threshold=5, below one trunk's share, for blips of 15 s and
+// 60 s. No trunk up before the blip is ever pushed down, the dead one
+// never up, and every device is as before after it: a 15 s blip makes no
+// panic, its downs wait (above the mark recently failing) until their
+// next probe answers within the bound; a 60 s blip panics while they
+// wait.
 func TestPanicBlipWaitsBelowThePanic(t *testing.T) {
+	readme := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Successes: 1}
 	for _, c := range []struct {
 		name string
 		p    qualify.Policy
+		rule pjsip.Panic
+		dead bool
 	}{
-		{"README policy", qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3, RetryInterval: 2 * time.Second, Successes: 1}},
-		{"N=1", qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 1, Successes: 1}},
-		{"N=1 R=1s", qualify.Policy{Frequency: 10 * time.Second, Timeout: 2 * time.Second, Failures: 1, RetryInterval: time.Second, Successes: 1}},
+		{"README policy", readme, pjsip.Panic{}, true},
+		{"README policy, none dead", readme, pjsip.Panic{}, false},
+		{"N=1", qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 1, Successes: 1}, pjsip.Panic{HoldThreshold: 5}, true},
+		{"N=1 R=1s", qualify.Policy{Frequency: 10 * time.Second, Timeout: 2 * time.Second, Failures: 1, RetryInterval: time.Second, Successes: 1}, pjsip.Panic{HoldThreshold: 5}, true},
 	} {
 		for _, blip := range []time.Duration{15 * time.Second, 60 * time.Second} {
-			r := runBlip(t, c.p, blip)
+			r := runBlipOf(t, c.p, blip, c.rule, c.dead)
 			t.Logf("%s, blip %v: panic from %v to %v; at most %d of 10 failing; pushes %q", c.name, blip, r.panicAt, r.calmAt, r.maxFailing, r.pushes)
 			if r.falseDowns != 0 || r.deadUps != 0 {
 				t.Errorf("%s, blip %v: %d downs of trunks up before it, %d ups of the dead one; pushes %q", c.name, blip, r.falseDowns, r.deadUps, r.pushes)
@@ -202,10 +213,11 @@ func TestPanicBlipWaitsBelowThePanic(t *testing.T) {
 }
 
 // TestPanicBlipWaitsFromTheMark holds the limit of the lower mark with
-// N=1 and nothing failing before a blip: the first failed probe is
-// Unreachable while 1 of 10 destinations fail, not more than the default
-// 10%, so that trunk is pushed down (in a 60 s blip it stays down, down
-// when the panic began, until the blip is over); with
+// N=1: the first failed probe of a blip is Unreachable while 1 of 10
+// destinations is recently failing, not more than the default 10%, so
+// that trunk is pushed down (in a 60 s blip it stays down, down when the
+// panic began, until the blip is over), whether a trunk is dead for
+// longer than the wait or not (it does not count); with
 // panic_hold_threshold=1 every down waits and none is pushed.
 func TestPanicBlipWaitsFromTheMark(t *testing.T) {
 	p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 1, Successes: 1}
@@ -214,11 +226,14 @@ func TestPanicBlipWaitsFromTheMark(t *testing.T) {
 		falseDowns int
 		first      string
 	}{{0, 1, "+4.5s trunk1 UNAVAILABLE"}, {1, 0, ""}} {
-		for _, blip := range []time.Duration{15 * time.Second, time.Minute} {
-			r := runBlipOf(t, p, blip, pjsip.Panic{HoldThreshold: c.hold}, false)
-			t.Logf("panic_hold_threshold %d, blip %v: panic from %v to %v; pushes %q", c.hold, blip, r.panicAt, r.calmAt, r.pushes)
-			if r.falseDowns != c.falseDowns || c.first != "" && r.pushes[0] != c.first {
-				t.Errorf("panic_hold_threshold %d, blip %v: %d false downs, pushes %q; want %d, first %q", c.hold, blip, r.falseDowns, r.pushes, c.falseDowns, c.first)
+		for _, dead := range []bool{false, true} {
+			for _, blip := range []time.Duration{15 * time.Second, time.Minute} {
+				r := runBlipOf(t, p, blip, pjsip.Panic{HoldThreshold: c.hold}, dead)
+				t.Logf("panic_hold_threshold %d, dead %v, blip %v: panic from %v to %v; pushes %q", c.hold, dead, blip, r.panicAt, r.calmAt, r.pushes)
+				if r.falseDowns != c.falseDowns || c.first != "" && (len(r.pushes) == 0 || r.pushes[0] != c.first) {
+					t.Errorf("panic_hold_threshold %d, dead %v, blip %v: %d false downs, pushes %q; want %d, first %q",
+						c.hold, dead, blip, r.falseDowns, r.pushes, c.falseDowns, c.first)
+				}
 			}
 		}
 	}

@@ -36,8 +36,8 @@
 // percent of the distinct destinations are failing at once, which is
 // more likely qualifyd's own fault, holds every reconciler, the verdicts
 // going on underneath, and short of one, above panic_hold_threshold
-// percent, a Down that follows an Up waits a bounded time for it (the
-// lower mark); a release, when a sink leaves the configuration
+// percent recently failing (their streak begun within the wait), a Down
+// that follows an Up waits a bounded time for it (the lower mark); a release, when a sink leaves the configuration
 // or its router changes (and for `qualifyd release`, release.go),
 // pushes Up what the router may hold Down, then forgets it. The Group
 // keeps the destinations' counts, so that the rule costs O(1) per status

@@ -94,8 +94,7 @@ func (g *Group) Configure(conf *pjsip.Config) {
 	g.mu.Lock()
 	g.conf, g.rule = conf, newPanicRule(conf.Panic)
 	g.rule.wait = holdBound(conf)
-	g.census.reset(conf)
-	g.countAll(conf)
+	g.census.recount(conf, g.cfg.Source.AoR, time.Now())
 	old := map[string]*sink{}
 	for _, s := range g.sinks {
 		old[s.def.Name] = s
@@ -122,30 +121,22 @@ func (g *Group) Configure(conf *pjsip.Config) {
 	}
 }
 
-// countAll observes every qualified AoR of conf in the census. Called
-// with mu held.
-func (g *Group) countAll(conf *pjsip.Config) {
-	for i := range conf.AoRs {
-		if p := conf.AoRs[i].PolicyValue(); p.Enabled() {
-			g.observe(conf.AoRs[i].Name)
-		}
-	}
-}
-
 // observe takes the AoR name's contacts into the census. Called with mu
 // held.
 func (g *Group) observe(name string) {
 	if a, ok := g.cfg.Source.AoR(name); ok {
-		g.census.observe(&a)
+		g.census.observe(&a, time.Now())
 	}
 }
 
 // evaluate applies the panic rule to the census; on a change it holds
 // (or lets go) every sink and queues the log line. Short of a panic, it
-// applies the lower mark (see Reconciler.Wait). Called with mu held.
+// applies the lower mark to the destinations recently failing, the
+// census aged first (see Reconciler.Wait). Called with mu held.
 func (g *Group) evaluate() {
+	g.census.age(time.Now(), g.rule.wait)
 	p := g.panic
-	p.Destinations, p.Failing, p.Down = g.census.size(), g.census.failing, g.census.out
+	p.Destinations, p.Failing, p.Down, p.Recent = g.census.size(), g.census.failing, g.census.out, g.census.recent
 	p.Threshold, p.MinDestinations, p.HoldThreshold, p.Hold = g.rule.threshold, g.rule.min, g.rule.hold, g.rule.wait
 	if now := g.rule.panics(p.Failing, p.Destinations); now != p.Active {
 		p.Active, p.Since = now, time.Now()
@@ -159,7 +150,7 @@ func (g *Group) evaluate() {
 			g.await()
 		}
 	}
-	if w := !p.Active && g.rule.waits(p.Failing, p.Destinations); w != p.Waiting {
+	if w := !p.Active && g.rule.waits(p.Recent, p.Destinations); w != p.Waiting {
 		p.Waiting = w
 		for _, s := range g.sinks {
 			s.rec.Wait(w, g.rule.wait)
@@ -197,12 +188,15 @@ func (g *Group) setLevel(s *sink, k Key) {
 	}
 }
 
-// recheck sets again the objects of every awaited AoR, and forgets those
-// AoRs none of whose objects is held any more: a Down held in a panic is
-// pushed once a probe made after it confirms it. O(awaited objects).
+// recheck ages the census (the lower mark counts the destinations
+// recently failing), sets again the objects of every awaited AoR, and
+// forgets those AoRs none of whose objects is held any more: a Down held
+// in a panic is pushed once a probe made after it confirms it.
+// O(awaited objects + streaks aged).
 func (g *Group) recheck() {
 	g.mu.Lock()
 	defer g.unlock()
+	g.evaluate()
 	if g.panic.Active {
 		return
 	}
@@ -385,8 +379,7 @@ func (g *Group) Resync() {
 	g.mu.Lock()
 	defer g.unlock()
 	if g.conf != nil {
-		g.census.reset(g.conf)
-		g.countAll(g.conf)
+		g.census.recount(g.conf, g.cfg.Source.AoR, time.Now())
 	}
 	g.evaluate()
 	for _, s := range g.sinks {

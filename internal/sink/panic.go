@@ -28,12 +28,14 @@ type Panic struct {
 	// Destinations counts the distinct destinations of the qualified
 	// contacts (see census); Failing those all of whose contacts have
 	// failed their latest probe (suspect, from the first failed probe of
-	// a run, or down); Down those all of whose contacts are down.
-	Destinations, Failing, Down int
+	// a run, or down); Down those all of whose contacts are down; Recent
+	// those failing whose streak began within the last Hold.
+	Destinations, Failing, Down, Recent int
 	// Waiting is true while, short of a panic, more than HoldThreshold
-	// percent of the destinations are failing: a Down that follows an Up
-	// is held for at most Hold, in case the share is still climbing to
-	// a panic.
+	// percent of the destinations are recently failing: a Down that
+	// follows an Up is held for at most Hold, in case the share is still
+	// climbing to a panic. A destination failing for longer than Hold is
+	// known dead (or its Down reached the routers): it does not count.
 	Waiting bool
 	// Threshold, MinDestinations, HoldThreshold and Hold are the rule in
 	// force.
@@ -64,12 +66,13 @@ func newPanicRule(p pjsip.Panic) panicRule {
 	return r
 }
 
-// waits reports whether failing of size destinations are above the
-// lower mark of a rule that can panic: more than hold percent of them,
-// at least min qualified, and a threshold below 100. A hold mark at or
-// above the threshold never waits (evaluate asks short of a panic).
-func (r panicRule) waits(failing, size int) bool {
-	return r.threshold < 100 && size >= r.min && failing*100 > r.hold*size
+// waits reports whether recent of size destinations, those whose
+// failing streak began within the wait, are above the lower mark of a
+// rule that can panic: more than hold percent of them, at least min
+// qualified, and a threshold below 100. A hold mark at or above the
+// threshold never waits (evaluate asks short of a panic).
+func (r panicRule) waits(recent, size int) bool {
+	return r.threshold < 100 && size >= r.min && recent*100 > r.hold*size
 }
 
 // holdBound is the longest a Down waits for a panic: the longest F (or
@@ -123,22 +126,28 @@ func healthOf(c *engine.ContactSnapshot) health {
 	return healthy
 }
 
-// census keeps the count of destinations, of those failing and of those
-// down, so that the panic rule is evaluated in O(1) per change: per
-// destination the count of qualified contacts, of those failing (down
-// included) and of those down; per contact not healthy its destination
-// and health. A destination is one host and port of the contact URIs as
-// hostPort writes it (the kamailio sink's dispatcher destination): ten
-// AoRs on one PBX's address count once, two names of one address twice.
-// It is failing (down) when every qualified contact to it is. Memory
-// grows with the destinations and with the contacts not healthy, not
-// with every contact.
+// census keeps the count of destinations, of those failing, of those
+// recently failing and of those down, so that the panic rule is
+// evaluated in O(1) per change: per destination the count of qualified
+// contacts, of those failing (down included) and of those down; per
+// contact not healthy its destination and health; per destination
+// failing when its streak began. A destination is one host and port of
+// the contact URIs as hostPort writes it (the kamailio sink's dispatcher
+// destination): ten AoRs on one PBX's address count once, two names of
+// one address twice. It is failing (down) when every qualified contact
+// to it is. Memory grows with the destinations, with the contacts not
+// healthy and with the streaks begun within the wait, not with every
+// contact.
 type census struct {
 	contacts map[string]int32      // destination -> its qualified contacts
 	fails    map[string]int32      // destination -> its contacts failing or down, > 0
 	downs    map[string]int32      // destination -> its contacts down, > 0
 	sick     map[contactID]sickOne // contact not healthy -> its destination, health
+	since    map[string]streak     // destination failing -> its streak
+	prior    map[string]streak     // since before recount, while it counts again
+	begun    []begun               // the recent streaks' beginnings, oldest first (some ended)
 	failing  int                   // destinations all of whose contacts fail
+	recent   int                   // of those, the ones whose streak is recent
 	out      int                   // destinations all of whose contacts are down
 }
 
@@ -148,9 +157,23 @@ type sickOne struct {
 	h    health
 }
 
+// streak is when a destination began failing, and whether that was
+// within the wait (age has not yet aged it out).
+type streak struct {
+	at     time.Time
+	recent bool
+}
+
+// begun is the beginning of destination dest's streak at at.
+type begun struct {
+	at   time.Time
+	dest string
+}
+
 // reset counts the qualified contacts of conf, all healthy.
 func (c *census) reset(conf *pjsip.Config) {
-	*c = census{contacts: map[string]int32{}, fails: map[string]int32{}, downs: map[string]int32{}, sick: map[contactID]sickOne{}}
+	*c = census{contacts: map[string]int32{}, fails: map[string]int32{}, downs: map[string]int32{},
+		sick: map[contactID]sickOne{}, since: map[string]streak{}}
 	for i := range conf.AoRs {
 		a := &conf.AoRs[i]
 		if p := a.PolicyValue(); !p.Enabled() {
@@ -164,31 +187,57 @@ func (c *census) reset(conf *pjsip.Config) {
 	}
 }
 
-// observe takes the health of a's contacts: O(a's contacts).
-func (c *census) observe(a *engine.AoRSnapshot) {
+// recount counts conf's qualified contacts again and observes each
+// AoR aor returns at now: a destination still failing keeps the streak
+// it had (a reload or a resync starts none), one failing anew begins
+// one at now.
+func (c *census) recount(conf *pjsip.Config, aor func(name string) (engine.AoRSnapshot, bool), now time.Time) {
+	since, begun := c.since, c.begun
+	c.reset(conf)
+	c.prior, c.begun = since, begun
+	for i := range conf.AoRs {
+		if p := conf.AoRs[i].PolicyValue(); p.Enabled() {
+			if a, ok := aor(conf.AoRs[i].Name); ok {
+				c.observe(&a, now)
+			}
+		}
+	}
+	c.prior = nil
+}
+
+// observe takes the health of a's contacts at now: O(a's contacts).
+func (c *census) observe(a *engine.AoRSnapshot, now time.Time) {
 	for i := range a.Contacts {
 		ct := &a.Contacts[i]
 		id := contactID{a.Name, ct.URI}
 		was, ok := c.sick[id]
-		now := healthOf(ct)
-		if ok && was.h == now || !ok && now == healthy {
+		h := healthOf(ct)
+		if ok && was.h == h || !ok && h == healthy {
 			continue
 		}
 		if ok {
-			c.move(was.dest, was.h, -1)
+			c.move(was.dest, was.h, -1, now)
 			delete(c.sick, id)
 		}
-		if d, q := hostPort(id.uri); now != healthy && q && c.contacts[d] > 0 {
-			c.sick[id] = sickOne{d, now}
-			c.move(d, now, 1)
+		if d, q := hostPort(id.uri); h != healthy && q && c.contacts[d] > 0 {
+			c.sick[id] = sickOne{d, h}
+			c.move(d, h, 1, now)
 		}
 	}
 }
 
 // move adds sign to destination d's count of contacts of health h
-// (failing or down), and keeps the destinations' counts.
-func (c *census) move(d string, h health, sign int32) {
+// (failing or down) at now, and keeps the destinations' counts and
+// streaks.
+func (c *census) move(d string, h health, sign int32, now time.Time) {
+	failing := c.failing
 	c.fails[d] = c.shift(c.fails, d, sign, &c.failing)
+	switch {
+	case c.failing > failing:
+		c.begin(d, now)
+	case c.failing < failing:
+		c.end(d)
+	}
 	if h == down {
 		c.downs[d] = c.shift(c.downs, d, sign, &c.out)
 	}
@@ -197,6 +246,43 @@ func (c *census) move(d string, h health, sign int32) {
 	}
 	if c.downs[d] == 0 {
 		delete(c.downs, d)
+	}
+}
+
+// begin starts d's streak at now, recent; or, while recount counts
+// again, carries the one d had.
+func (c *census) begin(d string, now time.Time) {
+	s, ok := c.prior[d]
+	if !ok {
+		s = streak{at: now, recent: true}
+		c.begun = append(c.begun, begun{now, d})
+	}
+	c.since[d] = s
+	if s.recent {
+		c.recent++
+	}
+}
+
+// end ends d's streak: it is healthy again.
+func (c *census) end(d string) {
+	if c.since[d].recent {
+		c.recent--
+	}
+	delete(c.since, d)
+}
+
+// age ages out of the recent count every streak begun wait or longer
+// before now: O(1) amortized per streak. A beginning whose streak has
+// ended (or, after a recovery, begun again later) counts nothing.
+func (c *census) age(now time.Time, wait time.Duration) {
+	for len(c.begun) > 0 && now.Sub(c.begun[0].at) >= wait {
+		b := c.begun[0]
+		c.begun[0] = begun{}
+		c.begun = c.begun[1:]
+		if s, ok := c.since[b.dest]; ok && s.recent && s.at.Equal(b.at) {
+			c.since[b.dest] = streak{at: s.at}
+			c.recent--
+		}
 	}
 }
 

@@ -66,7 +66,7 @@ func testCensus(aors map[string][]string, src *fakeEngine) *census {
 	k.reset(c)
 	for name := range aors {
 		a, _ := src.AoR(name)
-		k.observe(&a)
+		k.observe(&a, time.Time{})
 	}
 	return &k
 }
@@ -97,7 +97,7 @@ func TestCensusCountsDestinations(t *testing.T) {
 	observe := func(name string, st ...qualify.Status) {
 		src.set(name, st...)
 		a, _ := src.AoR(name)
-		k.observe(&a)
+		k.observe(&a, time.Time{})
 	}
 	for i := range 9 {
 		observe(fmt.Sprintf("ext%d", i), qualify.Unreachable)
@@ -658,6 +658,125 @@ func TestPanicSingleTrunkNotDelayed(t *testing.T) {
 	}
 }
 
+// fail takes trunks from..to-1 of src through a first failed probe to
+// Unreachable, telling g each step.
+func fail(g *Group, src *fakeEngine, from, to int) {
+	for i := from; i < to; i++ {
+		src.suspect(fmt.Sprintf("trunk%d", i))
+		g.AoRChanged(fmt.Sprintf("trunk%d", i))
+	}
+	for i := from; i < to; i++ {
+		setTrunk(g, src, i, qualify.Unreachable)
+	}
+}
+
+// TestPanicLongDeadDoNotHoldANewDown: among 50 destinations, 5 (10%)
+// failing for longer than the wait (60 s) do not count towards the lower
+// mark, so a single trunk's new Down is pushed at once; the downs of a
+// share then rising past the mark (6 of 50 failing within the wait,
+// each from its first failed probe) still wait.
+func TestPanicLongDeadDoNotHoldANewDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, src, f := liveTrunks(t, 50, pjsip.Panic{})
+		fail(g, src, 0, 5)
+		synctest.Wait()
+		if got, want := devices(f, 50), strings.Repeat("U", 5)+strings.Repeat(".", 45); got != want || g.Panic().Waiting {
+			t.Fatalf("devices %s, panic %+v: want 5 down at once (10%%)", got, g.Panic())
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if p := g.Panic(); p.Failing != 5 || p.Recent != 0 || p.Waiting {
+			t.Fatalf("panic %+v a wait later: want 5 failing, none recently", p)
+		}
+		fail(g, src, 5, 6)
+		synctest.Wait()
+		if got, want := devices(f, 50), strings.Repeat("U", 6)+strings.Repeat(".", 44); got != want || g.Panic().Waiting {
+			t.Fatalf("devices %s, panic %+v: want the new down pushed at once", got, g.Panic())
+		}
+		fail(g, src, 6, 11)
+		synctest.Wait()
+		if got, want := devices(f, 50), strings.Repeat("U", 6)+strings.Repeat(".", 44); got != want || !g.Panic().Waiting || g.Panic().Recent != 6 {
+			t.Fatalf("devices %s, panic %+v: want 6 of 50 recently failing, their downs waiting", got, g.Panic())
+		}
+		if st, _, _ := g.Objects("pbx"); st.Held != 5 {
+			t.Fatalf("status %+v: want 5 held", st)
+		}
+	})
+}
+
+// TestPanicFailingAgainIsRecent: a destination failing for longer than
+// the wait that recovers and fails again begins a new streak, counted
+// recently failing: with it, 2 of 10 are, and the next down waits.
+func TestPanicFailingAgainIsRecent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, src, f := liveTrunks(t, 10, pjsip.Panic{})
+		fail(g, src, 0, 1)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if p := g.Panic(); p.Failing != 1 || p.Recent != 0 {
+			t.Fatalf("panic %+v: want trunk0 failing, not recently", p)
+		}
+		setTrunk(g, src, 0, qualify.Reachable)
+		fail(g, src, 0, 1)
+		if p := g.Panic(); p.Failing != 1 || p.Recent != 1 || p.Waiting {
+			t.Fatalf("panic %+v: want trunk0 recently failing again, 10%%", p)
+		}
+		fail(g, src, 1, 2)
+		synctest.Wait()
+		if got := devices(f, 10); got != "U........." || !g.Panic().Waiting {
+			t.Fatalf("devices %s, panic %+v: want trunk1's down waiting, 2 of 10 recently failing", got, g.Panic())
+		}
+	})
+}
+
+// TestCensusAgesStreaks: the census counts a destination recently
+// failing from the beginning of its streak until wait later, whatever
+// the order of its recoveries; a recount (a reload, a resync) keeps a
+// failing destination's streak.
+func TestCensusAgesStreaks(t *testing.T) {
+	conf, src := trunks(10, pjsip.Panic{})
+	var k census
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	k.recount(conf, src.AoR, t0)
+	observe := func(name string, at time.Time, st ...qualify.Status) {
+		if st == nil {
+			src.suspect(name)
+		} else {
+			src.set(name, st...)
+		}
+		a, _ := src.AoR(name)
+		k.observe(&a, at)
+	}
+	check := func(step string, failing, recent int) {
+		t.Helper()
+		if k.failing != failing || k.recent != recent {
+			t.Fatalf("%s: %d failing, %d recently; want %d, %d", step, k.failing, k.recent, failing, recent)
+		}
+	}
+	const wait = time.Minute
+	observe("trunk0", t0)
+	observe("trunk1", t0.Add(10*time.Second))
+	k.age(t0.Add(wait-time.Nanosecond), wait)
+	check("before the wait", 2, 2)
+	k.age(t0.Add(wait), wait)
+	check("trunk0 a wait later", 2, 1)
+	t1 := t0.Add(2 * wait)
+	observe("trunk0", t1, qualify.Reachable)
+	observe("trunk0", t1)
+	observe("trunk2", t1)
+	observe("trunk2", t1, qualify.Reachable)
+	observe("trunk2", t1)
+	k.age(t1, wait)
+	check("trunk1 aged, trunk0 and trunk2 failing anew", 3, 2)
+	k.recount(conf, src.AoR, t1.Add(time.Second))
+	check("recounted", 3, 2)
+	k.age(t1.Add(wait), wait)
+	check("a wait after the new streaks", 3, 0)
+	if len(k.begun) != 0 || len(k.since) != 3 {
+		t.Fatalf("%d beginnings queued, %d streaks; want 0, 3", len(k.begun), len(k.since))
+	}
+}
+
 // TestCensusCountsFailing: a destination is failing from its contacts'
 // first failed probe (all of them), down included, and healthy again
 // when a success clears the run; a latency-only contact never fails.
@@ -665,7 +784,7 @@ func TestCensusCountsFailing(t *testing.T) {
 	aors := map[string][]string{"a": {"sip:a@192.0.2.1"}, "b": {"sip:b@192.0.2.1"}, "c": {"sip:c@192.0.2.2"}}
 	src := snapshots(aors)
 	k := testCensus(aors, src)
-	observe := func(name string) { a, _ := src.AoR(name); k.observe(&a) }
+	observe := func(name string) { a, _ := src.AoR(name); k.observe(&a, time.Time{}) }
 	src.suspect("a")
 	observe("a")
 	if k.failing != 0 {

@@ -58,7 +58,7 @@ func (s *Server) sinkDetail(w http.ResponseWriter, r *http.Request) {
 }
 
 func newPanic(p sink.Panic) api.Panic {
-	return api.Panic{Active: p.Active, Since: api.At(p.Since), Waiting: p.Waiting, Destinations: p.Destinations, Failing: p.Failing, Down: p.Down,
+	return api.Panic{Active: p.Active, Since: api.At(p.Since), Waiting: p.Waiting, Destinations: p.Destinations, Failing: p.Failing, Down: p.Down, Recent: p.Recent,
 		Threshold: p.Threshold, MinDestinations: p.MinDestinations, HoldThreshold: p.HoldThreshold, HoldSeconds: p.Hold.Seconds()}
 }
 

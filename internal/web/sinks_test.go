@@ -90,13 +90,13 @@ func TestSinks(t *testing.T) {
 			sinks Sinks
 			body  string
 		}{
-			{st, `{"panic":{"active":false,"since":null,"waiting":false,"destinations":10,"failing":0,"down":0,"threshold":50,"min_destinations":10,"hold_threshold":10,"hold_seconds":33},` +
+			{st, `{"panic":{"active":false,"since":null,"waiting":false,"destinations":10,"failing":0,"down":0,"recent":0,"threshold":50,"min_destinations":10,"hold_threshold":10,"hold_seconds":33},` +
 				`"sinks":[{"name":"edge","driver":"kamailio","up":true,"objects":2,"pending":0,"held":0,"pushes":{"ok":12,"error":1,"dropped":0},` +
 				`"last_success":"2026-11-29T12:00:01.250Z","last_error":"dispatcher.set_state: State Update Failed"},` +
 				`{"name":"asterisk","driver":"ami","up":false,"objects":1,"pending":1,"held":0,"pushes":{"ok":0,"error":0,"dropped":0},` +
 				`"last_success":null,"last_error":"ami 127.0.0.1:5038: login: Login: Authentication failed"}]}`},
 			{fakeSinks{{Name: "panic", Driver: "kamailio", Stats: sink.Stats{Up: true, Objects: 10, Held: 6}}},
-				`{"panic":{"active":true,"since":"2026-11-29T12:00:00.000Z","waiting":false,"destinations":10,"failing":7,"down":4,"threshold":50,"min_destinations":10,"hold_threshold":10,"hold_seconds":33},` +
+				`{"panic":{"active":true,"since":"2026-11-29T12:00:00.000Z","waiting":false,"destinations":10,"failing":7,"down":4,"recent":0,"threshold":50,"min_destinations":10,"hold_threshold":10,"hold_seconds":33},` +
 					`"sinks":[{"name":"panic","driver":"kamailio","up":true,"objects":10,"pending":0,"held":6,"pushes":{"ok":0,"error":0,"dropped":0},` +
 					`"last_success":null,"last_error":""}]}`},
 			{nil, `{"sinks":[]}`},
