@@ -286,7 +286,7 @@ func (r *blipRun) awaitBefore(ctx context.Context, limit time.Duration) error {
 func (r *blipRun) runBlip(ctx context.Context, b time.Duration, progress io.Writer) (blipRow, error) {
 	row := blipRow{Blip: b, PanicAt: -1, CalmAt: -1}
 	start := time.Now()
-	if err := r.lab.impair(ctx, impairment{dead: true}); err != nil {
+	if err := r.lab.impair(ctx, impairment{dead: true}, 0); err != nil {
 		return row, err
 	}
 	fmt.Fprintf(progress, "%s blip of %v\n", stamp(start), b)
@@ -294,7 +294,7 @@ func (r *blipRun) runBlip(ctx context.Context, b time.Duration, progress io.Writ
 		return row, ctx.Err()
 	}
 	end := time.Now()
-	if err := r.lab.impair(ctx, impairment{}); err != nil {
+	if err := r.lab.impair(ctx, impairment{}, 1); err != nil {
 		return row, err
 	}
 	last, err := r.watch(ctx, end, &row)

@@ -22,9 +22,8 @@ type lossyRun struct {
 	tr       *tracker
 	procs    []*proc
 	phases   []phase
-	last     nftCounters // counters at the current phase's start
-	current  impairment  // the path's impairment now
-	notes    []string    // things that went differently than planned
+	current  impairment // the path's impairment now
+	notes    []string   // things that went differently than planned
 	progress io.Writer
 }
 

@@ -94,30 +94,25 @@ func (l netLab) up(ctx context.Context) error {
 	return nil
 }
 
-// nftBase is the responder's impairment table: SIP requests are counted
-// and may be dropped on the veth's ingress, SIP responses on its egress, so
-// both directions lose packets as on a real path (and SIPp's sends still
-// succeed, as they would). The impair chains are refilled for each phase.
+// nftBase is the responder's impairment table: SIP requests may be dropped
+// on the veth's ingress, SIP responses on its egress, so both directions
+// lose packets as on a real path (and SIPp's sends still succeed, as they
+// would). The impair chains are refilled for each phase, with counters of
+// the phase's own (see impair).
 func (l netLab) nftBase() string {
 	return fmt.Sprintf(`table %[1]s {
-	counter req_in { }
-	counter req_dropped { }
-	counter resp_out { }
-	counter resp_dropped { }
 	chain impair_in { }
 	chain impair_out { }
 	chain ingress {
 		type filter hook ingress device "%[2]s" priority 0; policy accept;
-		udp dport %[3]d counter name "req_in"
 		jump impair_in
 	}
 	chain egress {
 		type filter hook egress device "%[2]s" priority 0; policy accept;
-		udp sport %[3]d counter name "resp_out"
 		jump impair_out
 	}
 }
-`, nftTable, l.ifR, sipPort)
+`, nftTable, l.ifR)
 }
 
 // impairment is what the path does to SIP packets in one phase.
@@ -126,17 +121,25 @@ type impairment struct {
 	dead        bool // drop every IPv4 packet towards the responder (ARP still works)
 }
 
-// impair replaces the impairment in one nftables transaction.
-func (l netLab) impair(ctx context.Context, im impairment) error {
+// impair replaces the impairment in one nftables transaction, as phase
+// gen: its rules count what they see and drop in counters named after gen,
+// so a packet is counted by the rules that handled it, those of the phase
+// before when it was in flight while the rules changed.
+func (l netLab) impair(ctx context.Context, im impairment, gen int) error {
 	var b strings.Builder
+	for _, name := range counterNames {
+		fmt.Fprintf(&b, "add counter %s %s_%d\n", nftTable, name, gen)
+	}
 	fmt.Fprintf(&b, "flush chain %s impair_in\nflush chain %s impair_out\n", nftTable, nftTable)
+	fmt.Fprintf(&b, "add rule %s impair_in udp dport %d counter name \"req_in_%d\"\n", nftTable, sipPort, gen)
+	fmt.Fprintf(&b, "add rule %s impair_out udp sport %d counter name \"resp_out_%d\"\n", nftTable, sipPort, gen)
 	switch {
 	case im.dead:
-		fmt.Fprintf(&b, "add rule %s impair_in udp dport %d counter name \"req_dropped\" drop\n", nftTable, sipPort)
+		fmt.Fprintf(&b, "add rule %s impair_in udp dport %d counter name \"req_dropped_%d\" drop\n", nftTable, sipPort, gen)
 		fmt.Fprintf(&b, "add rule %s impair_in meta protocol ip drop\n", nftTable)
 	case im.lossPercent > 0:
-		fmt.Fprintf(&b, "add rule %s impair_in udp dport %d numgen random mod 100 < %d counter name \"req_dropped\" drop\n", nftTable, sipPort, im.lossPercent)
-		fmt.Fprintf(&b, "add rule %s impair_out udp sport %d numgen random mod 100 < %d counter name \"resp_dropped\" drop\n", nftTable, sipPort, im.lossPercent)
+		fmt.Fprintf(&b, "add rule %s impair_in udp dport %d numgen random mod 100 < %d counter name \"req_dropped_%d\" drop\n", nftTable, sipPort, im.lossPercent, gen)
+		fmt.Fprintf(&b, "add rule %s impair_out udp sport %d numgen random mod 100 < %d counter name \"resp_dropped_%d\" drop\n", nftTable, sipPort, im.lossPercent, gen)
 	}
 	if _, err := in(ctx, l.nsR, b.String(), "nft", "-f", "-"); err != nil {
 		return fmt.Errorf("impair %+v: %w", im, err)
@@ -144,27 +147,26 @@ func (l netLab) impair(ctx context.Context, im impairment) error {
 	return nil
 }
 
+// counterNames are the counters of each phase, suffixed with its number.
+var counterNames = []string{"req_in", "req_dropped", "resp_out", "resp_dropped"}
+
 // nftCounters are the impairment table's packet counters.
 type nftCounters struct {
 	ReqIn, ReqDropped, RespOut, RespDropped uint64
 }
 
-// sub returns c - o, counter by counter.
-func (c nftCounters) sub(o nftCounters) nftCounters {
-	return nftCounters{c.ReqIn - o.ReqIn, c.ReqDropped - o.ReqDropped, c.RespOut - o.RespOut, c.RespDropped - o.RespDropped}
-}
-
-// counters reads the impairment table's counters.
-func (l netLab) counters(ctx context.Context) (nftCounters, error) {
+// counters reads the counters of phase gen.
+func (l netLab) counters(ctx context.Context, gen int) (nftCounters, error) {
 	out, err := in(ctx, l.nsR, "", "nft", "-j", "list", "counters", "table", "netdev", "qdlab")
 	if err != nil {
 		return nftCounters{}, err
 	}
-	return parseCounters(out)
+	return parseCounters(out, gen)
 }
 
-// parseCounters reads `nft -j list counters` output.
-func parseCounters(js []byte) (nftCounters, error) {
+// parseCounters reads phase gen's counters from `nft -j list counters`
+// output.
+func parseCounters(js []byte, gen int) (nftCounters, error) {
 	var doc struct {
 		Nftables []struct {
 			Counter *struct {
@@ -177,7 +179,10 @@ func parseCounters(js []byte) (nftCounters, error) {
 		return nftCounters{}, fmt.Errorf("nft counters: %w", err)
 	}
 	var c nftCounters
-	fields := map[string]*uint64{"req_in": &c.ReqIn, "req_dropped": &c.ReqDropped, "resp_out": &c.RespOut, "resp_dropped": &c.RespDropped}
+	fields := map[string]*uint64{}
+	for i, f := range []*uint64{&c.ReqIn, &c.ReqDropped, &c.RespOut, &c.RespDropped} {
+		fields[fmt.Sprintf("%s_%d", counterNames[i], gen)] = f
+	}
 	for _, o := range doc.Nftables {
 		if o.Counter != nil && fields[o.Counter.Name] != nil {
 			*fields[o.Counter.Name] = o.Counter.Packets

@@ -43,15 +43,18 @@ func TestParseKamailio(t *testing.T) {
 
 func TestParseCounters(t *testing.T) {
 	js := `{"nftables": [{"metainfo": {"version": "1.0.6"}},
-		{"counter": {"family": "netdev", "name": "req_in", "table": "qdlab", "handle": 1, "packets": 32, "bytes": 9000}},
-		{"counter": {"family": "netdev", "name": "req_dropped", "table": "qdlab", "handle": 2, "packets": 10, "bytes": 3000}},
-		{"counter": {"family": "netdev", "name": "resp_out", "table": "qdlab", "handle": 3, "packets": 22, "bytes": 8000}},
-		{"counter": {"family": "netdev", "name": "resp_dropped", "table": "qdlab", "handle": 4, "packets": 4, "bytes": 1000}}]}`
-	got, err := parseCounters([]byte(js))
+		{"counter": {"family": "netdev", "name": "req_in_2", "table": "qdlab", "handle": 1, "packets": 32, "bytes": 9000}},
+		{"counter": {"family": "netdev", "name": "req_dropped_2", "table": "qdlab", "handle": 2, "packets": 10, "bytes": 3000}},
+		{"counter": {"family": "netdev", "name": "resp_out_2", "table": "qdlab", "handle": 3, "packets": 22, "bytes": 8000}},
+		{"counter": {"family": "netdev", "name": "resp_dropped_2", "table": "qdlab", "handle": 4, "packets": 4, "bytes": 1000}}]}`
+	got, err := parseCounters([]byte(js), 2)
 	if want := (nftCounters{ReqIn: 32, ReqDropped: 10, RespOut: 22, RespDropped: 4}); err != nil || got != want {
 		t.Errorf("got %+v %v, want %+v", got, err, want)
 	}
-	if _, err := parseCounters([]byte("{")); err == nil {
+	if got, err := parseCounters([]byte(js), 1); err != nil || got != (nftCounters{}) {
+		t.Errorf("another phase's counters: got %+v %v, want none", got, err)
+	}
+	if _, err := parseCounters([]byte("{"), 0); err == nil {
 		t.Error("broken JSON: no error")
 	}
 }

@@ -99,7 +99,7 @@ func (r *lossyRun) waitAllUp(ctx context.Context, limit time.Duration, phase str
 // phase is never blamed for a packet the impairment dropped.
 func (r *lossyRun) begin(ctx context.Context, name string, im impairment) error {
 	before := time.Now()
-	if err := r.lab.impair(ctx, im); err != nil {
+	if err := r.lab.impair(ctx, im, len(r.phases)); err != nil {
 		return err
 	}
 	now := time.Now()
@@ -116,17 +116,17 @@ func (r *lossyRun) begin(ctx context.Context, name string, im impairment) error 
 }
 
 // closePhase ends the current phase, if any, at instant at, with the
-// counters since its start.
+// counters of its rules.
 func (r *lossyRun) closePhase(ctx context.Context, at time.Time) error {
-	c, err := r.lab.counters(ctx)
+	n := len(r.phases)
+	if n == 0 || !r.phases[n-1].End.IsZero() {
+		return nil
+	}
+	c, err := r.lab.counters(ctx, n-1)
 	if err != nil {
 		return err
 	}
-	if n := len(r.phases); n > 0 && r.phases[n-1].End.IsZero() {
-		r.phases[n-1].End = at
-		r.phases[n-1].Counters = c.sub(r.last)
-	}
-	r.last = c
+	r.phases[n-1].End, r.phases[n-1].Counters = at, c
 	return nil
 }
 
