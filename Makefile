@@ -120,9 +120,9 @@ man: build
 
 # deb-test installs the package with dpkg (as root), runs what it installed
 # and removes and purges it (about 10 s). It refuses to run where qualifyd is
-# installed by any other means.
+# installed by any other means; two runs on one machine take turns (flock).
 deb-test: deb
-	QUALIFYD_DEB=$(CURDIR)/$(DEB) $(GO) -C packaging test -count=1 -run '^TestDebInstall$$' .
+	flock /tmp/qualifyd-deb-test.lock env QUALIFYD_DEB=$(CURDIR)/$(DEB) $(GO) -C packaging test -count=1 -run '^TestDebInstall$$' .
 
 # test is the README's test command (docs/testing.md): dependencies, vet,
 # every test.
