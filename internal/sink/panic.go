@@ -215,6 +215,11 @@ func (c *census) observe(a *engine.AoRSnapshot, now time.Time) {
 		if ok && was.h == h || !ok && h == healthy {
 			continue
 		}
+		if ok && h != healthy {
+			c.relevel(was.dest, was.h, h)
+			c.sick[id] = sickOne{was.dest, h}
+			continue
+		}
 		if ok {
 			c.move(was.dest, was.h, -1, now)
 			delete(c.sick, id)
@@ -246,6 +251,20 @@ func (c *census) move(d string, h health, sign int32, now time.Time) {
 	}
 	if c.downs[d] == 0 {
 		delete(c.downs, d)
+	}
+}
+
+// relevel moves one contact of destination d from health from to to,
+// both not healthy (failing to down, or back): its streak goes on, only
+// the count of contacts down changes.
+func (c *census) relevel(d string, from, to health) {
+	if from == down {
+		if c.downs[d] = c.shift(c.downs, d, -1, &c.out); c.downs[d] == 0 {
+			delete(c.downs, d)
+		}
+	}
+	if to == down {
+		c.downs[d] = c.shift(c.downs, d, 1, &c.out)
 	}
 }
 

@@ -775,6 +775,17 @@ func TestCensusAgesStreaks(t *testing.T) {
 	if len(k.begun) != 0 || len(k.since) != 3 {
 		t.Fatalf("%d beginnings queued, %d streaks; want 0, 3", len(k.begun), len(k.since))
 	}
+	// A contact's Down half a wait after its first failed probe goes on
+	// with the streak its first failure began.
+	t2 := t1.Add(2 * wait)
+	observe("trunk3", t2)
+	observe("trunk3", t2.Add(wait/2), qualify.Unreachable)
+	check("trunk3 failing, then down", 4, 1)
+	k.age(t2.Add(wait), wait)
+	check("a wait after trunk3's first failure", 4, 0)
+	if k.out != 1 || len(k.begun) != 0 {
+		t.Fatalf("%d destinations down, %d beginnings queued; want 1, 0", k.out, len(k.begun))
+	}
 }
 
 // TestCensusCountsFailing: a destination is failing from its contacts'

@@ -132,9 +132,12 @@ func (p *plan) contacts(conf *pjsip.Config, followed map[string]bool) {
 // level computes k's level from src, for a contact the reason of its
 // last failed probe, and for a Down the earliest time the last probes of
 // its contacts may have been sent (each one's end less its timeout):
-// the evidence the Down rests on is no older.
+// the evidence the Down rests on is no older. A contact still down after
+// a success (recovering towards qualify_successes) gives the zero time:
+// its Down rests on no probe after a panic's end.
 func (p *plan) level(k Key, src Source) (l Level, reason qualify.Reason, since time.Time) {
 	var agg aggregate
+	var found bool
 	for _, name := range p.deps[k] {
 		a, ok := src.AoR(name)
 		if !ok {
@@ -147,8 +150,15 @@ func (p *plan) level(k Key, src Source) (l Level, reason qualify.Reason, since t
 			}
 			agg.add(c)
 			reason = c.Last.Reason
-			if sent := c.Last.At.Add(-a.Policy.Timeout); contactLevel(c) == Down && (since.IsZero() || sent.Before(since)) {
-				since = sent
+			if contactLevel(c) != Down {
+				continue
+			}
+			sent := c.Last.At.Add(-a.Policy.Timeout)
+			if c.Last.OK {
+				sent = time.Time{} // recovering: a success is no evidence of a Down
+			}
+			if !found || sent.Before(since) {
+				since, found = sent, true
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
@@ -85,5 +86,27 @@ func TestPlans(t *testing.T) {
 	}
 	if l, r, _ := w.level(Key{Kind: KindAoR, Name: "a"}, src); l != Up || r != qualify.ReasonNone {
 		t.Fatalf("aor %v %v", l, r)
+	}
+}
+
+// TestLevelRecoveringIsNoEvidence: a Down's evidence is its failed
+// probes; a contact still down after a success (recovering towards
+// qualify_successes) gives none, so that after a panic a held object
+// waits for the contact's recovery or its next failure, never goes down
+// on the success.
+func TestLevelRecoveringIsNoEvidence(t *testing.T) {
+	conf := &pjsip.Config{AoRs: []pjsip.AoR{{AoR: probe.AoR{Name: "a", Contacts: []string{"sip:192.0.2.1"}, Policy: &qualify.Policy{Frequency: time.Minute}}}}}
+	failed := time.Unix(1_800_000_000, 0)
+	src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{
+		"a": {{URI: "sip:192.0.2.1", Status: qualify.Unreachable, Last: engine.LastResult{At: failed, Reason: qualify.ReasonTimeout}}},
+	}}
+	p := newPlan(&pjsip.Sink{Driver: "webhook"}, conf)
+	k := Key{Kind: KindContact, Name: "a", URI: "sip:192.0.2.1"}
+	if l, _, since := p.level(k, src); l != Down || !since.Equal(failed) {
+		t.Fatalf("failed probe: %v since %v, want Down since %v", l, since, failed)
+	}
+	src.aors["a"][0].Last = engine.LastResult{At: failed.Add(time.Minute), OK: true}
+	if l, _, since := p.level(k, src); l != Down || !since.IsZero() {
+		t.Fatalf("recovering: %v since %v, want Down resting on no probe", l, since)
 	}
 }

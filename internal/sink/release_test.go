@@ -85,6 +85,7 @@ func TestWebhookReleaseIsConcurrentAndBounded(t *testing.T) {
 	var now, most int
 	var order []string
 	full := make(chan struct{})
+	var fill sync.Once // the window may be full again after it opened
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var c Change
 		json.NewDecoder(r.Body).Decode(&c)
@@ -93,7 +94,7 @@ func TestWebhookReleaseIsConcurrentAndBounded(t *testing.T) {
 		most = max(most, now)
 		order = append(order, c.AoR)
 		if now == inFlight && most == inFlight {
-			close(full)
+			fill.Do(func() { close(full) })
 		}
 		mu.Unlock()
 		select {
