@@ -106,3 +106,20 @@ func TestRunRefusesBadTLSFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckConfigReadsThisHostsFiles: on a host that runs one of nodes=
+// (its short host name), check-config reads that node's {node} files, so
+// a host that holds only its own certificate passes.
+func TestCheckConfigReadsThisHostsFiles(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ = strings.Cut(host, ".")
+	dir := readmeCertificates(t, host)
+	conf := strings.Replace(tlsConf(dir, nil), "b@10.0.1.1:6222", host+"@10.0.1.1:6222", 1)
+	file := filepath.Join(writeConfig(t, map[string]string{"q.conf": conf}), "q.conf")
+	if code, stdout, stderr := checkConfig(file); code != 0 || stderr != "" {
+		t.Fatalf("host %s holding only its own certificate: exit %d, stderr %q, stdout:\n%s", host, code, stderr, stdout)
+	}
+}

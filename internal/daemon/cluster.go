@@ -48,7 +48,10 @@ func ClusterConfig(conf *pjsip.Config, node string) (cfg cluster.Config, ok bool
 }
 
 // CheckCluster reads conf's cluster section as ClusterConfig does, for
-// its first node (check-config: any node would do); ok false without one.
+// the node this host runs (its short host name, as run takes it without
+// --node) when that is one of nodes=, else for the first node: the files
+// the options name with {node} are this host's own; ok false without a
+// section.
 func CheckCluster(conf *pjsip.Config) (cfg cluster.Config, ok bool, err error) {
 	sec := conf.Cluster
 	if sec == nil {
@@ -57,9 +60,12 @@ func CheckCluster(conf *pjsip.Config) (cfg cluster.Config, ok bool, err error) {
 	if cfg, err = setCluster(sec); err != nil {
 		return cfg, false, err
 	}
-	self := ""
-	if len(cfg.Nodes) > 0 {
-		self = cfg.Nodes[0].Name
+	self := shortHostname()
+	if !slices.ContainsFunc(cfg.Nodes, func(n cluster.Node) bool { return n.Name == self }) {
+		self = ""
+		if len(cfg.Nodes) > 0 {
+			self = cfg.Nodes[0].Name
+		}
 	}
 	return cfg, true, finishCluster(conf, &cfg, self)
 }
