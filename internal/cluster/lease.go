@@ -93,9 +93,12 @@ func (l *lease) campaign(ctx context.Context) {
 	cancel()
 	if err == nil {
 		l.rev, l.sent = rev, sent
-		l.follow(ctx)
-		l.set(true, sent, l.t.deadline(sent))
-		return
+		if l.follow(ctx) {
+			l.set(true, sent, l.t.deadline(sent))
+			return
+		}
+		l.release()
+		err = errTTLUnknown
 	}
 	wait := l.t.ttl / 3
 	if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -153,28 +156,32 @@ func (l *lease) hold(ctx context.Context) {
 	}
 }
 
+// errTTLUnknown is a campaign that took the key but could not read how
+// long it lives: the node gives the key up rather than lead on a guess.
+var errTTLUnknown = errors.New("lease: the bucket's TTL could not be read")
+
 // follow takes the term's arithmetic from the bucket's real TTL, read
 // right after the key was created: the key this node now holds lives
 // that long, whatever this node's file says. The holder then sets the
 // bucket's TTL to the file's (only a holder does: another node's key
 // would otherwise die sooner than its holder believes), and the term
-// follows the file from then on. A read that fails keeps the shorter
-// of the file's and the last TTL read, never the longer.
-func (l *lease) follow(ctx context.Context) {
+// follows the file from then on. It reports false when the TTL could
+// not be read (or is none): the key's life is then unknown, and a term
+// from the file or an older read could outlast it.
+func (l *lease) follow(ctx context.Context) bool {
 	if l.bucket == nil {
 		l.t = term{l.want}
-		return
+		return true
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.want/3)
 	defer cancel()
 	real, err := l.bucket.TTL(ctx)
-	if err != nil {
-		l.t = term{min(l.t.ttl, l.want)}
-		return
+	if err != nil || real <= 0 {
+		return false
 	}
 	l.t = term{min(real, l.want)}
 	if real == l.want {
-		return
+		return true
 	}
 	err = l.bucket.SetTTL(ctx, l.want)
 	if err == nil {
@@ -183,6 +190,7 @@ func (l *lease) follow(ctx context.Context) {
 	if l.changed != nil {
 		l.changed(real, l.want, err)
 	}
+	return true
 }
 
 // lose stops leading and forgets the revision.
