@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/qualifyd/qualifyd/internal/peertest"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -46,21 +46,13 @@ func (n *testNode) leadingEdges() []edge {
 	return append([]edge(nil), n.edges...)
 }
 
-// freePorts returns n route addresses on loopback that were free.
+// freePorts returns n route addresses on loopback that were free and
+// that no other test of this binary was given.
 func freePorts(t testing.TB, n int) []string {
 	t.Helper()
-	var ls []net.Listener
 	var out []string
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	for _, l := range ls {
-		l.Close()
+		out = append(out, fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(t, "tcp")))
 	}
 	return out
 }

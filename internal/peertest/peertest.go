@@ -43,8 +43,36 @@ func Require(t testing.TB, name string) string {
 }
 
 // FreePort returns a loopback port of network ("udp" or "tcp") that was
-// free a moment ago.
+// free a moment ago and that no earlier call in this test binary
+// returned. The kernel hands a port just closed to the next bind of port
+// 0 as readily as any other, so without the record two addresses of one
+// test (two nodes' routes, a node's route and its API) can come out the
+// same.
 func FreePort(t testing.TB, network string) int {
+	t.Helper()
+	handed.mu.Lock()
+	defer handed.mu.Unlock()
+	for range 1000 {
+		port := boundPort(t, network)
+		key := network + ":" + strconv.Itoa(port)
+		if !handed.ports[key] {
+			handed.ports[key] = true
+			return port
+		}
+	}
+	t.Fatalf("no %s port on loopback that this test binary has not handed out already", network)
+	return 0
+}
+
+// handed records the ports FreePort has returned.
+var handed = struct {
+	mu    sync.Mutex
+	ports map[string]bool
+}{ports: map[string]bool{}}
+
+// boundPort binds port 0 of network on loopback and returns the port the
+// kernel chose, closing it again.
+func boundPort(t testing.TB, network string) int {
 	t.Helper()
 	if network == "udp" {
 		c, err := net.ListenPacket("udp", "127.0.0.1:0")
