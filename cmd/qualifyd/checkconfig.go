@@ -288,7 +288,7 @@ func writeCluster(stdout io.Writer, name string, c cluster.Config) {
 	}
 	nats := "embedded, store " + c.Store + ", name " + c.Name + ", " + routesText(c)
 	if c.NATSURL != "" {
-		nats = "external, nats_url " + c.NATSURL
+		nats = "external, nats_url " + cluster.RedactURLs(c.NATSURL)
 	}
 	fmt.Fprintf(stdout, "cluster %s: %d %s (%s), vantages %d, quorum %s, NATS %s, member_ttl %v, lease_ttl %v\n",
 		name, len(c.Nodes), plural(len(c.Nodes), "node"), strings.Join(nodes, ", "), c.Vantages, c.Quorum, nats, c.MemberTTL, c.LeaseTTL)

@@ -328,13 +328,45 @@ func checkURLs(v string) error {
 	for s := range strings.SplitSeq(v, ",") {
 		u, err := url.Parse(strings.TrimSpace(s))
 		if err != nil || u.Host == "" {
-			return fmt.Errorf("%w: %q: want nats://host:port", ErrValue, s)
+			return fmt.Errorf("%w: %q: want nats://host:port", ErrValue, redactURL(s))
 		}
 		switch u.Scheme {
 		case "nats", "tls", "ws", "wss":
 		default:
-			return fmt.Errorf("%w: %q: scheme %q is not nats, tls, ws or wss", ErrValue, s, u.Scheme)
+			return fmt.Errorf("%w: %q: scheme %q is not nats, tls, ws or wss", ErrValue, u.Redacted(), u.Scheme)
 		}
 	}
 	return nil
+}
+
+// RedactURLs returns nats_url's value v with the secret of each URL (a
+// password, or a token in the user part) replaced by "xxxxx", for a line
+// an operator or a log may show.
+func RedactURLs(v string) string {
+	parts := strings.Split(v, ",")
+	for i, s := range parts {
+		parts[i] = redactURL(s)
+	}
+	return strings.Join(parts, ",")
+}
+
+// redactURL hides the secret of one URL s: the password of user:password,
+// or the user part alone, which NATS takes as a token. One that does not
+// parse as an authority keeps only what comes after its last "@".
+func redactURL(s string) string {
+	s = strings.TrimSpace(s)
+	u, err := url.Parse(s)
+	switch {
+	case err == nil && u.Host != "" && u.User == nil:
+		return s
+	case err == nil && u.Host != "":
+		if _, ok := u.User.Password(); !ok {
+			u.User = url.User("xxxxx")
+		}
+		return u.Redacted()
+	}
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		return "xxxxx@" + s[i+1:]
+	}
+	return s
 }

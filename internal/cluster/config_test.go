@@ -25,6 +25,8 @@ func TestConfigSetErrors(t *testing.T) {
 		{"store", "", `invalid value: empty`, ErrValue},
 		{"nats_url", "nats.example.net:4222", `invalid value: "nats.example.net:4222": want nats://host:port`, ErrValue},
 		{"nats_url", "http://nats.example.net:4222", `invalid value: "http://nats.example.net:4222": scheme "http" is not nats, tls, ws or wss`, ErrValue},
+		{"nats_url", "http://q:s3cret@nats.example.net:4222", `invalid value: "http://q:xxxxx@nats.example.net:4222": scheme "http" is not nats, tls, ws or wss`, ErrValue},
+		{"nats_url", "q:s3cret@nats.example.net:4222", `invalid value: "xxxxx@nats.example.net:4222": want nats://host:port`, ErrValue},
 		{"member_ttl", "0", `invalid value: "0": want whole seconds, 1 to 3600`, ErrValue},
 		{"lease_ttl", "2s", `invalid value: "2s": want whole seconds, 1 to 3600`, ErrValue},
 		{"lease_ttl", "3601", `invalid value: "3601": want whole seconds, 1 to 3600`, ErrValue},
@@ -162,5 +164,14 @@ func TestConfigWarnings(t *testing.T) {
 		if got := c.Warnings(); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%v: warnings %q, want %q", tt.opts, got, tt.want)
 		}
+	}
+}
+
+// TestRedactURLs: a password in nats_url never reaches a printed line.
+func TestRedactURLs(t *testing.T) {
+	got := RedactURLs("nats://q:s3cret@n1:4222, tls://n2:4222,nats://token@n3:4222")
+	want := "nats://q:xxxxx@n1:4222,tls://n2:4222,nats://xxxxx@n3:4222"
+	if got != want {
+		t.Fatalf("RedactURLs = %q, want %q", got, want)
 	}
 }
