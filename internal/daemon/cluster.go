@@ -179,6 +179,8 @@ type node struct {
 	leading bool                 // the Leading hook's last edge
 	live    []string             // the Members hook's last edge
 	taken   metrics.ClusterStats // the verdicts taken back at the join
+
+	natsLog lineLimit // the embedded server's errors logged (serverLog)
 }
 
 // newNode builds the Cluster of cfg; its hooks feed the sinks, the

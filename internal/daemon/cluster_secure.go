@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -11,9 +12,52 @@ import (
 const certWarning = 14 * 24 * time.Hour
 
 // serverLog is the ServerLog hook: the embedded NATS server's errors
-// (a route refused, with the peer's address) in the log.
+// (a route refused, with the peer's address) in the log, at most
+// natsLines of them a natsWindow, so that a host that keeps dialling a
+// route port cannot fill the log.
 func (n *node) serverLog(line string) {
-	n.d.log.Notice(slog.LevelWarn, "cluster: NATS: "+line)
+	pass, held := n.natsLog.take(n.d.log.now())
+	if held > 0 {
+		n.d.log.Notice(slog.LevelWarn, fmt.Sprintf("cluster: NATS: %d more errors were not logged (at most %d a minute)", held, natsLines))
+	}
+	if pass {
+		n.d.log.Notice(slog.LevelWarn, "cluster: NATS: "+line)
+	}
+}
+
+// natsLines lines of the embedded server's errors are logged in each
+// natsWindow (serverLog's count line says "a minute"); the rest are counted, and the count logged with the first
+// line of a later window.
+const (
+	natsLines  = 10
+	natsWindow = time.Minute
+)
+
+// lineLimit lets natsLines lines through in each natsWindow from the first
+// line of the window.
+type lineLimit struct {
+	mu     sync.Mutex
+	start  time.Time // the window's first line; zero before any
+	passed int       // lines let through in the window
+	held   int       // lines held back since the count was last told
+}
+
+// take says whether a line at now may be logged, and how many were held
+// back before it and must be told now (0 for none, or while the window
+// that held them lasts).
+func (l *lineLimit) take(now time.Time) (pass bool, held int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.start.IsZero() || now.Sub(l.start) >= natsWindow {
+		l.start, l.passed = now, 0
+		held, l.held = l.held, 0
+	}
+	if l.passed < natsLines {
+		l.passed++
+		return true, held
+	}
+	l.held++
+	return false, held
 }
 
 // warnSecurity logs, at start, that the routes are

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -652,4 +653,65 @@ func TestClusterReportAllRestoresALostVote(t *testing.T) {
 	}
 	a.d.cluster.reportAll()
 	waitUntil(t, labBound, "b counts a's vote again", func() bool { return voteOf(b, "a") == qualify.Reachable })
+}
+
+// TestNATSErrorsAreLimited: a host that keeps dialling a route port
+// gets natsLines of its refusals logged a minute; the rest are counted,
+// and the count is logged with the first line of the next minute.
+func TestNATSErrorsAreLimited(t *testing.T) {
+	var out bytes.Buffer
+	l, err := NewLog(&out, "text", func(dst []byte, _ time.Time) []byte { return dst })
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	l.now = func() time.Time { return now }
+	n := &node{d: &Daemon{log: l}}
+	for i := range 25 {
+		n.serverLog(fmt.Sprintf("127.0.0.1:4000%d - rid:%d - TLS route handshake error: remote error: tls: bad certificate", i%10, i))
+		now = now.Add(time.Second)
+	}
+	now = now.Add(natsWindow) // a quiet minute, then one more refusal
+	n.serverLog("127.0.0.1:50000 - rid:99 - authentication error")
+	l.Close(time.Minute)
+
+	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	for i := range got {
+		got[i] = strings.TrimPrefix(got[i], "[] ")
+	}
+	if len(got) != natsLines+2 {
+		t.Fatalf("%d lines, want %d (the first %d, the count, the new minute's line):\n%s", len(got), natsLines+2, natsLines, out.String())
+	}
+	for i, line := range got[:natsLines] {
+		if want := fmt.Sprintf("rid:%d - TLS route handshake error", i); !strings.Contains(line, want) || !strings.HasPrefix(line, "qualifyd: cluster: NATS: ") {
+			t.Errorf("line %d %q, want the refusal %q", i, line, want)
+		}
+	}
+	if want := fmt.Sprintf("qualifyd: cluster: NATS: %d more errors were not logged (at most %d a minute)", 25-natsLines, natsLines); got[natsLines] != want {
+		t.Errorf("count line %q, want %q", got[natsLines], want)
+	}
+	if !strings.Contains(got[natsLines+1], "rid:99 - authentication error") {
+		t.Errorf("last line %q, want the new minute's refusal", got[natsLines+1])
+	}
+}
+
+// TestLineLimitWindows: the window starts at its first line, holds
+// every line past natsLines, and tells the held count once.
+func TestLineLimitWindows(t *testing.T) {
+	var l lineLimit
+	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	for i := range natsLines {
+		if pass, held := l.take(t0.Add(time.Duration(i) * time.Millisecond)); !pass || held != 0 {
+			t.Fatalf("line %d: pass %v held %d, want through with nothing held", i, pass, held)
+		}
+	}
+	if pass, held := l.take(t0.Add(natsWindow - time.Nanosecond)); pass || held != 0 {
+		t.Fatalf("line past the limit: pass %v held %d, want held", pass, held)
+	}
+	if pass, held := l.take(t0.Add(natsWindow)); !pass || held != 1 {
+		t.Fatalf("first line of the next window: pass %v held %d, want through with 1 told", pass, held)
+	}
+	if pass, held := l.take(t0.Add(natsWindow + time.Second)); !pass || held != 0 {
+		t.Fatalf("second line of the window: pass %v held %d, want through, the count told once", pass, held)
+	}
 }
