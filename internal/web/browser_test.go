@@ -61,12 +61,13 @@ type site struct {
 // with history from hist (nil: the engine's own).
 func startSite(t *testing.T, hist HistorySource, names ...string) *site {
 	t.Helper()
-	return startSiteWith(t, func(*engine.Engine) Config { return Config{History: hist} }, names...)
+	return startSiteWith(t, func(*engine.Engine) Config { return Config{History: hist} }, nil, names...)
 }
 
 // startSiteWith is startSite with the server's configuration from
-// config, which is given the engine.
-func startSiteWith(t *testing.T, config func(*engine.Engine) Config, names ...string) *site {
+// config, which is given the engine, and each AoR's policy (nil: a
+// probe a second, timeout 300 ms, N=1).
+func startSiteWith(t *testing.T, config func(*engine.Engine) Config, policy *qualify.Policy, names ...string) *site {
 	t.Helper()
 	pr, err := sipprobe.New(sipprobe.Config{ListenAddr: "127.0.0.1:0"})
 	if err != nil {
@@ -78,11 +79,13 @@ func startSiteWith(t *testing.T, config func(*engine.Engine) Config, names ...st
 	}
 	s := &site{peers: map[string]*peer{}}
 	var aors []engine.AoR
+	if policy == nil {
+		policy = &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond}
+	}
 	for _, n := range names {
 		p := newPeer(t)
 		s.peers[n] = p
-		aors = append(aors, engine.AoR{Name: n, Contacts: []string{p.uri(n)},
-			Policy: &qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond}})
+		aors = append(aors, engine.AoR{Name: n, Contacts: []string{p.uri(n)}, Policy: policy})
 	}
 	cfg := config(e)
 	cfg.Engine, cfg.Version = e, "test"
@@ -362,6 +365,28 @@ func TestBrowserLive(t *testing.T) {
 	word, kept := b.text(bravo+` .status`), eval[bool](b, `window.notReloaded === true`)
 	if word != "available" || !kept {
 		t.Errorf("after recovery: status %q, page kept (not reloaded) %v", word, kept)
+	}
+	b.noErrors()
+}
+
+// TestBrowserLiveCleared: on an AoR's page, a contact with
+// qualify_failures=3 misses one probe and answers the next; the
+// failures cell goes to 1/3 and back to 0/3 from the event stream (the
+// failure event, then the cleared one), without the page reloading.
+func TestBrowserLiveCleared(t *testing.T) {
+	s := startSiteWith(t, func(*engine.Engine) Config { return Config{} },
+		&qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 3}, "alpha")
+	b := newBrowser(t, 1280, 900)
+	cell := `[data-fragment="detail"] tbody tr td:nth-child(12)` // the failures column
+	b.do(chromedp.Navigate(s.url+"/aors/alpha"), wait(`#live.on`))
+	b.do(chromedp.Poll[chromedp.Void](`document.querySelector(` + jsString(cell) + `)?.textContent === "0/3"`))
+	eval[bool](b, `window.notReloaded = true`)
+	s.peers["alpha"].dead.Store(true)
+	b.do(chromedp.Poll[chromedp.Void](`document.querySelector(` + jsString(cell) + `)?.textContent === "1/3"`))
+	s.peers["alpha"].dead.Store(false)
+	b.do(chromedp.Poll[chromedp.Void](`document.querySelector(` + jsString(cell) + `)?.textContent === "0/3"`))
+	if !eval[bool](b, `window.notReloaded === true`) {
+		t.Error("the page reloaded")
 	}
 	b.noErrors()
 }

@@ -249,7 +249,7 @@ func TestBrowserClusterVotes(t *testing.T) {
 			Cluster: func() (api.Cluster, bool) { return view, true },
 			Votes:   func(aor, uri string) (qualify.Status, []api.Vote, bool) { return majority(e, aor, uri) },
 		}
-	}, "alpha")
+	}, nil, "alpha")
 	b := newBrowser(t, 1280, 900)
 	b.do(chromedp.Navigate(s.url+"/"), wait(`.tile[data-cluster]`))
 	if got := b.text(`.tile[data-cluster]`); got != "✓ in cluster 3 of 3 nodes up · leader b" {

@@ -62,7 +62,7 @@
     if (el) setAvailable(el, d.available);
     queue(d.aor);
   });
-  ["status", "failure", "recovery"].forEach(function (kind) {
+  ["status", "failure", "recovery", "cleared"].forEach(function (kind) {
     es.addEventListener(kind, function (e) { queue(JSON.parse(e.data).aor); });
   });
   setInterval(function () {
