@@ -111,6 +111,9 @@ func (c *Config) readExternal(now time.Time) (*files, error) {
 	case c.NATSPasswordFile != "":
 		f.secret, err = readSecret("nats_password_file", c.NATSPasswordFile)
 	case c.NATSNkey != "":
+		if err = keyMode("nats_nkey", c.NATSNkey); err != nil {
+			break
+		}
 		if _, err = nats.NkeyOptionFromSeed(c.NATSNkey); err != nil {
 			err = fileErr("nats_nkey", c.NATSNkey, err)
 		}
@@ -134,6 +137,9 @@ func readPair(certOpt, certFile, keyOpt, keyFile string, now time.Time) (*tls.Ce
 	if now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
 		return nil, fileErr(certOpt, certFile, fmt.Errorf("the certificate is valid from %s to %s, not now",
 			leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	if err := keyMode(keyOpt, keyFile); err != nil {
+		return nil, err
 	}
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
@@ -173,6 +179,20 @@ func readCA(option, file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// keyMode refuses a private key (a TLS key, an nkey seed, a .creds
+// file) that others may read or write; its group may read it, as
+// Debian's ssl-cert group reads /etc/ssl/private.
+func keyMode(option, file string) error {
+	st, err := os.Stat(file)
+	if err != nil {
+		return fileErr(option, file, err)
+	}
+	if perm := st.Mode().Perm(); perm&0o007 != 0 {
+		return fileErr(option, file, fmt.Errorf("mode %04o: others may read or write this private key (chmod 600 it, or 640 for a group of its readers)", perm))
+	}
+	return nil
+}
+
 // readSecret reads a one-line secret from a file only its owner may
 // read.
 func readSecret(option, file string) (string, error) {
@@ -199,6 +219,9 @@ func readSecret(option, file string) (string, error) {
 
 // checkCreds checks that a .creds file holds a user JWT and a seed.
 func checkCreds(file string) error {
+	if err := keyMode("nats_creds", file); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return fileErr("nats_creds", file, err)

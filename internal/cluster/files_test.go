@@ -60,6 +60,12 @@ func TestCheckFiles(t *testing.T) {
 	if err != nil || expiry.IsZero() || c.TLSCert != dir+"/a.crt" || c.TLSKey != dir+"/a.key" {
 		t.Fatalf("CheckFiles = %v, %v; tls_cert %s, tls_key %s", expiry, err, c.TLSCert, c.TLSKey)
 	}
+	if err := os.Chmod(dir+"/a.key", 0o640); err != nil { // a group of its readers, as ssl-cert
+		t.Fatal(err)
+	}
+	if _, err := c.CheckFiles(time.Now()); err != nil {
+		t.Fatalf("a key of mode 0640: %v, want it read", err)
+	}
 	if _, err := c.CheckFiles(expiry.Add(time.Second)); err == nil || !strings.Contains(err.Error(), "not now") {
 		t.Fatalf("a second after the certificate expired: %v, want it refused", err)
 	}
@@ -74,6 +80,12 @@ func TestCheckFilesErrors(t *testing.T) {
 	write(t, dir+"/empty", "\n", 0o600)
 	write(t, dir+"/two", "s3cret\nmore\n", 0o600)
 	write(t, dir+"/junk", "not a NATS file\n", 0o600)
+	key, err := os.ReadFile(dir + "/a.key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir+"/open.key", string(key), 0o644)
+	write(t, dir+"/open.creds", "-----BEGIN NATS USER JWT-----\n-----BEGIN USER NKEY SEED-----\n", 0o604)
 	tests := []struct {
 		name   string
 		over   []string
@@ -82,12 +94,13 @@ func TestCheckFilesErrors(t *testing.T) {
 	}{
 		{"missing certificate", []string{"tls_cert", dir + "/none.crt"}, "tls_cert", "file DIR/none.crt: open: no such file or directory"},
 		{"unreadable CA", []string{"tls_ca", dir}, "tls_ca", "file DIR: read: is a directory"},
-		{"missing key", []string{"tls_key", dir + "/none.key"}, "tls_key", "file DIR/none.key: open: no such file or directory"},
+		{"missing key", []string{"tls_key", dir + "/none.key"}, "tls_key", "file DIR/none.key: stat: no such file or directory"},
 		{"key of another certificate", []string{"tls_key", dir + "/b.key"}, "tls_key", "file DIR/b.key: not the key of DIR/a.crt's certificate: tls: private key does not match public key"},
 		{"expired certificate", []string{"tls_cert", dir + "/old.crt", "tls_key", dir + "/old.key"}, "tls_cert", "file DIR/old.crt: the certificate is valid from "},
 		{"certificate of another name", []string{"tls_cert", dir + "/x.crt", "tls_key", dir + "/x.key"}, "tls_cert", `file DIR/x.crt: the certificate's subjectAltName DNS names are [x], not this node's name "a": the other nodes would refuse it`},
 		{"CA file without a certificate", []string{"tls_ca", dir + "/a.key"}, "tls_ca", "file DIR/a.key: no PEM certificate in it"},
 		{"certificate file without a certificate", []string{"tls_cert", dir + "/a.key"}, "tls_cert", "file DIR/a.key: no PEM certificate in it"},
+		{"key others may read", []string{"tls_key", dir + "/open.key"}, "tls_key", "file DIR/open.key: mode 0644: others may read or write this private key (chmod 600 it, or 640 for a group of its readers)"},
 		{"missing secret", []string{"secret_file", dir + "/none"}, "secret_file", "file DIR/none: stat: no such file or directory"},
 		{"secret others may read", []string{"secret_file", dir + "/open"}, "secret_file", "file DIR/open: mode 0644: group or others may read or write it (chmod 600 it)"},
 		{"empty secret", []string{"secret_file", dir + "/empty"}, "secret_file", "file DIR/empty: empty: want one line, the secret"},
@@ -102,6 +115,9 @@ func TestCheckFilesErrors(t *testing.T) {
 		{"missing NATS CA", []string{"nats_ca", dir + "/none"}, "nats_ca", "file DIR/none: open: no such file or directory"},
 		{"NATS key of another certificate", []string{"nats_cert", dir + "/a.crt", "nats_key", dir + "/b.key"}, "nats_key", "file DIR/b.key: not the key of DIR/a.crt's certificate: tls: private key does not match public key"},
 		{"NATS password others may read", []string{"nats_user", "q", "nats_password_file", dir + "/open"}, "nats_password_file", "file DIR/open: mode 0644: group or others may read or write it (chmod 600 it)"},
+		{"NATS key others may read", []string{"nats_cert", dir + "/a.crt", "nats_key", dir + "/open.key"}, "nats_key", "file DIR/open.key: mode 0644: others may read or write this private key"},
+		{"creds others may read", []string{"nats_creds", dir + "/open.creds"}, "nats_creds", "file DIR/open.creds: mode 0604: others may read or write this private key"},
+		{"nkey seed others may read", []string{"nats_nkey", dir + "/open"}, "nats_nkey", "file DIR/open: mode 0644: others may read or write this private key"},
 		{"not a creds file", []string{"nats_creds", dir + "/junk"}, "nats_creds", `file DIR/junk: no "BEGIN NATS USER JWT" in it: want a NATS .creds file (nsc generate creds)`},
 		{"not an nkey seed", []string{"nats_nkey", dir + "/junk"}, "nats_nkey", "file DIR/junk: "},
 	}
