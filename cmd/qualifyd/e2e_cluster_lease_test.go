@@ -21,13 +21,18 @@ import (
 // receiver (told apart by the socket each came on).
 
 // sender is the name of the lab's node whose process owns the TCP
-// socket at remote (host:port, the receiver's peer), "" when none does.
-func (l *clusterProcs) sender(remote string) string {
-	_, port, err := splitPort(remote)
+// socket from remote to local (the receiver's peer and its own address,
+// host:port each), "" when none does.
+func (l *clusterProcs) sender(remote, local string) string {
+	_, from, err := splitPort(remote)
 	if err != nil {
 		return ""
 	}
-	inode := socketInode(port)
+	_, to, err := splitPort(local)
+	if err != nil {
+		return ""
+	}
+	inode := socketInode(from, to)
 	if inode == "" {
 		return ""
 	}
@@ -52,10 +57,13 @@ func splitPort(hostport string) (string, int, error) {
 	return hostport[:i], p, err
 }
 
-// socketInode is the inode of the TCP socket whose local port is port,
-// from /proc/net/tcp and tcp6 ("" for none).
-func socketInode(port int) string {
-	want := fmt.Sprintf(":%04X", port)
+// socketInode is the inode of the open TCP socket from local port from
+// to remote port to, from /proc/net/tcp and tcp6 ("" for none). Both
+// ports are matched: one local port may serve several connections (to
+// other remotes, or closed ones in TIME_WAIT, whose inode is 0), of
+// other processes than the sender.
+func socketInode(from, to int) string {
+	local, remote := fmt.Sprintf(":%04X", from), fmt.Sprintf(":%04X", to)
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -63,7 +71,7 @@ func socketInode(port int) string {
 		}
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			fields := strings.Fields(line)
-			if len(fields) > 9 && strings.HasSuffix(fields[1], want) {
+			if len(fields) > 9 && strings.HasSuffix(fields[1], local) && strings.HasSuffix(fields[2], remote) && fields[9] != "0" {
 				return fields[9]
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -61,9 +62,9 @@ type changes struct {
 	mu     sync.Mutex
 	to     []string // the contact's pushes: "up", "down"
 	beats  int
-	refuse bool                       // answer every body 503, delivering nothing
-	who    func(remote string) string // the node that owns the peer socket, "" for unknown
-	from   []pushed                   // every body, in the order received (refused ones too)
+	refuse bool                              // answer every body 503, delivering nothing
+	who    func(remote, local string) string // the node that owns the peer socket, "" for unknown
+	from   []pushed                          // every body, in the order received (refused ones too)
 }
 
 // pushed is one body the receiver got: when, and from which node.
@@ -87,8 +88,8 @@ func (c *changes) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	node := ""
-	if c.who != nil {
-		node = c.who(req.RemoteAddr)
+	if local, ok := req.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && c.who != nil {
+		node = c.who(req.RemoteAddr, local.String())
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
