@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -13,47 +14,63 @@ const certWarning = 14 * 24 * time.Hour
 
 // serverLog is the ServerLog hook: the embedded NATS server's errors
 // (a route refused, with the peer's address) in the log, at most
-// natsLines of them a natsWindow, so that a host that keeps dialling a
-// route port cannot fill the log.
+// natsLines of each kind a natsWindow, so that a host that keeps dialling
+// a route port cannot fill the log, nor hide another refusal.
 func (n *node) serverLog(line string) {
-	pass, held := n.natsLog.take(n.d.log.now())
+	pass, held := n.natsLog.take(n.d.log.now(), natsKind(line))
 	if held > 0 {
-		n.d.log.Notice(slog.LevelWarn, fmt.Sprintf("cluster: NATS: %d more errors were not logged (at most %d a minute)", held, natsLines))
+		n.d.log.Notice(slog.LevelWarn, fmt.Sprintf("cluster: NATS: %d more errors were not logged (at most %d of a kind a minute)", held, natsLines))
 	}
 	if pass {
 		n.d.log.Notice(slog.LevelWarn, "cluster: NATS: "+line)
 	}
 }
 
-// natsLines lines of the embedded server's errors are logged in each
-// natsWindow (serverLog's count line says "a minute"); the rest are counted, and the count logged with the first
-// line of a later window.
+// natsLines lines of each kind of the embedded server's errors are
+// logged in each natsWindow (serverLog's count line says "a minute"), of
+// at most natsKinds kinds (the rest share one count); the others are
+// counted, and the count logged with the first line of a later window.
 const (
 	natsLines  = 10
+	natsKinds  = 32
 	natsWindow = time.Minute
 )
 
-// lineLimit lets natsLines lines through in each natsWindow from the first
-// line of the window.
-type lineLimit struct {
-	mu     sync.Mutex
-	start  time.Time // the window's first line; zero before any
-	passed int       // lines let through in the window
-	held   int       // lines held back since the count was last told
+// natsKind is a server error's kind: its text without the connection's
+// address and id ("127.0.0.1:50144 - rid:9 - TLS route handshake error:
+// ..." is of the kind "TLS route handshake error: ...").
+func natsKind(line string) string {
+	parts := strings.SplitN(line, " - ", 3)
+	if len(parts) == 3 && strings.Contains(parts[1], "id:") {
+		return parts[2]
+	}
+	return line
 }
 
-// take says whether a line at now may be logged, and how many were held
-// back before it and must be told now (0 for none, or while the window
-// that held them lasts).
-func (l *lineLimit) take(now time.Time) (pass bool, held int) {
+// lineLimit lets natsLines lines of each kind through in each natsWindow
+// from the window's first line.
+type lineLimit struct {
+	mu     sync.Mutex
+	start  time.Time      // the window's first line; zero before any
+	passed map[string]int // lines let through in the window, by kind ("" for the kinds past natsKinds)
+	held   int            // lines held back since the count was last told
+}
+
+// take says whether a line of kind at now may be logged, and how many
+// were held back before it and must be told now (0 for none, or while
+// the window that held them lasts).
+func (l *lineLimit) take(now time.Time, kind string) (pass bool, held int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.start.IsZero() || now.Sub(l.start) >= natsWindow {
-		l.start, l.passed = now, 0
+		l.start, l.passed = now, map[string]int{}
 		held, l.held = l.held, 0
 	}
-	if l.passed < natsLines {
-		l.passed++
+	if _, ok := l.passed[kind]; !ok && len(l.passed) >= natsKinds {
+		kind = ""
+	}
+	if l.passed[kind] < natsLines {
+		l.passed[kind]++
 		return true, held
 	}
 	l.held++

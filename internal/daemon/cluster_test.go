@@ -656,8 +656,9 @@ func TestClusterReportAllRestoresALostVote(t *testing.T) {
 }
 
 // TestNATSErrorsAreLimited: a host that keeps dialling a route port
-// gets natsLines of its refusals logged a minute; the rest are counted,
-// and the count is logged with the first line of the next minute.
+// gets natsLines of its refusals logged a minute; another kind of
+// refusal meanwhile is logged at once; the rest are counted, and the
+// count is logged with the first line of the next minute.
 func TestNATSErrorsAreLimited(t *testing.T) {
 	var out bytes.Buffer
 	l, err := NewLog(&out, "text", func(dst []byte, _ time.Time) []byte { return dst })
@@ -671,47 +672,80 @@ func TestNATSErrorsAreLimited(t *testing.T) {
 		n.serverLog(fmt.Sprintf("127.0.0.1:4000%d - rid:%d - TLS route handshake error: remote error: tls: bad certificate", i%10, i))
 		now = now.Add(time.Second)
 	}
-	now = now.Add(natsWindow) // a quiet minute, then one more refusal
-	n.serverLog("127.0.0.1:50000 - rid:99 - authentication error")
+	n.serverLog("127.0.0.1:41000 - rid:50 - authentication error") // another kind, in the same minute
+	now = now.Add(natsWindow)                                      // a quiet minute, then one more refusal
+	n.serverLog("127.0.0.1:50000 - rid:99 - TLS route handshake error: remote error: tls: bad certificate")
 	l.Close(time.Minute)
 
 	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	for i := range got {
 		got[i] = strings.TrimPrefix(got[i], "[] ")
 	}
-	if len(got) != natsLines+2 {
-		t.Fatalf("%d lines, want %d (the first %d, the count, the new minute's line):\n%s", len(got), natsLines+2, natsLines, out.String())
+	if len(got) != natsLines+3 {
+		t.Fatalf("%d lines, want %d (the first %d, the other kind's, the count, the new minute's line):\n%s", len(got), natsLines+3, natsLines, out.String())
 	}
 	for i, line := range got[:natsLines] {
 		if want := fmt.Sprintf("rid:%d - TLS route handshake error", i); !strings.Contains(line, want) || !strings.HasPrefix(line, "qualifyd: cluster: NATS: ") {
 			t.Errorf("line %d %q, want the refusal %q", i, line, want)
 		}
 	}
-	if want := fmt.Sprintf("qualifyd: cluster: NATS: %d more errors were not logged (at most %d a minute)", 25-natsLines, natsLines); got[natsLines] != want {
-		t.Errorf("count line %q, want %q", got[natsLines], want)
+	if !strings.Contains(got[natsLines], "rid:50 - authentication error") {
+		t.Errorf("line %q, want the other kind's refusal", got[natsLines])
 	}
-	if !strings.Contains(got[natsLines+1], "rid:99 - authentication error") {
-		t.Errorf("last line %q, want the new minute's refusal", got[natsLines+1])
+	if want := fmt.Sprintf("qualifyd: cluster: NATS: %d more errors were not logged (at most %d of a kind a minute)", 25-natsLines, natsLines); got[natsLines+1] != want {
+		t.Errorf("count line %q, want %q", got[natsLines+1], want)
+	}
+	if !strings.Contains(got[natsLines+2], "rid:99 - TLS route handshake error") {
+		t.Errorf("last line %q, want the new minute's refusal", got[natsLines+2])
 	}
 }
 
 // TestLineLimitWindows: the window starts at its first line, holds
-// every line past natsLines, and tells the held count once.
+// every line of a kind past natsLines, and tells the held count once;
+// kinds past natsKinds share one count.
 func TestLineLimitWindows(t *testing.T) {
 	var l lineLimit
 	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	for i := range natsLines {
-		if pass, held := l.take(t0.Add(time.Duration(i) * time.Millisecond)); !pass || held != 0 {
+		if pass, held := l.take(t0.Add(time.Duration(i)*time.Millisecond), "a"); !pass || held != 0 {
 			t.Fatalf("line %d: pass %v held %d, want through with nothing held", i, pass, held)
 		}
 	}
-	if pass, held := l.take(t0.Add(natsWindow - time.Nanosecond)); pass || held != 0 {
+	if pass, held := l.take(t0.Add(natsWindow-time.Nanosecond), "a"); pass || held != 0 {
 		t.Fatalf("line past the limit: pass %v held %d, want held", pass, held)
 	}
-	if pass, held := l.take(t0.Add(natsWindow)); !pass || held != 1 {
+	if pass, held := l.take(t0.Add(natsWindow), "a"); !pass || held != 1 {
 		t.Fatalf("first line of the next window: pass %v held %d, want through with 1 told", pass, held)
 	}
-	if pass, held := l.take(t0.Add(natsWindow + time.Second)); !pass || held != 0 {
+	if pass, held := l.take(t0.Add(natsWindow+time.Second), "a"); !pass || held != 0 {
 		t.Fatalf("second line of the window: pass %v held %d, want through, the count told once", pass, held)
+	}
+	t1 := t0.Add(natsWindow + 2*time.Second)
+	for k := 1; k < natsKinds; k++ { // "a" and these fill the kinds
+		if pass, _ := l.take(t1, fmt.Sprint("kind ", k)); !pass {
+			t.Fatalf("kind %d's first line held", k)
+		}
+	}
+	passed := 0
+	for k := range 2 * natsLines { // new kinds past natsKinds: one count
+		if pass, _ := l.take(t1, fmt.Sprint("more ", k)); pass {
+			passed++
+		}
+	}
+	if passed != natsLines {
+		t.Fatalf("%d lines of the kinds past natsKinds through, want %d", passed, natsLines)
+	}
+}
+
+// TestNATSKind: a connection's error loses its address and id.
+func TestNATSKind(t *testing.T) {
+	for line, want := range map[string]string{
+		"127.0.0.1:50144 - rid:9 - TLS route handshake error: remote error: tls: bad certificate":             "TLS route handshake error: remote error: tls: bad certificate",
+		"[::1]:4222 - cid:12 - authentication error - user \"qualifyd\"":                                      "authentication error - user \"qualifyd\"",
+		"Error trying to connect to route (attempt 1): dial tcp 127.0.0.1:42365: connect: connection refused": "Error trying to connect to route (attempt 1): dial tcp 127.0.0.1:42365: connect: connection refused",
+	} {
+		if got := natsKind(line); got != want {
+			t.Errorf("natsKind(%q) = %q, want %q", line, got, want)
+		}
 	}
 }
