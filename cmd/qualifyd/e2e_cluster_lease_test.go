@@ -222,6 +222,7 @@ func (l *clusterProcs) restart(t *testing.T, n *procNode) {
 // the last restart (a holder that believed 20 s of a key that dies after
 // 6 s would share it with a second leader from the 6th second).
 func TestClusterLeaseTTLRaisedOnRestart(t *testing.T) {
+	t.Parallel() // it watches a 30 s term: beside the other parallel tests
 	const before, after = 6, 30
 	l := newClusterProcsWith(t, before, 3*after) // failopen_after above 2 x either lease_ttl
 	log := l.pollLeaders()

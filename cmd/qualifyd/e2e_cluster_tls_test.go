@@ -160,6 +160,7 @@ func refusals(n *procNode, s string) int {
 // a, b and c only), and a server with the right CA's certificate but a
 // wrong secret is refused too.
 func TestClusterREADMECertificates(t *testing.T) {
+	t.Parallel() // it waits for the refused nodes to give up, about 30 s: beside the other parallel tests
 	dir := readmeCertificates(t, "a", "b", "c")
 	otherCA := readmeCertificates(t, "d")
 	l, routes := newTLSCluster(t, dir)
