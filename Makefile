@@ -98,8 +98,8 @@ unit:
 	$(GO) test -race -count=1 -run '^(TestDeterministic|TestRunStopsWithContext)$$' $(SIMULATE)
 	$(GO) -C packaging test -race -count=1 ./...
 
-# lab is the short lossy-network run (about a minute, see lossy) and the
-# short blip run (about 2.5 minutes, see blip): it needs root, ip, nft,
+# lab is the short lossy-network run (about a minute, see lossy) beside the
+# short blip run (about 2.5 minutes, see blip), in parallel: it needs root, ip, nft,
 # sipp and kamailio, and fails without them.
 lab: build
 	QUALIFYD_LAB=1 QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -timeout 10m -run '^(TestLossyShort|TestBlipShort)$$' ./cmd/qualifyd-lab/

@@ -22,6 +22,7 @@ func TestBlipShort(t *testing.T) {
 	if os.Getenv("QUALIFYD_LAB") != "1" {
 		t.Skip("the real-network lab runs under make lab (QUALIFYD_LAB=1, root, kamailio, nft, ip)")
 	}
+	t.Parallel() // the other lab run beside it: each has its own namespaces, and they wait more than they work
 	s := soakBlip()
 	// Watch is F + T: every contact has been probed again since the blip
 	// ended, so a down carried over from it would have been pushed.

@@ -43,6 +43,7 @@ func TestLossyShort(t *testing.T) {
 	if os.Getenv("QUALIFYD_LAB") != "1" {
 		t.Skip("the real-network lab runs under make lab (QUALIFYD_LAB=1, root, sipp, kamailio, nft, ip)")
 	}
+	t.Parallel() // the other lab run beside it: each has its own namespaces, and they wait more than they work
 	s := shortSettings(t)
 	var progress strings.Builder
 	rep, err := lossy(context.Background(), s, &progress)
