@@ -250,11 +250,18 @@ func (l *stallLab) stop(t *testing.T) {
 		}
 		t.Logf("SIGTERM: exited after %v%s", time.Since(stopped).Round(time.Millisecond), l.last.since(stopped))
 	case <-time.After(shutdownBound):
-		// The process is reaped here, not by the cleanup's Wait, which
-		// would race this one.
-		_ = l.proc.Process.Kill()
-		<-exited
-		t.Fatalf("SIGTERM: still running after %v%s", shutdownBound, l.last.since(stopped))
+		// SIGQUIT makes the Go runtime print every goroutine's stack on
+		// stderr and exit: where the shutdown is stuck. The process is
+		// reaped here, not by the cleanup's Wait, which would race this
+		// one.
+		_ = l.proc.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = l.proc.Process.Kill()
+			<-exited
+		}
+		t.Fatalf("SIGTERM: still running after %v%s; its stderr, with the stacks of SIGQUIT:\n%s", shutdownBound, l.last.since(stopped), l.errs.String())
 	}
 }
 
