@@ -357,6 +357,11 @@ func TestLeaseOneLeaderThenFailover(t *testing.T) {
 		}
 		return false
 	})
+	// Leading() turns true before the hook is called: wait for the edge.
+	waitFor(t, testTTL, "the new leader's Leading hook says true", func() bool {
+		e := next.leadingEdges()
+		return len(e) > 0 && e[len(e)-1].leading
+	})
 	newEdges := next.leadingEdges()
 	took := newEdges[len(newEdges)-1]
 	gap := took.sent.Sub(renewed.created)
@@ -372,6 +377,10 @@ func TestLeaseOneLeaderThenFailover(t *testing.T) {
 	if sent.IsZero() || sent.After(renewed.created) || took.at.Sub(oldDeadline) < testTTL/3 {
 		t.Errorf("old leader's last renewal sent %v, stamped %v, deadline %v; new leader took it at %v: want the deadline at least a third of the TTL before", sent, renewed.created, oldDeadline, took.at)
 	}
+	waitFor(t, testTTL, "the old leader's Leading hook says false", func() bool {
+		e := old.leadingEdges()
+		return len(e) > 0 && !e[len(e)-1].leading
+	})
 	oldEdges := old.leadingEdges()
 	if gaveUp := oldEdges[len(oldEdges)-1]; gaveUp.leading || gaveUp.at.Before(oldDeadline) {
 		t.Errorf("old leader's last edge %+v, want false, not before its deadline %v", gaveUp, oldDeadline)
