@@ -183,12 +183,18 @@ func readCA(option, file string) (*x509.CertPool, error) {
 // file) that others may read or write; its group may read it, as
 // Debian's ssl-cert group reads /etc/ssl/private.
 func keyMode(option, file string) error {
+	return fileMode(option, file, 0o007, "others may read or write this private key (chmod 600 it, or 640 for a group of its readers)")
+}
+
+// fileMode refuses file when any bit of forbidden is set in its mode,
+// saying why.
+func fileMode(option, file string, forbidden fs.FileMode, why string) error {
 	st, err := os.Stat(file)
 	if err != nil {
 		return fileErr(option, file, err)
 	}
-	if perm := st.Mode().Perm(); perm&0o007 != 0 {
-		return fileErr(option, file, fmt.Errorf("mode %04o: others may read or write this private key (chmod 600 it, or 640 for a group of its readers)", perm))
+	if perm := st.Mode().Perm(); perm&forbidden != 0 {
+		return fileErr(option, file, fmt.Errorf("mode %04o: %s", perm, why))
 	}
 	return nil
 }
@@ -196,12 +202,8 @@ func keyMode(option, file string) error {
 // readSecret reads a one-line secret from a file only its owner may
 // read.
 func readSecret(option, file string) (string, error) {
-	st, err := os.Stat(file)
-	if err != nil {
-		return "", fileErr(option, file, err)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return "", fileErr(option, file, fmt.Errorf("mode %04o: group or others may read or write it (chmod 600 it)", perm))
+	if err := fileMode(option, file, 0o077, "group or others may read or write it (chmod 600 it)"); err != nil {
+		return "", err
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {

@@ -377,14 +377,21 @@ func TestBrowserLiveCleared(t *testing.T) {
 	s := startSiteWith(t, func(*engine.Engine) Config { return Config{} },
 		&qualify.Policy{Frequency: time.Second, Timeout: 300 * time.Millisecond, Failures: 3}, "alpha")
 	b := newBrowser(t, 1280, 900)
-	cell := `[data-fragment="detail"] tbody tr td:nth-child(12)` // the failures column
-	b.do(chromedp.Navigate(s.url+"/aors/alpha"), wait(`#live.on`))
-	b.do(chromedp.Poll[chromedp.Void](`document.querySelector(` + jsString(cell) + `)?.textContent === "0/3"`))
+	const row = `[data-fragment="detail"] tbody tr `
+	failures := func(want string) chromedp.Action[chromedp.Void] { // the failures column reads want
+		return chromedp.Poll[chromedp.Void](`document.querySelector(` + jsString(row+`td:nth-child(12)`) + `)?.textContent === ` + jsString(want))
+	}
+	b.do(chromedp.Navigate(s.url+"/aors/alpha"), wait(`#live.on`), failures("0/3"))
 	eval[bool](b, `window.notReloaded = true`)
 	s.peers["alpha"].dead.Store(true)
-	b.do(chromedp.Poll[chromedp.Void](`document.querySelector(` + jsString(cell) + `)?.textContent === "1/3"`))
+	b.do(failures("1/3"))
 	s.peers["alpha"].dead.Store(false)
-	b.do(chromedp.Poll[chromedp.Void](`document.querySelector(` + jsString(cell) + `)?.textContent === "0/3"`))
+	b.do(failures("0/3"))
+	// Cleared, not recovered: fewer than 3 probes failed, so the contact
+	// never went Unreachable (whose recovery would re-fetch the row too).
+	if failed := b.text(row + `td:nth-child(10)`); failed != "1" && failed != "2" {
+		t.Errorf("the contact's failed probes read %q, want 1 or 2: the row came back by another event than cleared", failed)
+	}
 	if !eval[bool](b, `window.notReloaded === true`) {
 		t.Error("the page reloaded")
 	}
