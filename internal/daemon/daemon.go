@@ -395,9 +395,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		wg.Go(func() { d.cluster.runAssign(runCtx) })
 		wg.Go(func() { d.cluster.watch(runCtx) })
 	}
-	httpErr := make(chan error, 1)
+	// httpDone is closed when the HTTP front has stopped, httpErr then
+	// its error: a closed channel is read by watch and by the wait below
+	// alike, whichever of ctx and the front's end watch saw first.
+	httpDone := make(chan struct{})
+	var httpErr error
 	if d.http != nil {
-		go func() { httpErr <- d.http.run(runCtx) }()
+		go func() { httpErr = d.http.run(runCtx); close(httpDone) }()
 	}
 	wg.Go(func() { d.eng.Run(runCtx) })
 	wg.Go(func() { d.keepState(runCtx) })
@@ -409,12 +413,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Go(func() { d.feedWatchdog(runCtx) })
 	wg.Go(func() { d.refreshSources(runCtx) })
 	d.ready()
-	err := d.watch(runCtx, hup, httpErr)
+	d.watch(runCtx, hup, httpDone)
 	d.notify("STOPPING=1")
 	cancel()
-	if d.http != nil && err == nil {
-		err = <-httpErr
+	if d.http != nil {
+		<-httpDone
 	}
+	err := httpErr
 	d.events.Close()
 	d.sinkFeed.Close()
 	wg.Wait()
@@ -437,14 +442,14 @@ func (d *Daemon) startAttrs() []slog.Attr {
 }
 
 // watch reloads on every SIGHUP received on hup until ctx is done or the
-// HTTP server fails.
-func (d *Daemon) watch(ctx context.Context, hup <-chan os.Signal, httpErr <-chan error) error {
+// HTTP server has stopped (httpDone closed).
+func (d *Daemon) watch(ctx context.Context, hup <-chan os.Signal, httpDone <-chan struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
-		case err := <-httpErr:
-			return err
+			return
+		case <-httpDone:
+			return
 		case <-hup:
 			_ = d.Reload(ctx, false)
 		}
