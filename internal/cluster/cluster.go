@@ -290,7 +290,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 	wg.Go(func() { c.watchLease(ctx, b.lease) })
 	wg.Go(func() { c.publish(ctx, b) })
 	wg.Go(func() { c.watchVerdicts(ctx, b, announced) })
-	wg.Go(func() { c.yieldStreams(ctx) })
+	wg.Go(func() { c.yieldStreams(ctx, b.js) })
 	wg.Go(func() { c.newLease(ctx, b).run(ctx) })
 	wg.Wait()
 	return ctx.Err()

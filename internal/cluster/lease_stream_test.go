@@ -3,6 +3,9 @@ package cluster
 import (
 	"encoding/json"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // streamLeader is the server that leads stream now, as n's server says.
@@ -42,5 +45,33 @@ func TestLeaseHolderHandsItsStreamOn(t *testing.T) {
 	t.Logf("the holder %s handed the lease's stream on %v after it led it", lead.cfg.Self, took)
 	if !lead.c.Leading() {
 		t.Fatal("the holder lost the lease while its stream moved")
+	}
+}
+
+// TestHandOnTarget: a stream goes only to a replica that is current, not
+// offline and heard from within handOnActive; a cut server NATS still
+// counts healthy (seen 2 s ago) is passed over.
+func TestHandOnTarget(t *testing.T) {
+	peer := func(name string, current, offline bool, active time.Duration) *jetstream.PeerInfo {
+		return &jetstream.PeerInfo{Name: name, Current: current, Offline: offline, Active: active}
+	}
+	tests := []struct {
+		name     string
+		replicas []*jetstream.PeerInfo
+		want     string
+	}{
+		{"none", nil, ""},
+		{"the first fresh one", []*jetstream.PeerInfo{peer("b", true, false, 200*time.Millisecond), peer("c", true, false, 100*time.Millisecond)}, "b"},
+		{"the cut one passed over", []*jetstream.PeerInfo{peer("b", true, false, 2*time.Second), peer("c", true, false, 900*time.Millisecond)}, "c"},
+		{"at the bound", []*jetstream.PeerInfo{peer("b", true, false, handOnActive)}, "b"},
+		{"lagging", []*jetstream.PeerInfo{peer("b", false, false, 0)}, ""},
+		{"offline", []*jetstream.PeerInfo{peer("b", true, true, 0)}, ""},
+		{"unnamed", []*jetstream.PeerInfo{peer("", true, false, 0), nil}, ""},
+		{"every one stale", []*jetstream.PeerInfo{peer("b", true, false, 2*time.Second), peer("c", true, false, 3*time.Second)}, ""},
+	}
+	for _, tt := range tests {
+		if got := handOnTarget(tt.replicas); got != tt.want {
+			t.Errorf("%s: handOnTarget = %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }
