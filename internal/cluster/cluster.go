@@ -128,7 +128,7 @@ type Cluster struct {
 
 	rewatches atomic.Uint64 // counts the times every watch was started again
 	lagged    atomic.Uint64 // counts the watches started again because they lagged
-	stepDowns atomic.Uint64 // counts the lease stream's leaderships this node's server handed on
+	stepDowns atomic.Uint64 // counts the buckets' stream leaderships this node's server handed on
 
 	leadingMu sync.Mutex // serialises the Leading hook
 	verdictMu sync.Mutex // serialises deciding and the Verdict hook, so that edges keep their order

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,43 +48,37 @@ func (c *Cluster) yieldStreams(ctx context.Context, js jetstream.JetStream) {
 		}
 		for _, b := range []string{bucketLease, bucketMembers, bucketVotes, bucketVerdicts} {
 			stream := "KV_" + b
-			if c.srv.JetStreamIsStreamLeader(account, stream) && c.handOn(ctx, js, stream) == nil {
-				c.stepDowns.Add(1) // a refusal, or no replica to take it, is left for the next renewal
+			if c.srv.JetStreamIsStreamLeader(account, stream) && c.handOn(ctx, js, stream) {
+				c.stepDowns.Add(1)
 			}
 		}
 	}
 }
 
 // handOn has the stream, led by this node's server, step down to the
-// replica handOnTarget picks, within a third of the lease's TTL.
-func (c *Cluster) handOn(ctx context.Context, js jetstream.JetStream, stream string) error {
+// replica handOnTarget picks, within a third of the lease's TTL. It
+// reports whether the stream's leader agreed; with no replica to take it,
+// or no answer, the stream stays led here until a later renewal.
+func (c *Cluster) handOn(ctx context.Context, js jetstream.JetStream, stream string) bool {
 	ctx, cancel := context.WithTimeout(ctx, c.lease.ttl/3)
 	defer cancel()
 	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return err
+	if err != nil || s.CachedInfo().Cluster == nil {
+		return false
 	}
-	info := s.CachedInfo()
-	if info.Cluster == nil {
-		return fmt.Errorf("stream %s: no cluster information", stream)
-	}
-	to := handOnTarget(info.Cluster.Replicas)
+	to := handOnTarget(s.CachedInfo().Cluster.Replicas)
 	if to == "" {
-		return fmt.Errorf("stream %s: no replica current and seen within %v", stream, handOnActive)
+		return false
 	}
 	body, _ := json.Marshal(stepDownRequest{Placement: placement{Preferred: to}})
 	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, body)
 	if err != nil {
-		return err
+		return false
 	}
-	var resp stepDownResponse
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return fmt.Errorf("stream %s: step-down: %w", stream, err)
+	var resp struct {
+		Success bool `json:"success"`
 	}
-	if !resp.Success {
-		return fmt.Errorf("stream %s: step-down to %s refused: %s", stream, to, resp.Error.Description)
-	}
-	return nil
+	return json.Unmarshal(msg.Data, &resp) == nil && resp.Success
 }
 
 // handOnTarget is the replica a stream is handed to: the first that is
@@ -106,16 +99,9 @@ type stepDownRequest struct {
 	Placement placement `json:"placement"`
 }
 
+// placement names the server a step-down hands the stream to.
 type placement struct {
 	Preferred string `json:"preferred"`
-}
-
-// stepDownResponse is the JetStream API's answer to a step-down.
-type stepDownResponse struct {
-	Success bool `json:"success"`
-	Error   struct {
-		Description string `json:"description"`
-	} `json:"error"`
 }
 
 // pokeYield wakes yieldStreams.

@@ -34,7 +34,7 @@ func TestLeaseHolderHandsItsStreamOn(t *testing.T) {
 		if streamLeader(t, lead, stream) == lead.cfg.Self {
 			return true
 		}
-		body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": lead.cfg.Self}})
+		body, _ := json.Marshal(stepDownRequest{Placement: placement{Preferred: lead.cfg.Self}})
 		_, _ = lead.c.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, body, testTTL/3) // the JetStream API's step-down, to a preferred server
 		return streamLeader(t, lead, stream) == lead.cfg.Self
 	})

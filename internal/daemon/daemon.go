@@ -44,7 +44,13 @@ type Daemon struct {
 	events    *engine.Subscription // the log's
 	sinkFeed  *engine.Subscription // the sinks'
 	http      *httpFront           // nil without HTTPAddr
-	reloadMu  sync.Mutex           // one reload at a time
+	// httpDone is closed by Run when the HTTP front has stopped, httpErr
+	// then its error: a closed channel is read by the signal loop and by
+	// Run's shutdown alike, whichever of the stop and the front's end the
+	// loop saw first.
+	httpDone chan struct{}
+	httpErr  error
+	reloadMu sync.Mutex // one reload at a time
 	// running counts the AoRs and contacts of the configuration applied
 	// last, for the shrink rule; written by apply, under reloadMu after
 	// New.
@@ -395,13 +401,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		wg.Go(func() { d.cluster.runAssign(runCtx) })
 		wg.Go(func() { d.cluster.watch(runCtx) })
 	}
-	// httpDone is closed when the HTTP front has stopped, httpErr then
-	// its error: a closed channel is read by watch and by the wait below
-	// alike, whichever of ctx and the front's end watch saw first.
-	httpDone := make(chan struct{})
-	var httpErr error
+	d.httpDone = make(chan struct{})
 	if d.http != nil {
-		go func() { httpErr = d.http.run(runCtx); close(httpDone) }()
+		go func() { d.httpErr = d.http.run(runCtx); close(d.httpDone) }()
 	}
 	wg.Go(func() { d.eng.Run(runCtx) })
 	wg.Go(func() { d.keepState(runCtx) })
@@ -413,19 +415,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Go(func() { d.feedWatchdog(runCtx) })
 	wg.Go(func() { d.refreshSources(runCtx) })
 	d.ready()
-	d.watch(runCtx, hup, httpDone)
+	d.watch(runCtx, hup)
 	d.notify("STOPPING=1")
 	cancel()
 	if d.http != nil {
-		<-httpDone
+		<-d.httpDone
 	}
-	err := httpErr
 	d.events.Close()
 	d.sinkFeed.Close()
 	wg.Wait()
 	d.saveState()
 	d.log.Notice(slog.LevelInfo, "stopped")
-	return err
+	return d.httpErr
 }
 
 // startAttrs are the fields of the start-up notice.
@@ -442,13 +443,13 @@ func (d *Daemon) startAttrs() []slog.Attr {
 }
 
 // watch reloads on every SIGHUP received on hup until ctx is done or the
-// HTTP server has stopped (httpDone closed).
-func (d *Daemon) watch(ctx context.Context, hup <-chan os.Signal, httpDone <-chan struct{}) {
+// HTTP front has stopped.
+func (d *Daemon) watch(ctx context.Context, hup <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-httpDone:
+		case <-d.httpDone:
 			return
 		case <-hup:
 			_ = d.Reload(ctx, false)
