@@ -183,14 +183,22 @@ func (b leaseBucket) SetTTL(ctx context.Context, ttl time.Duration) error {
 // left no marker by then. A watch has stopped delivering when it lags
 // (follower.follow) or, for the members watch (members true), when this
 // node's own renewal has not come back through it (membersStale), and
-// then every watch is started again.
+// then every watch is started again. A start is bounded (startWatch) and
+// retried every bucketRetry; a streak of failures longer than MemberTTL
+// is logged, and so is its end.
 func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, each func(jetstream.KeyValueEntry), passed func(seen map[string]bool), members bool) {
+	var out outage
 	for ctx.Err() == nil {
-		w, err := kv.WatchAll(ctx)
+		asked := time.Now()
+		w, stop, err := startWatch(ctx, kv, c.member.ttl/3)
 		if err != nil {
+			if ctx.Err() == nil {
+				c.watchFailed(&out, kv.Bucket(), asked, err)
+			}
 			sleepUntil(ctx, time.Now().Add(bucketRetry))
 			continue
 		}
+		c.watchStarted(&out, kv.Bucket())
 		epoch := c.rewatches.Load()
 		stale := func() bool { return c.rewatches.Load() != epoch }
 		if members {
@@ -204,7 +212,64 @@ func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, each func(je
 			c.lagged.Add(1)
 		}
 		_ = w.Stop()
+		stop()
 	}
+}
+
+// startWatch starts a watch of every key of kv that lives until ctx ends
+// or stop is called, and gives up on it after within. nats.go's own
+// bound on the watch's consumer creation is 5 s, and a creation asked of
+// JetStream while it elects its meta leader (a server paused, killed or
+// cut off) is never answered: the watch would start again up to 5 s
+// after the election, the node's view of the bucket stale meanwhile.
+// within is a renewal's bound (MemberTTL/3): a JetStream that cannot
+// answer in that time has this node out of the cluster anyway.
+func startWatch(ctx context.Context, kv jetstream.KeyValue, within time.Duration) (jetstream.KeyWatcher, context.CancelFunc, error) {
+	wctx, stop := context.WithCancel(ctx)
+	timer := time.AfterFunc(within, stop)
+	w, err := kv.WatchAll(wctx)
+	if !timer.Stop() { // it fired: wctx, and a watch on it, ended
+		if err == nil {
+			_ = w.Stop()
+		}
+		err = fmt.Errorf("no answer within %v: %w", within, context.DeadlineExceeded)
+	}
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return w, stop, nil
+}
+
+// outage is a streak of failed attempts to start a bucket's watch.
+type outage struct {
+	since  time.Time // when the streak's first attempt was made; zero for none
+	logged bool      // whether the streak was logged
+}
+
+// watchFailed records in out a start of bucket's watch, asked at asked,
+// that failed, and logs the streak once it is older than MemberTTL: the
+// node's view of the bucket (members, lease, votes or verdicts) stopped
+// following it then.
+func (c *Cluster) watchFailed(out *outage, bucket string, asked time.Time, err error) {
+	now := time.Now()
+	if out.since.IsZero() {
+		out.since = asked
+	}
+	if out.logged || now.Sub(out.since) < c.member.ttl {
+		return
+	}
+	out.logged = true
+	c.notice(slog.LevelWarn, fmt.Sprintf("cluster: bucket %s: not watched for %v, retrying every %v: this node's view of it is stale meanwhile: %s",
+		bucket, now.Sub(out.since).Round(time.Millisecond), bucketRetry, bucketCause(err)))
+}
+
+// watchStarted ends out's streak, saying so when it was logged.
+func (c *Cluster) watchStarted(out *outage, bucket string) {
+	if out.logged {
+		c.notice(slog.LevelInfo, fmt.Sprintf("cluster: bucket %s: watched again after %v", bucket, time.Since(out.since).Round(time.Millisecond)))
+	}
+	*out = outage{}
 }
 
 // follower is one watch of a bucket being followed.

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -83,5 +85,74 @@ func TestFollowLagsWhenTheWatchStops(t *testing.T) {
 		if lagged, _ := followFor(time.Minute, w, func() (uint64, bool) { return 0, false }); lagged {
 			t.Error("a watch whose stream does not answer lagged")
 		}
+	})
+}
+
+// natsCreateWait is nats.go's own bound on a consumer's creation.
+const natsCreateWait = 5 * time.Second
+
+// electingKV is a bucket whose JetStream elects its meta leader until
+// answerFrom: a watch's consumer creation asked before then is never
+// answered, and waits as nats.go waits (its context, at most 5 s); one
+// asked later starts w at once. Its stream's status never answers.
+type electingKV struct {
+	jetstream.KeyValue
+	answerFrom time.Time
+	w          fakeWatch
+}
+
+func (kv *electingKV) Bucket() string { return bucketVotes }
+
+func (kv *electingKV) WatchAll(ctx context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	if !time.Now().Before(kv.answerFrom) {
+		return kv.w, nil
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(natsCreateWait):
+		return nil, context.DeadlineExceeded
+	}
+}
+
+func (kv *electingKV) Status(context.Context) (jetstream.KeyValueStatus, error) {
+	return nil, context.DeadlineExceeded
+}
+
+// TestWatchStartsSoonAfterAnElection: JetStream answers no consumer
+// creation for 7 s (its meta leader paused, then elected again); the
+// watch starts within a renewal's bound (MemberTTL/3) and a retry of the
+// election's end, not up to nats.go's 5 s later, and the outage is
+// logged once it is older than MemberTTL, and its end.
+func TestWatchStartsSoonAfterAnElection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const election = 7 * time.Second
+		log := &notices{}
+		c := &Cluster{member: term{testTTL}, hooks: Hooks{Notice: log.notice}}
+		start := time.Now()
+		kv := &electingKV{answerFrom: start.Add(election), w: make(fakeWatch, 1)}
+		kv.w <- revEntry(1)
+		ctx, cancel := context.WithCancel(context.Background())
+		got := make(chan time.Duration, 1)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.watch(ctx, kv, func(jetstream.KeyValueEntry) { got <- time.Since(start) }, func(map[string]bool) {}, false)
+		}()
+		after := <-got
+		cancel()
+		<-done
+		if bound := election + testTTL/3 + bucketRetry; after > bound {
+			t.Errorf("the watch delivered %v after the election began, %v after its end, want within %v", after, after-election, bound-election)
+		}
+		want := []string{
+			"cluster: bucket qualifyd_votes: not watched for 3.5s, retrying every 250ms: this node's view of it is stale meanwhile: " +
+				"JetStream did not answer (no meta leader elected yet: fewer than a majority of the nodes reach each other): no answer within 1s: context deadline exceeded",
+			"cluster: bucket qualifyd_votes: watched again after 7.5s",
+		}
+		if !slices.Equal(log.lines, want) {
+			t.Errorf("logged\n%s\nwant\n%s", strings.Join(log.lines, "\n"), strings.Join(want, "\n"))
+		}
+		t.Logf("the watch delivered %v after the election ended", after-election)
 	})
 }
