@@ -94,7 +94,8 @@ const natsCreateWait = 5 * time.Second
 // electingKV is a bucket whose JetStream elects its meta leader until
 // answerFrom: a watch's consumer creation asked before then is never
 // answered, and waits as nats.go waits (its context, at most 5 s); one
-// asked later starts w at once. Its stream's status never answers.
+// asked later starts w at once. Its stream's status is only an error,
+// so the lag check says nothing.
 type electingKV struct {
 	jetstream.KeyValue
 	answerFrom time.Time
