@@ -89,8 +89,9 @@ func TestHistoryBuckets(t *testing.T) {
 		want := expectedBuckets(h, 16, time.Minute)
 		// The outage starts with the probe at 5:00: a timeout every 5 s
 		// from 5:03 (3 s timeout, 2 s retry interval), Unreachable at the
-		// third, 5:13.
-		if b := want[5]; b.Routable != 13*time.Second || b.Failures != 12 || b.Probes != 12 {
+		// third, 5:13, then probes at 5:15, 5:22, 5:33 and 5:52 (the down
+		// backoff: 2, 4, 8, 16 s after each timeout), the next at 6:25.
+		if b := want[5]; b.Routable != 13*time.Second || b.Failures != 7 || b.Probes != 7 {
 			t.Fatalf("the derivation's bucket 5 is %+v", b)
 		}
 		probes, failures := 0, 0

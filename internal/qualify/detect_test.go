@@ -213,7 +213,7 @@ func TestReportNew(t *testing.T) {
 	codes, _ := ParseCodes("200-299,404")
 	p := auto()
 	p.FailureWindow, p.SuccessCodes = 20*time.Second, codes
-	want := Report{Frequency: 30, Timeout: 3, Failures: 3, RetryInterval: 2, DownInterval: 2, Successes: 1,
+	want := Report{Frequency: 30, Timeout: 3, Failures: 3, RetryInterval: 2, DownInterval: 30, DownBackoff: true, Successes: 1,
 		FailuresAuto: true, FailuresMin: 1, FailuresMax: 8, FalseOutagesPerDay: 0.01, FailureWindow: 20, SuccessCodes: "200-299,404"}
 	if got := p.Report(); got != want {
 		t.Fatalf("got %+v, want %+v", got, want)

@@ -11,6 +11,7 @@ import (
 type model struct {
 	status           Status
 	fails, successes int
+	downFails        int       // failures while Unreachable, since it became so
 	runStart         time.Time // end of the run's first failure
 }
 
@@ -21,7 +22,7 @@ func (m *model) apply(p *Policy, success bool, end time.Time) {
 		if m.status == Unreachable {
 			m.successes++
 			if m.successes >= k {
-				m.status, m.successes = Reachable, 0
+				m.status, m.successes, m.downFails = Reachable, 0, 0
 			}
 		} else {
 			m.status = Reachable
@@ -29,13 +30,16 @@ func (m *model) apply(p *Policy, success bool, end time.Time) {
 		return
 	}
 	m.successes = 0
+	if m.status == Unreachable {
+		m.downFails++
+	}
 	if m.status != Unreachable {
 		if m.fails == 0 {
 			m.runStart = end
 		}
 		m.fails++
 		if m.fails >= n && end.Sub(m.runStart) >= p.FailureWindow {
-			m.status = Unreachable
+			m.status, m.downFails = Unreachable, 0
 		}
 	}
 }
@@ -55,6 +59,12 @@ func (m *model) next(p *Policy, sent, end time.Time) time.Time {
 		d = p.RetryInterval
 	case m.successes == 0 && p.DownInterval > 0:
 		d = p.DownInterval
+	case m.successes == 0 && p.RetryInterval > 0:
+		// The backoff: R doubled at each failure while down, up to F (or R).
+		d = p.RetryInterval
+		for range m.downFails {
+			d = min(2*d, max(p.Frequency, p.RetryInterval))
+		}
 	default:
 		d = p.RetryInterval
 	}

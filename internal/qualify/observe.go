@@ -9,6 +9,11 @@ import "time"
 // hold one each.
 type State struct {
 	Status Status
+	// DownProbes counts the failed probes of the current down spell after
+	// the one that made the contact Unreachable, saturating at 255: it
+	// selects the step of the down backoff (qualify-semantics §7). Zero
+	// outside a down spell; a success while recovering keeps it.
+	DownProbes uint8
 	// Threshold is the N held by the current run of failures with
 	// qualify_failures=auto, taken when the run began; zero outside a run.
 	Threshold uint8
@@ -105,7 +110,7 @@ func (p *Policy) succeed(s State) State {
 	s.Successes++
 	if int(s.Successes) >= p.SuccessThreshold() {
 		s.Status = Reachable
-		s.Successes = 0
+		s.Successes, s.DownProbes = 0, 0
 	}
 	return s
 }
@@ -116,6 +121,7 @@ func (p *Policy) succeed(s State) State {
 func (p *Policy) fail(s State, now time.Time) State {
 	s.Successes = 0
 	if s.Status == Unreachable {
+		s.DownProbes = min(s.DownProbes, 254) + 1
 		return s
 	}
 	if s.Failures == 0 {
@@ -124,7 +130,7 @@ func (p *Policy) fail(s State, now time.Time) State {
 	s.Failures++
 	s.Spanned = p.spanned(s, now)
 	if int(s.Failures) >= p.FailureThresholdFor(s) && (s.Spanned || p.FailureWindow <= 0) {
-		s.Status = Unreachable
+		s.Status, s.DownProbes = Unreachable, 0
 	}
 	return s
 }
@@ -162,7 +168,7 @@ func (p *Policy) NextDue(s State, sent, end time.Time) time.Time {
 	case Suspect, Recovering:
 		after = p.RetryInterval
 	case Down:
-		after = p.EffectiveDownInterval()
+		after = p.DownStep(s.DownProbes)
 	}
 	if after > 0 {
 		return end.Add(after)

@@ -44,7 +44,8 @@ func runTimeline(t *testing.T, p *Policy, steps []probe) {
 }
 
 // TestReferenceTimelineGoesDown checks the reference timeline of qualify-semantics §9: three
-// timeouts R apart make the contact Unreachable at 103 s, then probes come D apart.
+// timeouts R apart make the contact Unreachable at 103 s, then probes back off from R, doubling
+// at each failure, to F.
 func TestReferenceTimelineGoesDown(t *testing.T) {
 	runTimeline(t, reference(), []probe{
 		{0, 0.01, ok(0), Reachable, 0, 30},
@@ -53,8 +54,12 @@ func TestReferenceTimelineGoesDown(t *testing.T) {
 		{90, 93, timeout(90), Reachable, 1, 95},
 		{95, 98, timeout(95), Reachable, 2, 100},
 		{100, 103, timeout(100), Unreachable, 3, 105},
-		{105, 108, timeout(105), Unreachable, 3, 110},
-		{110, 113, timeout(110), Unreachable, 3, 115},
+		{105, 108, timeout(105), Unreachable, 3, 112},
+		{112, 115, timeout(112), Unreachable, 3, 123},
+		{123, 126, timeout(123), Unreachable, 3, 142},
+		{142, 145, timeout(142), Unreachable, 3, 175},
+		{175, 178, timeout(175), Unreachable, 3, 208},
+		{208, 208.01, ok(208), Reachable, 0, 238},
 	})
 }
 
@@ -241,7 +246,10 @@ func TestEffective(t *testing.T) {
 		{Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second}, Settings{Frequency: 30 * time.Second, Timeout: 3 * time.Second,
 			Failures: 1, RetryInterval: 30 * time.Second, DownInterval: 30 * time.Second, Successes: 1}},
 		{*reference(), Settings{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 3,
-			RetryInterval: 2 * time.Second, DownInterval: 2 * time.Second, Successes: 1}},
+			RetryInterval: 2 * time.Second, DownInterval: 30 * time.Second, DownBackoff: true, Successes: 1}},
+		{Policy{Frequency: 30 * time.Second, RetryInterval: 40 * time.Second}, Settings{Frequency: 30 * time.Second,
+			Timeout: SIPTransactionTimeout, Failures: 1, RetryInterval: 40 * time.Second, DownInterval: 40 * time.Second,
+			DownBackoff: true, Successes: 1}},
 		{Policy{Frequency: time.Minute, DownInterval: 10 * time.Second, Successes: 2, Only2xx: true, LatencyOnly: true},
 			Settings{Frequency: time.Minute, Timeout: SIPTransactionTimeout, Failures: 1, RetryInterval: time.Minute,
 				DownInterval: 10 * time.Second, Successes: 2, Only2xx: true, LatencyOnly: true}},
@@ -256,7 +264,7 @@ func TestEffective(t *testing.T) {
 // §2 resolved.
 func TestReport(t *testing.T) {
 	p := Policy{Frequency: 30 * time.Second, Timeout: 2500 * time.Millisecond, Failures: 3, RetryInterval: 1500 * time.Millisecond, Only2xx: true}
-	want := Report{Frequency: 30, Timeout: 2.5, Failures: 3, RetryInterval: 1.5, DownInterval: 1.5, Successes: 1, Only2xx: true}
+	want := Report{Frequency: 30, Timeout: 2.5, Failures: 3, RetryInterval: 1.5, DownInterval: 30, DownBackoff: true, Successes: 1, Only2xx: true}
 	if got := p.Report(); got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}

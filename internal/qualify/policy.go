@@ -35,7 +35,8 @@ type Policy struct {
 	RetryInterval time.Duration
 	// DownInterval (D, qualify_down_interval) is the delay from the end of a
 	// probe to the next while the contact is Unreachable with no success
-	// yet. Zero means R if R is set, else F send to send.
+	// yet. Zero means the down backoff when R is set (DownStep), else F
+	// send to send.
 	DownInterval time.Duration
 	// Successes (M, qualify_successes) is the number of consecutive
 	// successes that make an Unreachable contact Reachable. Zero means 1.
@@ -147,13 +148,37 @@ func (p *Policy) FailureThresholdFor(s State) int {
 // SuccessThreshold returns the effective M (at least 1).
 func (p *Policy) SuccessThreshold() int { return max(p.Successes, 1) }
 
-// EffectiveDownInterval returns D, or R when D is unset. Zero means the
-// down interval falls back to F, send to send.
+// EffectiveDownInterval returns the steady delay between the probes of a
+// contact that stays down: D, or with D unset and R set the end of the
+// down backoff, max(F, R) (DownStep). Zero means the down interval falls
+// back to F, send to send.
 func (p *Policy) EffectiveDownInterval() time.Duration {
-	if p.DownInterval > 0 {
+	return p.DownStep(255)
+}
+
+// Backs reports whether a down contact is probed on the backoff: R set
+// and D unset (qualify-semantics §7).
+func (p *Policy) Backs() bool { return p.DownInterval <= 0 && p.RetryInterval > 0 }
+
+// DownStep returns the delay from the end of a probe to the next for a
+// down contact with k failed probes since the one that made it
+// Unreachable (State.DownProbes): D when set; else, with R set, the
+// backoff R·2^k, capped at max(F, R), so that a dead peer is probed at
+// the healthy rate once the backoff ends and a short outage is found over
+// soon (qualify-semantics §7); else zero, F send to send.
+func (p *Policy) DownStep(k uint8) time.Duration {
+	switch {
+	case p.DownInterval > 0:
 		return p.DownInterval
+	case p.RetryInterval <= 0:
+		return 0
 	}
-	return p.RetryInterval
+	limit := max(p.Frequency, p.RetryInterval)
+	d := p.RetryInterval
+	for ; k > 0 && d < limit; k-- {
+		d *= 2
+	}
+	return min(d, limit)
 }
 
 // Routable reports whether a contact in status s may carry calls: any status
@@ -204,10 +229,13 @@ type Settings struct {
 	Timeout       time.Duration // T, SIPTransactionTimeout when unset
 	Failures      int           // N, of a contact without history with FailuresAuto
 	RetryInterval time.Duration // R, or F when unset
-	DownInterval  time.Duration // D, or R, or F when neither is set
-	Successes     int           // M
-	Only2xx       bool
-	LatencyOnly   bool
+	DownInterval  time.Duration // D, or the backoff's end max(F, R) with R set, or F
+	// DownBackoff reports that a down contact is probed on the backoff
+	// from R to DownInterval (D unset, R set).
+	DownBackoff bool
+	Successes   int // M
+	Only2xx     bool
+	LatencyOnly bool
 	// FailuresAuto, with its bounds and target resolved; the three are zero
 	// without it.
 	FailuresAuto             bool
@@ -228,8 +256,8 @@ func (p *Policy) Effective() Settings {
 	s := Settings{
 		Frequency: p.Frequency, Timeout: p.ProbeTimeout(),
 		Failures: p.FailureThreshold(), RetryInterval: orF(p.RetryInterval),
-		DownInterval: orF(p.EffectiveDownInterval()), Successes: p.SuccessThreshold(),
-		Only2xx: p.Only2xx, LatencyOnly: p.LatencyOnly,
+		DownInterval: orF(p.EffectiveDownInterval()), DownBackoff: p.Backs(),
+		Successes: p.SuccessThreshold(), Only2xx: p.Only2xx, LatencyOnly: p.LatencyOnly,
 		FailureWindow: p.FailureWindow, SuccessCodes: p.SuccessCodes.String(),
 	}
 	if p.FailuresAuto {
@@ -249,6 +277,7 @@ type Report struct {
 	Failures           int     `json:"qualify_failures"`
 	RetryInterval      float64 `json:"qualify_retry_interval"`
 	DownInterval       float64 `json:"qualify_down_interval"`
+	DownBackoff        bool    `json:"qualify_down_backoff,omitempty"`
 	Successes          int     `json:"qualify_successes"`
 	Only2xx            bool    `json:"qualify_2xx_only"`
 	LatencyOnly        bool    `json:"qualify_latency_only"`
@@ -266,7 +295,7 @@ func (p *Policy) Report() Report {
 	return Report{
 		Frequency: e.Frequency.Seconds(), Timeout: e.Timeout.Seconds(),
 		Failures: e.Failures, RetryInterval: e.RetryInterval.Seconds(),
-		DownInterval: e.DownInterval.Seconds(), Successes: e.Successes,
+		DownInterval: e.DownInterval.Seconds(), DownBackoff: e.DownBackoff, Successes: e.Successes,
 		Only2xx: e.Only2xx, LatencyOnly: e.LatencyOnly,
 		FailuresAuto: e.FailuresAuto, FailuresMin: e.FailuresMin, FailuresMax: e.FailuresMax,
 		FalseOutagesPerDay: e.FalseOutagesPerDay, FailureWindow: e.FailureWindow.Seconds(),

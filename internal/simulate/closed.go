@@ -13,16 +13,22 @@ import (
 type Expected struct {
 	// FalseOutagesPerDay is 86400 p^N / E[L].
 	FalseOutagesPerDay float64
-	// MeanFalseOutageSeconds is S_D - T + RTT plus the recovery's wait
-	// (see recovery): S_D/(1-p) - T + RTT for M = 1.
+	// MeanFalseOutageSeconds is S_D(0) - T + RTT plus the recovery's
+	// wait (see recovery): sum_j S_D(j) p^j - T + RTT for M = 1, S_D/(1-p)
+	// - T + RTT without the down backoff.
 	MeanFalseOutageSeconds float64
 	// UnavailableFraction is the share of time a healthy peer is wrongly
 	// unroutable; zero with qualify_latency_only.
 	UnavailableFraction float64
 	// ProbesPerHourHealthy is 3600 E[probes per cycle] / E[L].
 	ProbesPerHourHealthy float64
-	// ProbesPerHourDown is the steady rate while the peer is dead, 3600/S_D.
+	// ProbesPerHourDown is the steady rate while the peer is dead, once
+	// the down backoff has ended: 3600/S_D(∞).
 	ProbesPerHourDown float64
+	// DatagramsPerMinuteDown is the same rate in UDP datagrams: each probe
+	// of a dead peer is sent, then retransmitted T1, 3·T1, ... after its
+	// first send (the interval doubling up to T2) while within T.
+	DatagramsPerMinuteDown float64
 	// DetectionWorstSeconds is F + T + (N-1) S_R: an outage that begins
 	// just after a successful probe's send.
 	DetectionWorstSeconds float64
@@ -40,24 +46,51 @@ type Expected struct {
 	// UnavailableVariance is the same for the unroutable time, in s^2/s.
 	UnavailableVariance float64
 	// OutageDurationVariance is the variance of one false outage's
-	// length, S_D^2 p / (1-p)^2, in s^2.
+	// length in s^2: S_D^2 p / (1-p)^2 without the down backoff.
 	OutageDurationVariance float64
 }
 
-// steps returns S_R and S_D, send to send after a failed probe while
-// suspect and while Unreachable: T plus R (or D) when set, else F's
-// rhythm, never before the probe's deadline.
+// steps returns S_R and S_D(∞), send to send after a failed probe while
+// suspect and while Unreachable once the down backoff has ended: T plus
+// R (or the down interval) when set, else F's rhythm, never before the
+// probe's deadline.
 func steps(p qualify.Policy) (retry, down time.Duration) {
 	t := p.ProbeTimeout()
-	retry, down = max(p.Frequency, t), max(p.Frequency, t)
+	retry = max(p.Frequency, t)
 	if p.RetryInterval > 0 {
 		retry = t + p.RetryInterval
 	}
-	if d := p.EffectiveDownInterval(); d > 0 {
-		down = t + d
-	}
-	return retry, down
+	return retry, downStep(p, 255)
 }
+
+// downStep returns S_D(k), send to send after a failed probe of a down
+// contact with k failed probes since the one that made it Unreachable
+// (qualify.State.DownProbes after it): T plus Policy.DownStep(k), or F's
+// rhythm when that is zero.
+func downStep(p qualify.Policy, k uint8) time.Duration {
+	if d := p.DownStep(k); d > 0 {
+		return p.ProbeTimeout() + d
+	}
+	return max(p.Frequency, p.ProbeTimeout())
+}
+
+// downSteps returns S_D(j) in seconds for j = 0 up to the first j at
+// which the backoff has ended, S_D(j) = S_D(∞): the last element stands
+// for every later j.
+func downSteps(p qualify.Policy) []float64 {
+	end := downStep(p, 255)
+	var out []float64
+	for k := uint8(0); ; k++ {
+		d := downStep(p, k)
+		out = append(out, d.Seconds())
+		if d == end {
+			return out
+		}
+	}
+}
+
+// at returns steps[j], the last element for j past the end.
+func at(steps []float64, j int) float64 { return steps[min(j, len(steps)-1)] }
 
 // WorstDetection returns F + T + (K-1) S_R, the longest time from a peer's
 // death to its contact becoming Unreachable (K: DetectingFailures).
@@ -101,8 +134,9 @@ type cycle struct {
 // variances ignore the spread of the recovery.
 func cycles(p qualify.Policy, loss, rtt float64) iter.Seq[cycle] {
 	q, n, f := 1-loss, DetectingFailures(p), p.Frequency.Seconds()
-	sr, sd := steps(p)
-	retry, down, t := sr.Seconds(), sd.Seconds(), p.ProbeTimeout().Seconds()
+	sr, _ := steps(p)
+	sd := downSteps(p)
+	retry, down, t := sr.Seconds(), sd[0], p.ProbeTimeout().Seconds()
 	return func(yield func(cycle) bool) {
 		pk := 1.0
 		for k := range n {
@@ -117,9 +151,11 @@ func cycles(p qualify.Policy, loss, rtt float64) iter.Seq[cycle] {
 				outage: 1, down: down - t + w + rtt})
 			return
 		}
+		spent := 0.0 // S_D(0) + ... + S_D(g-1)
 		for g := 1; pk > 1e-300 && g < 1e7; g++ {
-			c := cycle{prob: pk * q, length: float64(n-1)*retry + float64(g)*down + f,
-				probes: float64(n + g), outage: 1, down: float64(g)*down - t + rtt}
+			spent += at(sd, g-1)
+			c := cycle{prob: pk * q, length: float64(n-1)*retry + spent + f,
+				probes: float64(n + g), outage: 1, down: spent - t + rtt}
 			if !yield(c) {
 				return
 			}
@@ -162,10 +198,35 @@ func (x *Expected) detection(p qualify.Policy, loss float64, rtt time.Duration) 
 	x.DetectionWorstSeconds = f + x.DetectionFromFirstFailureSeconds
 	x.DetectionMeanSeconds = f/2 + x.DetectionFromFirstFailureSeconds
 	x.ProbesPerHourDown = 3600 / sd.Seconds()
-	q := 1 - loss
+	x.DatagramsPerMinuteDown = 60 * float64(Transmissions(p.ProbeTimeout())) / sd.Seconds()
 	w, _ := recovery(p, loss, rtt.Seconds())
-	x.MeanFalseOutageSeconds = sd.Seconds() - t + w + rtt.Seconds()
-	x.OutageDurationVariance = sd.Seconds() * sd.Seconds() * loss / (q * q)
+	x.MeanFalseOutageSeconds = downSteps(p)[0] - t + w + rtt.Seconds()
+	x.OutageDurationVariance = outageVariance(downSteps(p), loss)
+}
+
+// Transmissions returns how many times a UDP probe that gets no answer
+// is sent within its deadline t: at once, then T1, 3·T1, 7·T1, ... after
+// (Timer E, the interval doubling up to T2).
+func Transmissions(t time.Duration) int {
+	n := 0
+	for off, gap := time.Duration(0), T1; off < t; off, gap = off+gap, min(2*gap, T2) {
+		n++
+	}
+	return n
+}
+
+// outageVariance returns the variance of S_D(0) + ... + S_D(G-1), G the
+// number of probes of a down spell with M = 1: P(G = g) = p^(g-1) (1-p).
+func outageVariance(sd []float64, loss float64) float64 {
+	var m1, m2, spent float64
+	pk := 1.0
+	for g := 1; pk > 1e-300 && g < 1e7; g++ {
+		spent += at(sd, g-1)
+		m1 += pk * (1 - loss) * spent
+		m2 += pk * (1 - loss) * spent * spent
+		pk *= loss
+	}
+	return m2 - m1*m1
 }
 
 // rewardVariance returns E[(Y - rate L)^2] / E[L] for the per-cycle reward
@@ -182,28 +243,40 @@ func rewardVariance(p qualify.Policy, loss float64, rtt time.Duration, el, rate 
 // recovery returns, under independent probe loss, the expected time from
 // the first probe sent while Unreachable to the send of the M-th
 // consecutive success that ends the outage, and the probes sent in it,
-// that one included. With k successes so far, the time to go is
+// that one included. With k successes so far and j failed probes since
+// the contact went down, the time to go is
 //
-//	W_k = q (S_S + W_{k+1}) + p (S_D + W_0), W_M = 0 with no S_S,
+//	W_{k,j} = q (S_S + W_{k+1,j}) + p (S_D(j+1) + W_{0,j+1}), W_{M,j} = 0 with no S_S,
 //
-// S_S the step after a success while recovering (RTT + R, or F): each
-// W_k = a_k + b_k W_0, solved from k = M-1 down. For M = 1 it is p S_D/q
-// and 1/q probes.
+// S_S the step after a success while recovering (RTT + R, or F), and
+// S_D(j) the down backoff's step, constant from some J on (downSteps).
+// For each j, W_{k,j} = a_k + b W_{0,j+1} is solved from k = M-1 down,
+// b the same for every j; W_{0,J} = a_0/(1-b), and W_{0,j} from j = J-1
+// down to the W_{0,0} returned. For M = 1 without the backoff it is
+// p S_D/q, and always 1/q probes.
 func recovery(p qualify.Policy, loss, rtt float64) (wait, probes float64) {
-	q := 1 - loss
-	_, sd := steps(p)
-	down, success := sd.Seconds(), max(p.Frequency.Seconds(), rtt)
+	q, sd := 1-loss, downSteps(p)
+	success := max(p.Frequency.Seconds(), rtt)
 	if p.RetryInterval > 0 {
 		success = rtt + p.RetryInterval.Seconds()
 	}
-	var a, b, pa, pb float64 // W_{k+1} = a + b W_0, P_{k+1} = pa + pb P_0
-	for k := p.SuccessThreshold() - 1; k >= 0; k-- {
-		step, next, nextP := success, a, pa
-		if k == p.SuccessThreshold()-1 {
-			step, next, nextP, b, pb = 0, 0, 0, 0, 0
+	level := func(down float64) (a, b, pa, pb float64) { // W_{0,j} = a + b W_{0,j+1}
+		for k := p.SuccessThreshold() - 1; k >= 0; k-- {
+			step, next, nextP := success, a, pa
+			if k == p.SuccessThreshold()-1 {
+				step, next, nextP, b, pb = 0, 0, 0, 0, 0
+			}
+			a, b = q*(step+next)+loss*down, q*b+loss
+			pa, pb = 1+q*nextP, q*pb+loss
 		}
-		a, b = q*(step+next)+loss*down, q*b+loss
-		pa, pb = 1+q*nextP, q*pb+loss
+		return a, b, pa, pb
 	}
-	return a / (1 - b), pa / (1 - pb)
+	last := len(sd) - 1
+	a, b, pa, pb := level(sd[last])
+	wait, probes = a/(1-b), pa/(1-pb)
+	for j := last - 1; j >= 0; j-- {
+		a, b, _, _ = level(at(sd, j+1))
+		wait = a + b*wait
+	}
+	return wait, probes
 }

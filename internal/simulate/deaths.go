@@ -50,6 +50,7 @@ func deaths(ctx context.Context, s *sim, p qualify.Policy, cfg Config, rng *rand
 		r.record(detect, fromFirst)
 	}
 	r.ProbesPerHourDead = float64(deadProbes) / deadTime.Hours()
+	r.DatagramsPerMinuteDead = r.ProbesPerHourDead / 60 * float64(Transmissions(p.ProbeTimeout()))
 	return nil
 }
 

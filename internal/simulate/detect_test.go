@@ -105,8 +105,15 @@ func TestWindowClosedForm(t *testing.T) {
 func TestRecoveryClosedForm(t *testing.T) {
 	p := reference()
 	p.Successes, p.DownInterval = 3, 10*time.Second
-	if w, n := recovery(reference(), 0.2, 0.02); math.Abs(w-0.2*5/0.8) > 1e-12 || math.Abs(n-1/0.8) > 1e-12 {
-		t.Fatalf("M = 1: wait %v probes %v, want p S_D/q and 1/q", w, n)
+	fixed := reference()
+	fixed.DownInterval = 2 * time.Second
+	if w, n := recovery(fixed, 0.2, 0.02); math.Abs(w-0.2*5/0.8) > 1e-12 || math.Abs(n-1/0.8) > 1e-12 {
+		t.Fatalf("M = 1, D = 2 s: wait %v probes %v, want p S_D/q and 1/q", w, n)
+	}
+	// The backoff's steps after the first down probe: 7, 11, 19, then 33 s.
+	backoff := 0.2*7 + 0.04*11 + 0.008*19 + 0.0016*33/0.8
+	if w, n := recovery(reference(), 0.2, 0.02); math.Abs(w-backoff) > 1e-12 || math.Abs(n-1/0.8) > 1e-12 {
+		t.Fatalf("M = 1, the backoff: wait %v probes %v, want %v and 1/q", w, n, backoff)
 	}
 	r := runOne(t, p, Config{Loss: Loss{Probe: 0.2}, Days: 100, Trials: 1, Seed: 17})
 	x := Predict(p, 0.2, DefaultRTT)

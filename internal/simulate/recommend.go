@@ -51,7 +51,8 @@ var ErrBounds = errors.New("invalid bounds")
 // probes), keeping base's frequency unless no setting meets b with it, in
 // which case it tries lower ones. The down interval is the shortest that
 // keeps the dead probe rate within bounds: it only trades recovery time for
-// load. It returns the winner first, then the best candidate for each
+// load; with a retry interval, unset (the down backoff, which ends at F's
+// rate) is tried first and is the gentlest. It returns the winner first, then the best candidate for each
 // other qualify_failures at the same frequency, by qualify_failures. The
 // candidates have a fixed N, no window, and base's qualify_successes and
 // other options. The closed forms prune the search; confirm the winner
@@ -116,7 +117,7 @@ func candidate(base qualify.Policy, n int, r time.Duration, b Bounds) (Candidate
 	}
 	for _, d := range downGrid {
 		if d > 0 && (d >= p.Frequency || (r > 0 && d <= r)) {
-			continue // unset already covers D = R and D = F
+			continue // unset already covers D = F, or the backoff from R to F
 		}
 		p.DownInterval = d
 		x := Predict(p, b.Loss, DefaultRTT)

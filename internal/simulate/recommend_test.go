@@ -17,10 +17,12 @@ func TestRecommend(t *testing.T) {
 		n       int
 	}{
 		// 30 + 3 + (N-1)(R+3) <= 45: N = 4 with R = 1 s is the most
-		// failures the grid fits; the down interval stays unset (= R).
+		// failures the grid fits; the down interval stays unset (the
+		// backoff from R to F).
 		"keeps F": {base, Bounds{Loss: 0.05, DetectWithin: 45 * time.Second}, 30 * time.Second, time.Second, 0, 4},
-		// A dead peer probed every T + D = 18 s stays within 200 an hour.
-		"probe budget": {base, Bounds{Loss: 0.05, DetectWithin: 45 * time.Second, MaxProbesPerHour: 200}, 30 * time.Second, time.Second, 15 * time.Second, 4},
+		// A dead peer probed every T + F = 33 s once the backoff ends
+		// stays within 200 an hour with D unset.
+		"probe budget": {base, Bounds{Loss: 0.05, DetectWithin: 45 * time.Second, MaxProbesPerHour: 200}, 30 * time.Second, time.Second, 0, 4},
 		// Nothing at F = 60 or 45, 30, 20 detects within 20 s; F = 15
 		// with one failure does (18 s).
 		"lowers F": {asterisk(), Bounds{Loss: 0.01, DetectWithin: 20 * time.Second}, 15 * time.Second, 0, 0, 1},

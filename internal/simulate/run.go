@@ -82,6 +82,10 @@ type Result struct {
 	// ProbesPerHourDead is the probe rate over the dead spells, from the
 	// moment of death.
 	ProbesPerHourDead float64 `json:"probes_per_hour_dead"`
+	// DatagramsPerMinuteDead is the same rate in UDP datagrams, each probe
+	// of the dead peer sent Transmissions(T) times: what a peer's flood
+	// guard counts.
+	DatagramsPerMinuteDead float64 `json:"udp_datagrams_per_minute_dead"`
 	// FalseOutagesPerDay counts the healthy peer's contact becoming
 	// Unreachable. Latency-only AoRs count them too, though they stay
 	// routable.
@@ -142,7 +146,7 @@ func Run(ctx context.Context, aors []AoR, cfg Config) ([]Result, error) {
 
 // merge joins the healthy run's result and the deaths' result of one AoR.
 func merge(h, d Result) Result {
-	h.ProbesPerHourDead = d.ProbesPerHourDead
+	h.ProbesPerHourDead, h.DatagramsPerMinuteDead = d.ProbesPerHourDead, d.DatagramsPerMinuteDead
 	h.DetectionWorstSeconds, h.DetectionMeanSeconds = d.DetectionWorstSeconds, d.DetectionMeanSeconds
 	h.DetectionFromFirstFailureWorstSeconds = d.DetectionFromFirstFailureWorstSeconds
 	h.Detections = d.Detections

@@ -135,18 +135,20 @@ func TestLossNeverStretchesDetection(t *testing.T) {
 }
 
 func TestDeadProbeRate(t *testing.T) {
-	// The reference policy probes a dead peer every T + R = 5 s once it is
-	// Unreachable: 720 an hour. A spell also holds the first probe after
-	// the death and the N-1 retries, so its count differs from W/S_D by at
-	// most N+1 probes.
+	// The reference policy probes a dead peer every T + F = 33 s once the
+	// down backoff (2, 4, 8, 16 s after each timeout) has ended: 109.09
+	// an hour, 5.45 UDP datagrams a minute (3 a probe within T = 3 s). A
+	// spell also holds the first probe after the death, the N-1 retries
+	// and the backoff's 4 shorter steps, so its count differs from W/S_D
+	// by at most N+5 probes.
 	const spell = 24 * time.Hour
 	r := runOne(t, reference(), Config{Days: 1, Trials: 20, DeadSpell: spell, Seed: 1})
 	x := Predict(reference(), 0, DefaultRTT)
-	if x.ProbesPerHourDown != 720 {
-		t.Fatalf("closed form %v an hour, want 720", x.ProbesPerHourDown)
+	if want := 3600.0 / 33; x.ProbesPerHourDown != want || x.DatagramsPerMinuteDown != 3*60.0/33 {
+		t.Fatalf("closed form %v an hour, %v datagrams a minute; want %v and %v", x.ProbesPerHourDown, x.DatagramsPerMinuteDown, want, 3*60.0/33)
 	}
-	if slack := 4 / spell.Hours(); math.Abs(r.ProbesPerHourDead-720) > slack {
-		t.Fatalf("dead probe rate %v an hour, want 720 within %v", r.ProbesPerHourDead, slack)
+	if slack := 8 / spell.Hours(); math.Abs(r.ProbesPerHourDead-x.ProbesPerHourDown) > slack {
+		t.Fatalf("dead probe rate %v an hour, want %v within %v", r.ProbesPerHourDead, x.ProbesPerHourDown, slack)
 	}
 }
 
