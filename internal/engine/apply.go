@@ -355,9 +355,9 @@ func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32
 // sameOptions is the reload rule's test of an AoR's options
 // (qualify-semantics §8): a contact keeps its state when its AoR's
 // qualify policy and request-shaping options are both unchanged, p and o
-// before, q and r after.
+// before, q and r after (a TLS transport's by its settings: probe.Options.Equal).
 func sameOptions(p, q *qualify.Policy, o, r *probe.Options) bool {
-	return *p == *q && *o == *r
+	return *p == *q && o.Equal(r)
 }
 
 // keep moves slot id, unchanged, into a.

@@ -52,12 +52,16 @@ type Config struct {
 	Sources []*Source
 	// Cluster is the type=cluster section, nil for none (a single node).
 	Cluster *Cluster
+	// TLS are the TLS transports' client profiles, in file order: what a
+	// probe through each trusts and presents (transport.go).
+	TLS []*probe.TLS
 	// Warnings are what Asterisk would log and carry on from (see the
 	// package doc): a second object of one name in a type other than
 	// aor, endpoint and wizard (ErrDuplicate; once per type, as read),
 	// then each endpoint's transport or outbound_auth that is not defined
-	// (ErrReference; in its first AoR's file order). The configuration
-	// is loaded with them.
+	// (ErrReference; in its first AoR's file order), then each TLS
+	// transport's priv_key_file qualifyd may not read (ErrUnreadable).
+	// The configuration is loaded with them.
 	Warnings []*Error
 	// NotAsterisk are, with Options.NoteAsterisk, the AoRs that set
 	// options an unpatched Asterisk does not define (ErrNotAsterisk), one
@@ -196,9 +200,11 @@ func (p *parser) run(name, shown, src string) (*Config, error) {
 	if err := p.endSection(p.open); err != nil {
 		return nil, err
 	}
-	sections, files, texts, secret, dir, note := p.sections, p.files, p.texts, secretReader(p), p.dir, p.noteAsterisk
+	sections, files, texts, secret, dir, note, fsys := p.sections, p.files, p.texts, secretReader(p), p.dir, p.noteAsterisk, p.fsys
 	*p = parser{}
-	return build(sections, files, &texts, secret, dir, note)
+	b := newBuilder(files, &texts, secret, dir, note)
+	b.fsys = fsys
+	return b.build(sections)
 }
 
 // builder turns sections into objects, in file order.
@@ -221,6 +227,13 @@ type builder struct {
 	// auths are the auth sections', wizardAuths the wizards' NAME-oauth.
 	auths, wizardAuths map[string]probe.Credentials
 	transports         map[string]string
+	// tlsDefs are the TLS transports as read; tlsProfiles and tlsOrder
+	// their profiles, by name and in file order, once their files are
+	// read from fsys (nil: not read).
+	tlsDefs     []*tlsDef
+	tlsProfiles map[string]*probe.TLS
+	tlsOrder    []*probe.TLS
+	fsys        fs.FS
 	// seen holds the first object of each type and name, but AoRs:
 	// duplicate finds a second AoR of one name in the sorted names.
 	seen     map[seenKey]place
@@ -252,19 +265,29 @@ type place struct {
 // one (unused templates, or plain Asterisk sections) are ignored. Each
 // block of sections is dropped once read.
 func build(sections sectionBlocks, files []string, texts *texts, secret func(string) (string, error), dir string, note bool) (*Config, error) {
-	b := &builder{
+	return newBuilder(files, texts, secret, dir, note).build(sections)
+}
+
+// newBuilder returns a builder of the sections of files.
+func newBuilder(files []string, texts *texts, secret func(string) (string, error), dir string, note bool) *builder {
+	return &builder{
 		note:        note,
 		secret:      secret,
 		dir:         dir,
 		files:       files,
 		texts:       texts,
-		order:       byName(texts, &sections),
 		auths:       map[string]probe.Credentials{},
 		wizardAuths: map[string]probe.Credentials{},
 		transports:  map[string]string{},
+		tlsProfiles: map[string]*probe.TLS{},
 		seen:        map[seenKey]place{},
 		dropped:     map[string]bool{},
 	}
+}
+
+// build reads sections (see the function build).
+func (b *builder) build(sections sectionBlocks) (*Config, error) {
+	b.order = byName(b.texts, &sections)
 	b.aors, b.slot = make([]AoR, len(b.order)), slots(b.order)
 	errs := b.sections(sections.blocks)
 	b.vars = nil
@@ -404,9 +427,18 @@ func (b *builder) unique(s *def, typ string) error {
 	return nil
 }
 
+// addTransport reads a transport's protocol and, for TLS, the options
+// that shape its connections (transport.go).
 func (b *builder) addTransport(s *def) error {
 	proto, err := readTransport(s.name, s.vars)
 	b.transports[s.name] = proto
+	if err != nil || proto != "tls" {
+		return err
+	}
+	d, err := readTLS(s)
+	if err == nil {
+		b.tlsDefs = append(b.tlsDefs, d)
+	}
 	return err
 }
 

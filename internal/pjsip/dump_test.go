@@ -20,6 +20,11 @@ func dump(cfg *Config) string {
 			p.Frequency, p.Timeout, p.Failures, p.RetryInterval, p.DownInterval, p.Successes, p.Only2xx, p.LatencyOnly)
 		fmt.Fprintf(&b, "  probe proxy=%q transport=%q from=%q@%q auth=%q:%q@%q\n",
 			o.OutboundProxy, o.Transport, o.FromUser, o.FromDomain, o.Auth.Username, o.Auth.Password, o.Auth.Realm)
+		if t := o.TLS; t != nil {
+			fmt.Fprintf(&b, "  tls %s ca=%q capath=%q verify=%v wildcard=%v cert=%q key=%q method=%q versions=%#x-%#x client=%v\n",
+				t.Transport, t.CAFile, t.CAPath, t.VerifyServer, t.AllowWildcardCerts, t.CertFile, t.KeyFile, t.Method,
+				t.MinVersion, t.MaxVersion, t.Certificate != nil)
+		}
 		if o.Unresolved != "" {
 			fmt.Fprintf(&b, "  unresolved %s\n", o.Unresolved)
 		}

@@ -23,10 +23,11 @@ type endpointDef struct {
 	Endpoint
 	outboundAuth, outboundProxy, transport, fromUser, fromDomain variable
 	// resolved is set once the builder has looked up the transport's
-	// protocol (proto) and the auth's credentials (auth); unresolved
-	// notes those that do not exist (builder.resolve).
+	// protocol (proto) and TLS profile (tls) and the auth's credentials
+	// (auth); unresolved notes those that do not exist (builder.resolve).
 	resolved   bool
 	proto      string
+	tls        *probe.TLS
 	auth       probe.Credentials
 	unresolved string
 }

@@ -22,6 +22,9 @@ func (b *builder) finish(errs []error) (*Config, error) {
 		return nil, errors.Join(errs...)
 	}
 	b.drop()
+	if err := b.buildTLS(); err != nil {
+		return nil, err
+	}
 	var owners map[string]*endpointDef
 	if len(b.endpoints) > 0 {
 		owners = b.endpointsByAoR()
@@ -34,7 +37,7 @@ func (b *builder) finish(errs []error) (*Config, error) {
 	}
 	cfg := &Config{AoRs: b.aors, MaxInitialQualifyTime: time.Duration(b.global.maxInitial) * time.Second,
 		Panic: b.global.panic(), Sinks: b.sinks, Sources: b.sources, Cluster: b.cluster, Warnings: b.warnings,
-		NotAsterisk: b.notAsterisk}
+		NotAsterisk: b.notAsterisk, TLS: b.tlsOrder}
 	for _, k := range b.sinks {
 		if err := checkSinkAoRs(k, b.aors); err != nil {
 			return nil, err
@@ -135,6 +138,7 @@ func (b *builder) endpointsByAoR() map[string]*endpointDef {
 func (b *builder) drop() {
 	if b.dropped["transport"] {
 		clear(b.transports)
+		b.tlsDefs = nil
 	}
 	if b.dropped["auth"] {
 		clear(b.auths)
@@ -151,6 +155,7 @@ func (b *builder) drop() {
 // an endpoint's proxy that no probe could go through is an error.
 func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) error {
 	o := a.OptionsValue()
+	o.TLS = b.firstTLS()
 	if e != nil {
 		if o.OutboundProxy == "" && e.outboundProxy.value != "" {
 			if err := checkProxy(e.outboundProxy.value); err != nil {
@@ -160,7 +165,7 @@ func (b *builder) probe(a *AoR, e *endpointDef, probes probeSet) error {
 		}
 		o.FromUser, o.FromDomain = e.fromUser.value, e.fromDomain.value
 		b.resolve(e)
-		o.Transport, o.Auth, o.Unresolved = e.proto, e.auth, e.unresolved
+		o.Transport, o.Auth, o.Unresolved, o.TLS = e.proto, e.auth, e.unresolved, e.tls
 	}
 	a.Probe = probes.get(o)
 	return nil
@@ -181,7 +186,7 @@ func (s probeSet) get(o probe.Options) *probe.Options {
 		return probe.Options{OutboundProxy: strings.Clone(o.OutboundProxy), Transport: strings.Clone(o.Transport),
 			FromUser: strings.Clone(o.FromUser), FromDomain: strings.Clone(o.FromDomain), Unresolved: strings.Clone(o.Unresolved),
 			Auth: probe.Credentials{Username: strings.Clone(o.Auth.Username), Password: strings.Clone(o.Auth.Password),
-				Realm: strings.Clone(o.Auth.Realm)}}
+				Realm: strings.Clone(o.Auth.Realm)}, TLS: o.TLS}
 	})
 }
 
@@ -223,14 +228,15 @@ func (b *builder) resolve(e *endpointDef) {
 	e.unresolved = strings.Join(slices.DeleteFunc(notes, func(n string) bool { return n == "" }), "; ")
 }
 
-// resolveTransport sets e.proto, and returns the note of a transport
-// that is not defined, or "".
+// resolveTransport sets e.proto and e.tls, and returns the note of a
+// transport that is not defined, or "".
 func (b *builder) resolveTransport(e *endpointDef) string {
 	name := e.transport.value
+	proto, ok := b.transports[name]
+	e.tls = b.tlsOf(name, proto, ok)
 	if name == "" {
 		return ""
 	}
-	proto, ok := b.transports[name]
 	e.proto = proto
 	if ok {
 		return ""

@@ -75,7 +75,8 @@ func TestParse(t *testing.T) {
 			"[e1]\ntype=endpoint\naors=x,a\ntransport=t1\noutbound_auth=auth1\nfrom_user=fu\nfrom_domain=fd\noutbound_proxy=sip:ep@192.0.2.9\nallow=ulaw\n" +
 			"[e2]\ntype=endpoint\naors=a\ntransport=t2\n[a]\ntype=aor",
 			"aor a pjsip.conf:25\n  policy F=0s T=3s N=1 R=0s D=0s M=1 2xx=false latency=false\n" +
-				`  probe proxy="sip:ep@192.0.2.9" transport="tls" from="fu"@"fd" auth="u":"p"@"r"` + "\n"},
+				`  probe proxy="sip:ep@192.0.2.9" transport="tls" from="fu"@"fd" auth="u":"p"@"r"` + "\n" +
+				`  tls t1 ca="" capath="" verify=false wildcard=false cert="" key="" method="" versions=0x301-0x301 client=false` + "\n"},
 		{"the AoR's outbound_proxy wins; unset protocol is udp", "[t]\ntype=transport\n[e]\ntype=endpoint\naors=a\ntransport=t\n" +
 			"outbound_proxy=sip:ep@192.0.2.9\n[a]\ntype=aor\noutbound_proxy=sip:aor@192.0.2.8",
 			"aor a pjsip.conf:8\n  policy F=0s T=3s N=1 R=0s D=0s M=1 2xx=false latency=false\n" +

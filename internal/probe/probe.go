@@ -78,6 +78,21 @@ type Options struct {
 	// sent by the contact URI alone, as Asterisk does"); "" when none.
 	// The prober adds it to the detail of every failure.
 	Unresolved string
+	// TLS is what a probe over TLS trusts and presents: the pjsip TLS
+	// transport it goes through (tls.go). Nil means the prober's own
+	// client configuration (sipprobe.Config.TLS). Shared by the AoRs of
+	// one transport: never modify it through an AoR.
+	TLS *TLS
+}
+
+// Equal reports whether o and r shape a probe the same way: == but for
+// TLS, which is compared by its settings (TLS.Settings), as a reload
+// reads the transport into a new one. The reload rule (qualify-semantics
+// §8) uses it.
+func (o *Options) Equal(r *Options) bool {
+	a, b := *o, *r
+	a.TLS, b.TLS = nil, nil
+	return a == b && o.TLS.Settings() == r.TLS.Settings()
 }
 
 // Target is one probe to send: the contact and how to reach it. It is

@@ -190,7 +190,7 @@ func (p *Prober) release(tx *transaction) {
 func (p *Prober) connect(ctx context.Context, tx *transaction, rt *route, deadline instant) error {
 	dctx, cancel := context.WithDeadline(ctx, p.table.time(deadline))
 	defer cancel()
-	conn, err := p.streams.get(dctx, streamKey{transport: rt.transport, addr: tx.rec.dest, serverName: rt.serverName()})
+	conn, err := p.streams.get(dctx, streamKey{transport: rt.transport, addr: tx.rec.dest, serverName: rt.serverName(), tls: rt.tls})
 	if err != nil {
 		return err
 	}

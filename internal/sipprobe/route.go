@@ -48,6 +48,9 @@ type route struct {
 	dest netip.AddrPort
 	// fromUser and fromDomain come from the target's ProbeOptions.
 	fromUser, fromDomain string
+	// tls is the TLS profile of a route over TLS, one per profile ID
+	// (routes.canonical); nil for the prober's own configuration.
+	tls *probe.TLS
 }
 
 // maxRoutes bounds the route cache; it is emptied when full, which only
@@ -62,6 +65,10 @@ const maxRoutes = 1 << 16
 type routes struct {
 	mu sync.RWMutex
 	m  map[string]*parsedRoute
+	// profiles holds the first TLS profile seen of each ID, which every
+	// route of that ID takes: a reload reads the transports into new
+	// profiles, and its routes keep the connections of the old ones.
+	profiles map[string]*probe.TLS
 }
 
 // parsedRoute is a cached route and the options it was parsed with, kept
@@ -90,6 +97,9 @@ func (rs *routes) get(uri string, opts *probe.Options) (*route, error) {
 	}
 	c = &parsedRoute{route: *r, opts: o}
 	rs.mu.Lock()
+	if r.transport == tlsTransport {
+		c.tls = rs.canonical(o.TLS)
+	}
 	if len(rs.m) >= maxRoutes || rs.m == nil {
 		rs.m = make(map[string]*parsedRoute)
 	}

@@ -13,13 +13,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/qualifyd/qualifyd/internal/probe"
 )
 
 // streamKey identifies one reused TCP or TLS connection.
 type streamKey struct {
 	transport  transport
 	addr       netip.AddrPort
-	serverName string // TLS only
+	serverName string     // TLS only
+	tls        *probe.TLS // TLS only: the route's profile, nil for Config.TLS
 }
 
 // streamConn is one TCP or TLS connection with its reader goroutine.
@@ -174,8 +177,9 @@ func (s *streams) start(sc *streamConn) bool {
 	return true
 }
 
-// dial connects to key.addr and, for TLS, completes a verified
-// handshake; it returns the connection and the TCP one under it.
+// dial connects to key.addr and, for TLS, completes a handshake checked
+// as key.tls says (clientConfig); it returns the connection and the TCP
+// one under it.
 func (s *streams) dial(ctx context.Context, key streamKey) (net.Conn, net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", key.addr.String())
@@ -185,11 +189,7 @@ func (s *streams) dial(ctx context.Context, key streamKey) (net.Conn, net.Conn, 
 	if key.transport != tlsTransport {
 		return c, c, nil
 	}
-	cfg := s.tls.Clone()
-	if cfg.ServerName == "" {
-		cfg.ServerName = key.serverName
-	}
-	tc := tls.Client(c, cfg)
+	tc := tls.Client(c, clientConfig(s.tls, key.tls, key.serverName))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = c.Close()
 		return nil, nil, fmt.Errorf("tls: %w", err)

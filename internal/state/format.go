@@ -86,9 +86,11 @@ func (f *File) Seal(o probe.Options) probe.Options { return seal(o, &f.salt) }
 
 // seal replaces o's password, if any, with its SHA-256 digest under salt,
 // and drops its Unresolved note, which the file does not keep: it shapes
-// no request, only a failure's detail.
+// no request, only a failure's detail. It drops the TLS profile too,
+// which the file does not keep either: a state saved before the
+// transport's TLS settings changed is restored.
 func seal(o probe.Options, salt *[saltSize]byte) probe.Options {
-	o.Unresolved = ""
+	o.Unresolved, o.TLS = "", nil
 	if o.Auth.Password == "" {
 		return o
 	}
