@@ -257,6 +257,15 @@ func (a *AMI) inMaintenance() (map[string]bool, error) {
 // an Asterisk restart) is put back.
 type maintenance struct{ *AMI }
 
+// phrase names k as what Asterisk holds: an endpoint in maintenance,
+// or out of it.
+func (maintenance) phrase(k Key, level Level) string {
+	if level == Down {
+		return "endpoint " + k.Name + " is now in maintenance in the router"
+	}
+	return "endpoint " + k.Name + " is now out of maintenance in the router"
+}
+
 func (m maintenance) resync(context.Context) (func(Key) (Level, bool), error) {
 	in, err := m.inMaintenance()
 	if err != nil {

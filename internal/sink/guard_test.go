@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -207,6 +210,38 @@ func TestMaintenanceFailsOpenWhenQualifydDies(t *testing.T) {
 		}
 		if d := time.Since(killed); d > 5*time.Second {
 			t.Fatalf("released %v after the sink died, want within failopen_after (3 s) + 2 s", d)
+		}
+	})
+}
+
+// TestMaintenanceLogsEndpoints: a method=maintenance sink's log names
+// what Asterisk holds, an endpoint in maintenance or out of it, not a
+// device that is down.
+func TestMaintenanceLogsEndpoints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var lines []string
+		f := newFakeManager("s3cret")
+		a := newAMI(f, "s3cret", true)
+		a.Maintenance = true
+		r := newReconciler("pbx", maintenance{a}, Intervals{Heartbeat: time.Second, Resync: time.Second},
+			func(_ slog.Level, msg string, _ ...slog.Attr) {
+				mu.Lock()
+				lines = append(lines, msg)
+				mu.Unlock()
+			}, half)
+		stop := start(t, r)
+		defer stop()
+		r.Set(Key{Kind: KindDevice, Name: "aor0005"}, Down, 0)
+		synctest.Wait()
+		r.Set(Key{Kind: KindDevice, Name: "aor0005"}, Up, 0)
+		synctest.Wait()
+		want := []string{"sink pbx: endpoint aor0005 is now in maintenance in the router",
+			"sink pbx: endpoint aor0005 is now out of maintenance in the router"}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(lines, want) {
+			t.Fatalf("logged %q, want %q", lines, want)
 		}
 	})
 }

@@ -59,6 +59,14 @@ type resyncer interface {
 	resync(ctx context.Context) (level func(k Key) (l Level, ok bool), err error)
 }
 
+// phraser is a driver whose router holds its objects in terms of its
+// own, which the log's line of a confirmed change uses.
+type phraser interface {
+	// phrase says that the router now holds level for k, without the
+	// sink's name.
+	phrase(k Key, level Level) string
+}
+
 // heartbeater is a driver that tells its router that qualifyd is alive.
 type heartbeater interface {
 	heartbeat(ctx context.Context) error
@@ -465,7 +473,11 @@ func (r *Reconciler) confirmed(k Key, was, level Level) {
 	if level == was || level == Up && was == Unknown {
 		return
 	}
-	r.notice(slog.LevelInfo, "sink "+r.name+": "+describe(k)+" is now "+level.String()+" in the router")
+	line := describe(k) + " is now " + level.String() + " in the router"
+	if p, ok := r.drv.(phraser); ok {
+		line = p.phrase(k, level)
+	}
+	r.notice(slog.LevelInfo, "sink "+r.name+": "+line)
 }
 
 // describe names k in a log line.
