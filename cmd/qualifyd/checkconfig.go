@@ -239,6 +239,15 @@ func summaryOf(a *pjsip.AoR) aorJSON {
 	return aorJSON{Name: a.Name, Contacts: a.Contacts, Report: p.Report(), OutboundProxy: a.OptionsValue().OutboundProxy}
 }
 
+// downText is the down interval as describe prints it: the backoff's
+// range, as "2s..30s", or one interval.
+func downText(r qualify.Report) string {
+	if r.DownBackoff {
+		return fmt.Sprintf("%gs..%gs", r.RetryInterval, r.DownInterval)
+	}
+	return fmt.Sprintf("%gs", r.DownInterval)
+}
+
 // describe writes one AoR's effective settings on one line, without its
 // newline.
 func describe(w *bufio.Writer, e aorJSON) {
@@ -247,8 +256,8 @@ func describe(w *bufio.Writer, e aorJSON) {
 		w.WriteString(" qualify=off")
 		return
 	}
-	fmt.Fprintf(w, " frequency=%gs timeout=%gs failures=%s retry=%gs down=%gs successes=%d",
-		e.Frequency, e.Timeout, failures(e.Report), e.RetryInterval, e.DownInterval, e.Successes)
+	fmt.Fprintf(w, " frequency=%gs timeout=%gs failures=%s retry=%gs down=%s successes=%d",
+		e.Frequency, e.Timeout, failures(e.Report), e.RetryInterval, downText(e.Report), e.Successes)
 	if e.FailureWindow > 0 {
 		fmt.Fprintf(w, " window=%gs", e.FailureWindow)
 	}

@@ -87,7 +87,8 @@ func TestCheckConfigJSON(t *testing.T) {
       "qualify_timeout": 3,
       "qualify_failures": 3,
       "qualify_retry_interval": 2,
-      "qualify_down_interval": 2,
+      "qualify_down_interval": 30,
+      "qualify_down_backoff": true,
       "qualify_successes": 1,
       "qualify_2xx_only": false,
       "qualify_latency_only": false,
@@ -163,7 +164,7 @@ func TestCheckConfigSummary(t *testing.T) {
 	file := filepath.Join(dir, "qualifyd.conf")
 	code, stdout, stderr := checkConfig(file)
 	want := file + ": OK: 3 AoRs (2 qualified), 2 static contacts, 1 endpoints\n" +
-		"  pbx07  contacts=1 frequency=30s timeout=3s failures=3 retry=2s down=2s successes=1 proxy=sip:edge.example;lr\n" +
+		"  pbx07  contacts=1 frequency=30s timeout=3s failures=3 retry=2s down=2s..30s successes=1 proxy=sip:edge.example;lr\n" +
 		"  pbx08  contacts=1 frequency=60s timeout=32s failures=1 retry=1.5s down=10s successes=2 latency-only\n" +
 		"  phone  contacts=0 qualify=off\n"
 	if code != 0 || stderr != "" || stdout != want {
@@ -331,7 +332,7 @@ func TestCheckConfigDetectionOptions(t *testing.T) {
 	file := filepath.Join(dir, "pjsip.conf")
 	code, stdout, _ := checkConfig(file)
 	want := file + ": OK: 1 AoRs (1 qualified), 1 static contacts, 0 endpoints\n" +
-		"  a  contacts=1 frequency=30s timeout=3s failures=auto(1..8,0.01/day) retry=2s down=2s successes=1 window=20s success-codes=200-299,404\n"
+		"  a  contacts=1 frequency=30s timeout=3s failures=auto(1..8,0.01/day) retry=2s down=2s..30s successes=1 window=20s success-codes=200-299,404\n"
 	if code != 0 || stdout != want {
 		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s", code, stdout, want)
 	}

@@ -207,7 +207,7 @@ func describeLoss(l simulate.Loss) string {
 }
 
 // resultHeader heads the text table of results.
-const resultHeader = "AOR\tPROBES/H HEALTHY\tPROBES/H DEAD\tFALSE OUTAGES/DAY\tMEAN OUTAGE S\tUNAVAILABLE\tDETECT WORST S\tDETECT MEAN S\t"
+const resultHeader = "AOR\tPROBES/H HEALTHY\tPROBES/H DEAD\tUDP/MIN DEAD\tFALSE OUTAGES/DAY\tMEAN OUTAGE S\tUNAVAILABLE\tDETECT WORST S\tDETECT MEAN S\t"
 
 // writeResults prints one aligned row per AoR.
 func writeResults(w io.Writer, rs []simulate.Result) error {
@@ -221,8 +221,8 @@ func writeResults(w io.Writer, rs []simulate.Result) error {
 
 // resultRow formats one result as a tab-separated row.
 func resultRow(name string, r simulate.Result) string {
-	return fmt.Sprintf("%s\t%.1f\t%.1f\t%.3g\t%.1f\t%.3g%%\t%.1f\t%.1f\t", name,
-		r.ProbesPerHourHealthy, r.ProbesPerHourDead, r.FalseOutagesPerDay, r.MeanFalseOutageSeconds,
+	return fmt.Sprintf("%s\t%.1f\t%.1f\t%.1f\t%.3g\t%.1f\t%.3g%%\t%.1f\t%.1f\t", name,
+		r.ProbesPerHourHealthy, r.ProbesPerHourDead, r.DatagramsPerMinuteDead, r.FalseOutagesPerDay, r.MeanFalseOutageSeconds,
 		100*r.UnavailableFraction, r.DetectionWorstSeconds, r.DetectionMeanSeconds)
 }
 
@@ -359,7 +359,7 @@ func settings(p qualify.Policy) string {
 // closed forms, the winner marked, and the winner's simulation.
 func writeTradeOff(w io.Writer, cs []simulate.Candidate, sim simulate.Result, o simulateOptions) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\tFAILURES\tFREQUENCY\tRETRY\tDOWN\tPROBES/H HEALTHY\tPROBES/H DEAD\tFALSE OUTAGES/DAY\tMEAN OUTAGE S\tUNAVAILABLE\tDETECT WORST S\tDETECT MEAN S\t")
+	fmt.Fprintln(tw, "\tFAILURES\tFREQUENCY\tRETRY\tDOWN\tPROBES/H HEALTHY\tPROBES/H DEAD\tUDP/MIN DEAD\tFALSE OUTAGES/DAY\tMEAN OUTAGE S\tUNAVAILABLE\tDETECT WORST S\tDETECT MEAN S\t")
 	for i, c := range cs {
 		mark := "closed form"
 		if i == 0 {
@@ -384,11 +384,15 @@ func policyCells(p qualify.Policy) string {
 		}
 		return fmt.Sprintf("%gs", d.Seconds())
 	}
-	return fmt.Sprintf("%d\t%gs\t%s\t%s", p.FailureThreshold(), p.Frequency.Seconds(), unset(p.RetryInterval), unset(p.DownInterval))
+	down := unset(p.DownInterval)
+	if p.Backs() {
+		down = fmt.Sprintf("%gs..%gs", p.RetryInterval.Seconds(), p.EffectiveDownInterval().Seconds())
+	}
+	return fmt.Sprintf("%d\t%gs\t%s\t%s", p.FailureThreshold(), p.Frequency.Seconds(), unset(p.RetryInterval), down)
 }
 
 // expectedCells formats closed forms in writeResults' columns.
 func expectedCells(x simulate.Expected) string {
-	return fmt.Sprintf("%.1f\t%.1f\t%.3g\t%.1f\t%.3g%%\t%.1f\t%.1f\t", x.ProbesPerHourHealthy, x.ProbesPerHourDown,
-		x.FalseOutagesPerDay, x.MeanFalseOutageSeconds, 100*x.UnavailableFraction, x.DetectionWorstSeconds, x.DetectionMeanSeconds)
+	return fmt.Sprintf("%.1f\t%.1f\t%.1f\t%.3g\t%.1f\t%.3g%%\t%.1f\t%.1f\t", x.ProbesPerHourHealthy, x.ProbesPerHourDown,
+		x.DatagramsPerMinuteDown, x.FalseOutagesPerDay, x.MeanFalseOutageSeconds, 100*x.UnavailableFraction, x.DetectionWorstSeconds, x.DetectionMeanSeconds)
 }

@@ -76,7 +76,8 @@ func (r panicRule) waits(recent, size int) bool {
 }
 
 // holdBound is the longest a Down waits for a panic: the longest F (or
-// qualify_down_interval, when longer) + T of conf's qualified AoRs. A
+// the down interval, fixed or the backoff's end, when longer) + T of
+// conf's qualified AoRs. A
 // blip's failing share climbs from its first failure to a panic within
 // panic_threshold% of F, and a contact it took down is probed again
 // within F (or D) of its verdict, so a blip's Down recovers or is held
@@ -86,7 +87,7 @@ func holdBound(conf *pjsip.Config) time.Duration {
 	var b time.Duration
 	for i := range conf.AoRs {
 		if p := conf.AoRs[i].PolicyValue(); p.Enabled() {
-			b = max(b, max(p.Frequency, p.DownInterval)+p.Timeout)
+			b = max(b, max(p.Frequency, p.EffectiveDownInterval())+p.Timeout)
 		}
 	}
 	return b

@@ -195,6 +195,15 @@ func rttText(d time.Duration) string {
 	return msText(d)
 }
 
+// downText is the effective down interval: the backoff's range from R
+// ("2 .. 30", qualify-semantics §7), or one interval.
+func downText(e qualify.Settings) string {
+	if e.DownBackoff {
+		return asterisk.Seconds(e.RetryInterval) + " .. " + asterisk.Seconds(e.DownInterval)
+	}
+	return asterisk.Seconds(e.DownInterval)
+}
+
 // policyLines are p's effective settings under their pjsip.conf names.
 func policyLines(p *qualify.Policy) []policyLine {
 	e := p.Effective()
@@ -203,7 +212,7 @@ func policyLines(p *qualify.Policy) []policyLine {
 		{"qualify_timeout", asterisk.Seconds(e.Timeout)},
 		{"qualify_failures", itoa(e.Failures)},
 		{"qualify_retry_interval", asterisk.Seconds(e.RetryInterval)},
-		{"qualify_down_interval", asterisk.Seconds(e.DownInterval)},
+		{"qualify_down_interval", downText(e)},
 		{"qualify_successes", itoa(e.Successes)},
 		{"qualify_2xx_only", strconv.FormatBool(e.Only2xx)},
 		{"qualify_latency_only", strconv.FormatBool(e.LatencyOnly)},

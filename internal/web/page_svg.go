@@ -48,7 +48,7 @@ type column struct {
 	rttMin, rttP50, rttMax time.Duration
 	// known is the time the column's buckets cover up to now, routable
 	// the time the AoR was available in them. A bucket without probes
-	// counts too: a dead contact probed every qualify_down_interval
+	// counts too: a dead contact probed once every F or D
 	// leaves most buckets without one.
 	known, routable time.Duration
 }
