@@ -10,9 +10,11 @@ import "time"
 type State struct {
 	Status Status
 	// DownProbes counts the failed probes of the current down spell after
-	// the one that made the contact Unreachable, saturating at 255: it
-	// selects the step of the down backoff (qualify-semantics §7). Zero
-	// outside a down spell; a success while recovering keeps it.
+	// the one that made the contact Unreachable, up to the first count at
+	// which the down backoff has ended (so that a dead contact's state
+	// stops changing): it selects the backoff's step (qualify-semantics
+	// §7). Zero outside a down spell, and without the backoff; a success
+	// while recovering keeps it.
 	DownProbes uint8
 	// Threshold is the N held by the current run of failures with
 	// qualify_failures=auto, taken when the run began; zero outside a run.
@@ -121,7 +123,9 @@ func (p *Policy) succeed(s State) State {
 func (p *Policy) fail(s State, now time.Time) State {
 	s.Successes = 0
 	if s.Status == Unreachable {
-		s.DownProbes = min(s.DownProbes, 254) + 1
+		if p.DownStep(s.DownProbes) < p.EffectiveDownInterval() {
+			s.DownProbes++ // stops where the backoff ends: the state stays put
+		}
 		return s
 	}
 	if s.Failures == 0 {

@@ -269,3 +269,37 @@ func TestReport(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
+
+// TestDownBackoff checks the down backoff of qualify-semantics §7: R doubled at each failed
+// probe of a down contact up to max(F, R); a fixed D, or no R, has none; the counter stops
+// where the backoff ends, so a dead contact's state stops changing.
+func TestDownBackoff(t *testing.T) {
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	for _, tc := range []struct {
+		p    Policy
+		want []time.Duration // DownStep(0), DownStep(1), ...
+	}{
+		{*reference(), []time.Duration{sec(2), sec(4), sec(8), sec(16), sec(30), sec(30)}},
+		{Policy{Frequency: 60 * time.Second, RetryInterval: sec(1.5)}, []time.Duration{sec(1.5), sec(3), sec(6), sec(12), sec(24), sec(48), sec(60)}},
+		{Policy{Frequency: 10 * time.Second, RetryInterval: sec(40)}, []time.Duration{sec(40), sec(40)}},
+		{Policy{Frequency: 30 * time.Second, RetryInterval: sec(2), DownInterval: sec(5)}, []time.Duration{sec(5), sec(5)}},
+		{Policy{Frequency: 30 * time.Second}, []time.Duration{0, 0}},
+	} {
+		p := tc.p
+		for k, want := range tc.want {
+			if got := p.DownStep(uint8(k)); got != want {
+				t.Errorf("%+v: DownStep(%d) = %v, want %v", p, k, got, want)
+			}
+		}
+		s := State{Status: Unreachable, Failures: 1}
+		for range 300 {
+			s = p.Observe(s, t0, timeout(0)).State
+		}
+		if end := len(tc.want) - 1; p.DownStep(s.DownProbes) != tc.want[end] || s.DownProbes > uint8(end) {
+			t.Errorf("%+v: after 300 failures DownProbes = %d, want at most %d with the last step", p, s.DownProbes, end)
+		}
+		if s = p.Observe(s, t0, ok(0)).State; s.Status != Reachable || s.DownProbes != 0 {
+			t.Errorf("%+v: a success leaves %+v, want Reachable and DownProbes 0", p, s)
+		}
+	}
+}
