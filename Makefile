@@ -72,9 +72,9 @@ deps:
 	elif [ -x $(ASTERISK)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the Asterisk built in $(ASTERISK)"; \
 	else echo "deps: no $(ASTERISK_SRC)/build.sh and no Asterisk in $(ASTERISK): the real-Asterisk tests need one (ASTERISK_SRC=...)"; exit 1; fi
 	@if [ -f $(ASTERISK)/ast-db-manage/config/env.py ]; then :; \
-	elif ls $(ASTERISK_SRC)/asterisk-*.tar.gz >/dev/null 2>&1; then \
+	elif [ -f $(ASTERISK_SRC)/asterisk-f0c1c1a7b7.tar.gz ]; then \
 		mkdir -p $(ASTERISK)/ast-db-manage && \
-		tar -xzf $(ASTERISK_SRC)/asterisk-*.tar.gz --strip-components=3 -C $(ASTERISK)/ast-db-manage asterisk/contrib/ast-db-manage; \
+		tar -xzf $(ASTERISK_SRC)/asterisk-f0c1c1a7b7.tar.gz --strip-components=3 -C $(ASTERISK)/ast-db-manage asterisk/contrib/ast-db-manage; \
 	else echo "deps: no Asterisk source in $(ASTERISK_SRC): the realtime tests need its contrib/ast-db-manage in $(ASTERISK)/ast-db-manage"; exit 1; fi
 	@if [ -f $(ASTERISK_SRC)/asterisk-f0c1c1a7b7.tar.gz ]; then ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/build.sh $(ASTERISK_QUALIFY); \
 	elif [ -x $(ASTERISK_QUALIFY)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the patched Asterisk built in $(ASTERISK_QUALIFY)"; \
