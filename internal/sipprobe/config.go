@@ -81,6 +81,12 @@ type Config struct {
 	// transaction on it, when that is later). Zero means
 	// DefaultStreamIdle.
 	StreamIdle time.Duration
+	// LegacyStreams restores the rules for a silent TCP or TLS
+	// connection from before the redial, only to measure what the redial
+	// changes (qualifyd-lab dropflow): no probe is sent again on a fresh
+	// connection, and a connection is closed at the second timeout in a
+	// row with nothing received on it, not the first. Leave it false.
+	LegacyStreams bool
 }
 
 // withDefaults returns c with every zero field replaced by its default.

@@ -57,7 +57,12 @@ type txRecord struct {
 // connection and the digest exchange.
 type txExt struct {
 	conn *streamConn // nil for UDP
-	auth probe.Credentials
+	// prev is the connection the request went on before a redial, whose
+	// answer still counts; reused: the probe did not dial conn. prev is
+	// written under table.mu while the transaction is registered.
+	prev   *streamConn
+	reused bool
+	auth   probe.Credentials
 
 	challenge string // WWW-/Proxy-Authenticate value kept for wantChallenge
 	authName  string // Authorization or Proxy-Authorization of a retry, or ""
@@ -89,6 +94,12 @@ func (tx *transaction) conn() *streamConn {
 		return nil
 	}
 	return tx.ext.conn
+}
+
+// sentOn reports whether the request went on conn: its connection, the
+// one before a redial, or UDP (nil) for a UDP transaction.
+func (tx *transaction) sentOn(conn *streamConn) bool {
+	return tx.conn() == conn || (conn != nil && tx.ext != nil && tx.ext.prev == conn)
 }
 
 // transport is the transport the transaction was sent over.
@@ -183,6 +194,9 @@ func (tb *table) register(tx *transaction, next instant, ctx context.Context) bo
 	tx.rec.req.key = newKey(tx.idx, tx.gen, tb.salt)
 	tx.active = true
 	tb.inFlight++
+	if c := tx.conn(); c != nil {
+		c.inflight++
+	}
 	tb.watch(tx, ctx)
 	tb.push(timerItem{due: next, idx: tx.idx, gen: tx.gen})
 	return true
@@ -229,12 +243,20 @@ func (tb *table) complete(tx *transaction) {
 	tb.ready = append(tb.ready, tx)
 }
 
-// take removes tx, for the caller to finish once it has released tb.mu.
-// tb.mu must be held and tx active.
+// take removes tx, for the caller to finish once it has released tb.mu,
+// and lets go of the connections it was sent on. tb.mu must be held and
+// tx active.
 func (tb *table) take(tx *transaction) {
 	tx.active = false
 	tb.inFlight--
 	tb.unwatch(tx)
+	if e := tx.ext; e != nil && e.conn != nil {
+		e.conn.release()
+		if e.prev != nil {
+			e.prev.release()
+			e.prev = nil
+		}
+	}
 }
 
 // drain finishes the transactions completed so far. Whoever completes
@@ -308,7 +330,7 @@ func (tb *table) find(m *message, src netip.AddrPort, conn *streamConn, now inst
 			return dropDuplicate, false, nil
 		}
 		return dropLate, false, nil
-	case tx.conn() != conn || (conn == nil && tx.rec.dest != src):
+	case !tx.sentOn(conn) || (conn == nil && tx.rec.dest != src):
 		return dropWrongSource, false, nil
 	case !tx.matches(m):
 		return dropMismatch, false, nil

@@ -190,12 +190,13 @@ func (p *Prober) release(tx *transaction) {
 func (p *Prober) connect(ctx context.Context, tx *transaction, rt *route, deadline instant) error {
 	dctx, cancel := context.WithDeadline(ctx, p.table.time(deadline))
 	defer cancel()
-	conn, err := p.streams.get(dctx, streamKey{transport: rt.transport, addr: tx.rec.dest, serverName: rt.serverName(), tls: rt.tls})
+	conn, dialed, err := p.streams.get(dctx, streamKey{transport: rt.transport, addr: tx.rec.dest, serverName: rt.serverName(), tls: rt.tls}, nil)
 	if err != nil {
 		return err
 	}
 	h := p.baseHeaders(rt)
-	tx.ext.conn, h.sentBy, h.fromHost = conn, conn.sentBy, cmpOrStr(h.fromHost, conn.sentBy)
+	tx.ext.conn, tx.ext.reused = conn, !dialed && !p.cfg.LegacyStreams
+	h.sentBy, h.fromHost = conn.sentBy, cmpOrStr(h.fromHost, conn.sentBy)
 	tx.rec.req.hdr = p.hdrs.get(&h)
 	return nil
 }
@@ -238,7 +239,7 @@ func (p *Prober) transmit(ctx context.Context, tx *transaction, now, deadline in
 		tx.rec.sent = now // the probe's first transaction
 	}
 	tx.refs.Store(2)
-	a := tx.fsm.start(now, deadline, tx.conn() != nil)
+	a := tx.fsm.start(now, deadline, tx.conn() != nil, tx.ext != nil && tx.ext.reused)
 	if !a.send || !p.table.register(tx, a.next, ctx) {
 		p.unref(tx)
 		p.finish(tx)

@@ -46,8 +46,10 @@ func New(cfg Config) (*Prober, error) {
 	p.exts.New = func() any { return new(txExt) }
 	p.waiters.New = func() any { return newWaiter() }
 	p.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
-	p.timers = &timers{tb: p.table, counts: &p.stats, send: func(b []byte, d netip.AddrPort) { _ = u.send(b, d) }}
-	p.streams = &streams{slots: make(map[streamKey]*streamSlot), tls: tlsBase(cfg.TLS), idle: cfg.StreamIdle, serve: p.serveStream}
+	p.timers = &timers{tb: p.table, counts: &p.stats, send: func(b []byte, d netip.AddrPort) { _ = u.send(b, d) },
+		redial: func(r redial) { go p.redial(r) }}
+	p.streams = &streams{slots: make(map[streamKey]*streamSlot), tls: tlsBase(cfg.TLS), idle: cfg.StreamIdle, serve: p.serveStream,
+		clock: p.table.now, legacy: cfg.LegacyStreams}
 	p.wg.Add(2)
 	go func() { defer p.wg.Done(); p.readLoop() }()
 	go func() { defer p.wg.Done(); p.timers.run(p.stop) }()

@@ -26,7 +26,7 @@ func registerTx(t testing.TB, tb *table, tx *transaction, timeout time.Duration,
 	t.Helper()
 	now := tb.now()
 	tx.rec.sent = now
-	a := tx.fsm.start(now, now.add(timeout), tx.conn() != nil)
+	a := tx.fsm.start(now, now.add(timeout), tx.conn() != nil, false)
 	if !tb.register(tx, a.next, ctx) {
 		t.Fatal("register")
 	}

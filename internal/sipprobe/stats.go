@@ -12,6 +12,9 @@ type Stats struct {
 	Retransmissions uint64
 	// AuthRetries is the number of probes re-sent with digest credentials.
 	AuthRetries uint64
+	// Redials is the number of TCP/TLS probes sent again on a fresh
+	// connection at their midpoint (docs/qualify-semantics.md §3.2).
+	Redials uint64
 	// Matched is the number of final responses matched to a probe.
 	Matched uint64
 	// Provisional is the number of matched 1xx responses (ignored).
@@ -45,7 +48,8 @@ type Stats struct {
 
 // counters is the live, atomically updated form of Stats.
 type counters struct {
-	probes, retransmissions, authRetries, matched, provisional   atomic.Uint64
+	probes, retransmissions, authRetries, redials, matched       atomic.Uint64
+	provisional                                                  atomic.Uint64
 	timeouts, transportErrors                                    atomic.Uint64
 	late, duplicate, wrongSource, mismatch, malformed, oversized atomic.Uint64
 	requests, optionsAnswered                                    atomic.Uint64
@@ -57,7 +61,7 @@ func (p *Prober) Stats() Stats {
 	c := &p.stats
 	return Stats{
 		Probes: c.probes.Load(), Retransmissions: c.retransmissions.Load(),
-		AuthRetries: c.authRetries.Load(), Matched: c.matched.Load(),
+		AuthRetries: c.authRetries.Load(), Redials: c.redials.Load(), Matched: c.matched.Load(),
 		Provisional: c.provisional.Load(), Timeouts: c.timeouts.Load(),
 		TransportErrors: c.transportErrors.Load(), DroppedLate: c.late.Load(),
 		DroppedDuplicate: c.duplicate.Load(), DroppedWrongSource: c.wrongSource.Load(),

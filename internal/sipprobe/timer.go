@@ -176,9 +176,10 @@ type timers struct {
 	counts  *counters
 	arena   []byte
 	resends []resend
-	// silent are the streams of this batch to drop: a second timeout in
-	// a row with nothing received (see streamConn).
-	silent []*streamConn
+	// redial starts a redial of this batch, outside the lock (see
+	// machine's midpoint); redials are the batch's.
+	redial  func(redial)
+	redials []redial
 }
 
 // run fires due events until stop is closed.
@@ -224,11 +225,11 @@ func (ts *timers) batch(now instant) (time.Duration, bool) {
 		more = next <= 0
 	}
 	ts.tb.mu.Unlock()
-	for i, c := range ts.silent { // before the timeouts are handed out: the next probe must not take it
-		c.drop()
-		ts.silent[i] = nil
+	for i, r := range ts.redials {
+		ts.redial(r)
+		ts.redials[i] = redial{}
 	}
-	ts.silent = ts.silent[:0]
+	ts.redials = ts.redials[:0]
 	ts.tb.drain()
 	for _, r := range ts.resends {
 		ts.send(ts.arena[r.off:r.off+r.n], r.dest)
@@ -261,11 +262,12 @@ func (ts *timers) event(it timerItem) {
 	a := tx.fsm.fire(it.due)
 	if tx.fsm.phase == phaseTerminated { // the deadline: the table keeps no Completed transaction
 		ts.counts.timeouts.Add(1) // before the completion, as every count
-		if c := tx.conn(); c != nil && c.timedOut() {
-			ts.silent = append(ts.silent, c)
-		}
+		ts.tb.retireSilent(tx)    // before the result is handed out: the next probe must not take them
 		ts.tb.complete(tx)
 		return
+	}
+	if a.redial {
+		ts.hedge(tx, it.gen)
 	}
 	if a.send {
 		ts.counts.retransmissions.Add(1)

@@ -229,7 +229,7 @@ func TestFireSendsABacklogInBatches(t *testing.T) {
 		tx := tb.slab.acquire()
 		tx.rec.req = request{ruri: uri, hdr: &headers{transport: "UDP"}, cseq: 1}
 		tx.rec.sent = start
-		tb.register(tx, tx.fsm.start(start, start.add(time.Hour), false).next, nil)
+		tb.register(tx, tx.fsm.start(start, start.add(time.Hour), false, false).next, nil)
 	}
 	ts.fire(start.add(T1))
 	if sent != n {

@@ -33,10 +33,12 @@ const noTimer instant = math.MinInt64
 
 // action is what the driver of a machine does after an event: pass the
 // request to the transport (the first send or a Timer E
-// retransmission), and arm the transaction's one timer for next.
+// retransmission), or to a fresh connection (redial), and arm the
+// transaction's one timer for next.
 type action struct {
-	send bool
-	next instant // noTimer: arm none; an armed timer stays armed
+	send   bool
+	redial bool
+	next   instant // noTimer: arm none; an armed timer stays armed
 }
 
 // machine is the RFC 3261 non-INVITE client transaction of one probe
@@ -48,8 +50,16 @@ type action struct {
 // knows its timers.
 //
 //   - Timer E retransmits over UDP at T1, doubling up to T2 in Trying and
-//     at T2 in Proceeding; reliable transports never retransmit (RFC 3261
-//     sections 17.1.2.2 and 18).
+//     at T2 in Proceeding; reliable transports never retransmit on their
+//     connection (RFC 3261 sections 17.1.2.2 and 18).
+//   - The midpoint: a request sent over TCP/TLS on a connection its probe
+//     did not dial, still in Trying halfway from the send to the
+//     deadline, is passed to a fresh connection once (the driver
+//     redials if nothing was received on the old one since the send;
+//     docs/qualify-semantics.md §3.2). Half the time is left for the
+//     dial, the TLS handshake and the answer, as much as the old
+//     connection had; a connection that carries answers is never
+//     redialled.
 //   - Timer F is replaced by the qualify deadline, qualify_timeout after
 //     the probe's first send (64*T1 when <= 0, see deadlineAfter); a
 //     digest retry is a second transaction within the same deadline.
@@ -67,6 +77,7 @@ type machine struct {
 	detail    detail
 	phase     phase
 	reliable  bool  // TCP or TLS
+	redial    bool  // the midpoint is still to come (reliable only)
 	doublings uint8 // Timer E in Trying is T1 << doublings, at most T2
 }
 
@@ -83,11 +94,11 @@ func deadlineAfter(sent instant, timeout time.Duration) instant {
 }
 
 // start passes the request to the transport at now, in Trying, and arms
-// Timer E (UDP) or the deadline (TCP/TLS). A transaction started at or
-// past its deadline terminates at once with reason timeout and sends
-// nothing.
-func (m *machine) start(now, deadline instant, reliable bool) action {
-	*m = machine{deadline: deadline, reliable: reliable}
+// Timer E (UDP), the midpoint (TCP/TLS with redial: a connection the
+// probe did not dial) or the deadline. A transaction started at or past
+// its deadline terminates at once with reason timeout and sends nothing.
+func (m *machine) start(now, deadline instant, reliable, redial bool) action {
+	*m = machine{deadline: deadline, reliable: reliable, redial: reliable && redial}
 	if now >= deadline {
 		m.end(qualify.ReasonTimeout, detailNone)
 		return action{next: noTimer}
@@ -96,8 +107,12 @@ func (m *machine) start(now, deadline instant, reliable bool) action {
 }
 
 // timerE is when the timer fires after a transmission at now: Timer E,
-// cut at the deadline, or the deadline alone over a reliable transport.
+// cut at the deadline, or over a reliable transport the midpoint or the
+// deadline.
 func (m *machine) timerE(now instant) instant {
+	if m.redial {
+		return now + (m.deadline-now)/2
+	}
 	if m.reliable {
 		return m.deadline
 	}
@@ -110,7 +125,9 @@ func (m *machine) timerE(now instant) instant {
 
 // fire handles the timer armed for due. At the deadline the transaction
 // terminates with reason timeout; before it, Timer E retransmits and
-// rearms; Timer K terminates a Completed transaction. due is the instant
+// rearms, or the midpoint redials in Trying (not after a provisional
+// response) and arms the deadline; Timer K terminates a Completed
+// transaction. due is the instant
 // the timer was armed for, not when the driver got to it, so a late
 // wake-up keeps the schedule: 0.5, 1.5, 3.5, 7.5, 11.5 s ...
 func (m *machine) fire(due instant) action {
@@ -124,7 +141,9 @@ func (m *machine) fire(due instant) action {
 		m.end(qualify.ReasonTimeout, detailNone)
 		return action{next: noTimer}
 	case m.reliable:
-		return action{next: m.deadline}
+		a := action{redial: m.redial && m.phase == phaseTrying, next: m.deadline}
+		m.redial = false
+		return a
 	}
 	if m.phase == phaseTrying {
 		m.doublings = min(m.doublings+1, maxDoublings)

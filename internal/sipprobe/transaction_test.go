@@ -30,10 +30,11 @@ type txStep struct {
 	code int
 	// want: the phase, whether the request is sent, the next timer
 	// (since the start, or none), whether a response completed it.
-	want  phase
-	send  bool
-	next  time.Duration
-	final bool
+	want   phase
+	send   bool
+	redial bool
+	next   time.Duration
+	final  bool
 }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -46,6 +47,7 @@ func TestMachine(t *testing.T) {
 		name     string
 		timeout  time.Duration
 		reliable bool
+		redial   bool          // the connection was not dialed by the probe
 		next     time.Duration // the timer armed at the start
 		steps    []txStep
 		code     int16
@@ -99,6 +101,22 @@ func TestMachine(t *testing.T) {
 			{ev: evReceive, at: ms(40), code: 200, want: phaseTerminated, next: none, final: true},
 			{ev: evReceive, at: ms(50), code: 200, want: phaseTerminated, next: none},
 		}, code: 200},
+		{name: "tcp reused, silent: one redial at the midpoint, then the deadline", timeout: 3 * time.Second, reliable: true, redial: true, next: ms(1500), steps: []txStep{
+			{ev: evFire, at: ms(1500), want: phaseTrying, redial: true, next: 3 * time.Second},
+			{ev: evFire, at: 3 * time.Second, want: phaseTerminated, next: none},
+		}, reason: qualify.ReasonTimeout},
+		{name: "tcp reused: answered on the fresh connection", timeout: 3 * time.Second, reliable: true, redial: true, next: ms(1500), steps: []txStep{
+			{ev: evFire, at: ms(1500), want: phaseTrying, redial: true, next: 3 * time.Second},
+			{ev: evReceive, at: ms(1520), code: 200, want: phaseTerminated, next: none, final: true},
+		}, code: 200},
+		{name: "tcp reused: a provisional response, no redial", timeout: 3 * time.Second, reliable: true, redial: true, next: ms(1500), steps: []txStep{
+			{ev: evReceive, at: ms(100), code: 100, want: phaseProceeding, next: none},
+			{ev: evFire, at: ms(1500), want: phaseProceeding, next: 3 * time.Second},
+			{ev: evFire, at: 3 * time.Second, want: phaseTerminated, next: none},
+		}, reason: qualify.ReasonTimeout},
+		{name: "udp: redial is for streams only", timeout: ms(300), redial: true, next: ms(300), steps: []txStep{
+			{ev: evFire, at: ms(300), want: phaseTerminated, next: none},
+		}, reason: qualify.ReasonTimeout},
 		{name: "started at its deadline: nothing sent", timeout: 0, next: none},
 	}
 	for _, c := range cases {
@@ -106,7 +124,7 @@ func TestMachine(t *testing.T) {
 			var m machine
 			start := instant(7 * time.Second) // any instant: the machine works on differences
 			deadline := start.add(c.timeout)
-			a := m.start(start, deadline, c.reliable)
+			a := m.start(start, deadline, c.reliable, c.redial)
 			if at := since(start, a.next); a.send != (c.next != none) || at != c.next {
 				t.Fatalf("start: send %v, next %v; want send %v, next %v", a.send, at, c.next != none, c.next)
 			}
@@ -122,9 +140,9 @@ func TestMachine(t *testing.T) {
 					m.end(qualify.ReasonTransport, detailSendFailed)
 					a = action{next: noTimer}
 				}
-				if at := since(start, a.next); m.phase != s.want || a.send != s.send || at != s.next || final != s.final {
-					t.Fatalf("%v %d at %v: %v, send %v, next %v, final %v; want %v, %v, %v, %v",
-						s.ev, s.code, s.at, m.phase, a.send, at, final, s.want, s.send, s.next, s.final)
+				if at := since(start, a.next); m.phase != s.want || a.send != s.send || a.redial != s.redial || at != s.next || final != s.final {
+					t.Fatalf("%v %d at %v: %v, send %v, redial %v, next %v, final %v; want %v, %v, %v, %v, %v",
+						s.ev, s.code, s.at, m.phase, a.send, a.redial, at, final, s.want, s.send, s.redial, s.next, s.final)
 				}
 			}
 			if c.timeout == 0 {

@@ -28,21 +28,36 @@ type streamKey struct {
 // streamConn is one TCP or TLS connection with its reader goroutine.
 //
 // A flow that a middlebox dropped without a reset fails no read or
-// write until the kernel gives up (about 15 minutes), so two more rules
-// end a connection (docs/qualify-semantics.md §3.2): two transactions on
-// it in a row that time out with no byte received in between (silent),
-// and no request sent on it for idle, the read deadline, so that a
-// destination no longer probed keeps no connection.
+// write until the kernel gives up (TCP keepalives, see keepAlive, or
+// about 15 minutes of retransmissions), so more rules end a connection
+// (docs/qualify-semantics.md §3.2). A transaction that times out with no
+// byte received on the connection since its send retires it at that
+// first timeout, and a probe sent on a connection it did not dial that
+// has heard nothing by its midpoint sends the request again on a fresh
+// one and retires the old (see machine): no new probe takes a retired
+// connection, and it is closed when its last transaction ends. No
+// request sent on it for idle, the read deadline, closes it too, so that
+// a destination no longer probed keeps no connection.
 type streamConn struct {
 	c         net.Conn
 	raw       net.Conn  // the TCP connection under c, closed without blocking
+	key       streamKey // its slot
 	transport transport // tcp or tlsTransport
 	sentBy    string
 	idle      time.Duration
-	broken    atomic.Bool
-	// silent counts the transactions in a row that timed out since the
-	// last byte received.
+	// broken: no probe takes it any more (it failed, or is retired).
+	broken atomic.Bool
+	// heard is the instant of the last byte received, on the table's
+	// clock (never: 0, before any send).
+	heard atomic.Int64
+	clock func() instant
+	// legacy and silent keep the rule before the redial (see
+	// Config.LegacyStreams): silent counts the transactions in a row
+	// that timed out since the last byte received.
+	legacy bool
 	silent atomic.Int32
+	// inflight counts the registered transactions sent on it; table.mu.
+	inflight int
 
 	wmu   sync.Mutex
 	until time.Time // the read deadline; wmu
@@ -79,23 +94,34 @@ func (sc *streamConn) breakConn() {
 	_ = sc.c.Close()
 }
 
-// timedOut counts a transaction on sc that timed out, and reports
-// whether it is the second in a row with nothing received in between:
-// the caller then drops sc.
-func (sc *streamConn) timedOut() bool { return sc.silent.Add(1) == 2 }
+// timedOut counts a transaction on sc, first sent at sent, that timed
+// out, and reports whether sc heard nothing since: the caller then
+// retires sc. With legacy, only the second such timeout in a row does.
+func (sc *streamConn) timedOut(sent instant) bool {
+	if sc.legacy {
+		return sc.silent.Add(1) == 2
+	}
+	return !sc.heardSince(sent)
+}
+
+// heardSince reports whether a byte was received on sc at or after i.
+func (sc *streamConn) heardSince(i instant) bool { return instant(sc.heard.Load()) >= i }
 
 // drop breaks sc by closing its TCP connection, which never blocks
 // (a TLS close_notify to a peer that stopped reading could); the reader
-// then fails the transactions still on it and the next probe redials.
+// then fails the transactions still on it, if any, and the next probe
+// redials.
 func (sc *streamConn) drop() {
 	sc.broken.Store(true)
 	_ = sc.raw.Close()
 }
 
-// Read reads from the connection; any byte received resets silent.
+// Read reads from the connection; any byte received sets heard and
+// resets silent.
 func (sc *streamConn) Read(b []byte) (int, error) {
 	n, err := sc.c.Read(b)
 	if n > 0 {
+		sc.heard.Store(int64(sc.clock()))
 		sc.silent.Store(0)
 	}
 	return n, err
@@ -117,34 +143,38 @@ type streams struct {
 	tls    *tls.Config
 	// idle is how long a connection without a request stays open.
 	idle time.Duration
-	wg   sync.WaitGroup
+	// clock and legacy are given to every connection (see streamConn).
+	clock  func() instant
+	legacy bool
+	wg     sync.WaitGroup
 	// serve runs the reader of a new connection.
 	serve func(sc *streamConn)
 }
 
 // get returns the live connection to key, dialing one (bounded by ctx) if
-// there is none or the last one broke.
-func (s *streams) get(ctx context.Context, key streamKey) (*streamConn, error) {
+// there is none, the last one broke or it is stale (a redial's old one),
+// and reports whether it dialed.
+func (s *streams) get(ctx context.Context, key streamKey, stale *streamConn) (*streamConn, bool, error) {
 	slot, err := s.slot(key)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
-	if slot.conn != nil && !slot.conn.broken.Load() {
-		return slot.conn, nil
+	if slot.conn != nil && slot.conn != stale && !slot.conn.broken.Load() {
+		return slot.conn, false, nil
 	}
 	c, raw, err := s.dial(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	sc := &streamConn{c: c, raw: raw, transport: key.transport, idle: s.idle,
-		sentBy: hostPort(c.LocalAddr().(*net.TCPAddr).AddrPort())}
+	sc := &streamConn{c: c, raw: raw, key: key, transport: key.transport, idle: s.idle,
+		clock: s.clock, legacy: s.legacy, sentBy: hostPort(c.LocalAddr().(*net.TCPAddr).AddrPort())}
 	if !s.start(sc) {
-		return nil, errors.New("prober closed")
+		return nil, false, errors.New("prober closed")
 	}
 	slot.conn = sc
-	return sc, nil
+	return sc, true, nil
 }
 
 func (s *streams) slot(key streamKey) (*streamSlot, error) {
@@ -181,7 +211,7 @@ func (s *streams) start(sc *streamConn) bool {
 // as key.tls says (clientConfig); it returns the connection and the TCP
 // one under it.
 func (s *streams) dial(ctx context.Context, key streamKey) (net.Conn, net.Conn, error) {
-	var d net.Dialer
+	d := net.Dialer{KeepAliveConfig: keepAlive}
 	c, err := d.DialContext(ctx, "tcp", key.addr.String())
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect: %w", err)
@@ -213,7 +243,7 @@ func (s *streams) close() {
 }
 
 // serveStream reads messages from sc until it breaks (an error, idle,
-// or dropped as silent), then fails the probes still waiting on it.
+// or closed once retired), then fails the probes still waiting on it.
 func (p *Prober) serveStream(sc *streamConn) {
 	r := bufio.NewReaderSize(sc, 4096)
 	var buf []byte
