@@ -29,7 +29,7 @@ export QUALIFYD_ASTERISK_QUALIFY ?= $(ASTERISK_QUALIFY)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy blip fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
+.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy blip dropflow fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
 
 all: build
 
@@ -99,10 +99,11 @@ unit:
 	$(GO) -C packaging test -race -count=1 ./...
 
 # lab is the short lossy-network run (about a minute, see lossy) beside the
-# short blip run (about 2.5 minutes, see blip), in parallel: it needs root, ip, nft,
+# short blip run (about 2.5 minutes, see blip) and the dropped-flow run
+# (about 45 s, qualifyd-lab dropflow), in parallel: it needs root, ip, nft,
 # sipp and kamailio, and fails without them.
 lab: build
-	QUALIFYD_LAB=1 QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -timeout 10m -run '^(TestLossyShort|TestBlipShort)$$' ./cmd/qualifyd-lab/
+	QUALIFYD_LAB=1 QUALIFYD_BIN=$(CURDIR)/bin/qualifyd $(GO) test -count=1 -timeout 10m -run '^(TestLossyShort|TestBlipShort|TestDropFlowShort)$$' ./cmd/qualifyd-lab/
 
 # smoke is the scale smoke tests, too heavy for the race detector, and
 # correctness only: the engine and prober with 100,000 contacts over
@@ -151,6 +152,16 @@ lossy: build
 blip: build
 	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
 	bin/qualifyd-lab blip --qualifyd bin/qualifyd $(BLIP_FLAGS)
+
+# dropflow probes a TCP peer through a middlebox that silently forgets a
+# flow after 2 s without SIP data (nftables, in namespaces qddrop-PID-p
+# and -r), with the stream rules before the redial and now side by side,
+# as root (about 45 s); prints failures per probe cycle for both
+# (docs/performance.md). DROPFLOW_FLAGS change the schedule (see
+# qualifyd-lab dropflow -h).
+dropflow:
+	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
+	bin/qualifyd-lab dropflow $(DROPFLOW_FLAGS)
 
 # fuzz runs every fuzz target of the repository, found with
 # `go test -list '^Fuzz'` in each package, for FUZZTIME each, one after

@@ -5,7 +5,9 @@
 // probes that peer side by side with qualifyd (Asterisk's policy and a
 // three-failure policy) and Kamailio's dispatcher. It needs root, iproute2,
 // nftables, sipp and kamailio, and touches nothing outside the namespaces it
-// creates.
+// creates. dropflow measures the failures a TCP flow that a middlebox
+// silently forgets costs each probe cycle, with the stream rules before
+// the redial and now; it needs root, iproute2 and nftables.
 package main
 
 import (
@@ -28,7 +30,7 @@ func main() {
 // code: 0 done, 1 failed, 2 usage.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: qualifyd-lab lossy|blip [options]   (see lossy -h, blip -h)")
+		fmt.Fprintln(stderr, "usage: qualifyd-lab lossy|blip|dropflow [options]   (see lossy -h, blip -h, dropflow -h)")
 		return 2
 	}
 	switch args[0] {
@@ -36,6 +38,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runLossy(ctx, args[1:], stdout, stderr)
 	case "blip":
 		return runBlipLab(ctx, args[1:], stdout, stderr)
+	case "dropflow":
+		return runDropflow(ctx, args[1:], stdout, stderr)
+	case "dropflow-peer":
+		return runDropPeer(ctx, args[1:], stderr)
+	case "dropflow-prober":
+		return runDropProbers(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "qualifyd-lab: unknown experiment %q\n", args[0])
 	return 2

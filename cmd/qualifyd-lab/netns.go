@@ -243,7 +243,7 @@ func listNamespaces(ctx context.Context) []string {
 	return names
 }
 
-var staleName = regexp.MustCompile(`^(?:` + nsPrefix + `|` + blipPrefix + `)(\d+)-[pr]$`)
+var staleName = regexp.MustCompile(`^(?:` + nsPrefix + `|` + blipPrefix + `|` + dropPrefix + `)(\d+)-[pr]$`)
 
 // removeStale deletes the namespaces of earlier runs whose process no
 // longer exists (a run killed with SIGKILL cannot clean up after itself).
