@@ -55,6 +55,7 @@ func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer
 		return 1
 	}
 	warnSecrets(stderr, cfg)
+	warnTLS(stderr, cfg)
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "qualifyd check-config: warning: %v\n", w)
 	}
@@ -229,6 +230,7 @@ func writeSummary(stdout io.Writer, file string, cfg *pjsip.Config) {
 		describe(w, summaryOf(a))
 		w.WriteByte('\n')
 	}
+	writeTLS(w, cfg.TLS)
 	writeSinks(w, cfg.Sinks)
 }
 
