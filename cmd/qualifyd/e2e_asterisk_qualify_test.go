@@ -243,12 +243,13 @@ func seedConf(pbx07, lat, plain *scriptedPeer) string {
 func seedDrops(n int) bool { return n == 3 || n == 5 || n == 6 || n == 8 || n == 9 || n == 10 }
 
 // latDrops is lat's script: answered once, then dead for a minute (the
-// probes of a down contact go out T + D = 2 s apart), then back.
+// probes of a down contact go out on the down backoff, T + 1, 2, 4 s,
+// then T + F = 7 s apart), then back.
 func latDrops(n int) bool { return n >= 2 && n <= latLastDrop }
 
-// latLastDrop is the last OPTIONS lat drops: 4 s for the three of N, then
-// one every 2 s.
-const latLastDrop = 34
+// latLastDrop is the last OPTIONS lat drops: the three of N are sent at
+// 0, 2 and 4 s, the down ones at 6, 9, 14, 21, 28, ... 63 s.
+const latLastDrop = 14
 
 // plainDrops is plain's script: one lost OPTIONS among answered ones.
 func plainDrops(n int) bool { return n == 3 }
@@ -387,6 +388,20 @@ func TestAsteriskQualifySideBySide(t *testing.T) {
 		t.Logf("lat: dead for %v, %d OPTIONS lost", dead, latLastDrop-1)
 		if dead < time.Minute {
 			t.Errorf("lat's outage lasted %v, want a minute", dead)
+		}
+		// The down backoff, one contract in both: T + R, T + 2R, T + 4R,
+		// then T + F after each lost OPTIONS of the down contact.
+		for _, q := range []*qualifier{ast, qd} {
+			ps := lat.probes(q.src)
+			if len(ps) < 9 {
+				t.Fatalf("%s sent lat %d OPTIONS, want at least 9", q.name, len(ps))
+			}
+			gap := func(a, b int) time.Duration { return ps[b-1].at.Sub(ps[a-1].at) }
+			t.Logf("%s: lat's down OPTIONS 4->5 %v, 5->6 %v, 6->7 %v, 7->8 %v, 8->9 %v",
+				q.name, gap(4, 5), gap(5, 6), gap(6, 7), gap(7, 8), gap(8, 9))
+			for i, want := range []time.Duration{2 * time.Second, 3 * time.Second, 5 * time.Second, 7 * time.Second, 7 * time.Second} {
+				within(t, fmt.Sprintf("%s: lat's down OPTIONS %d->%d", q.name, i+4, i+5), gap(i+4, i+5), want)
+			}
 		}
 	})
 }
