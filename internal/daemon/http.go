@@ -67,6 +67,7 @@ func sipStats(s sipprobe.Stats) metrics.SIPStats {
 	return metrics.SIPStats{
 		Requests:        s.Probes,
 		Retransmissions: s.Retransmissions,
+		Redials:         s.Redials,
 		Dropped: map[string]uint64{
 			"late": s.DroppedLate, "duplicate": s.DroppedDuplicate, "wrong_source": s.DroppedWrongSource,
 			"mismatch": s.DroppedMismatch, "malformed": s.DroppedMalformed, "oversized": s.DroppedOversized,

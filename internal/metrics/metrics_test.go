@@ -130,7 +130,7 @@ func TestEvents(t *testing.T) {
 
 func TestScrapeGauges(t *testing.T) {
 	sum := engine.Summary{ByStatus: [4]int{1, 5, 2, 0}, Routable: 6, AoRs: 3, AoRsAvailable: 2}
-	sip := SIPStats{Requests: 10, Retransmissions: 4, Dropped: map[string]uint64{"late": 2, "malformed": 1}}
+	sip := SIPStats{Requests: 10, Retransmissions: 4, Redials: 3, Dropped: map[string]uint64{"late": 2, "malformed": 1}}
 	_, reg := newWatched(t, Options{Version: "v1.2.3"}, Sources{
 		Summary:  func() engine.Summary { return sum },
 		SIP:      func() SIPStats { return sip },
@@ -164,9 +164,12 @@ qualifyd_sip_requests_total 10
 # HELP qualifyd_sip_retransmissions_total SIP OPTIONS retransmissions over UDP (RFC 3261 Timer E).
 # TYPE qualifyd_sip_retransmissions_total counter
 qualifyd_sip_retransmissions_total 4
+# HELP qualifyd_sip_redials_total SIP OPTIONS sent again on a fresh TCP or TLS connection, the reused one silent half-way to the deadline.
+# TYPE qualifyd_sip_redials_total counter
+qualifyd_sip_redials_total 3
 `
 	names := []string{"qualifyd_aors", "qualifyd_aors_available", "qualifyd_contacts", "qualifyd_contacts_routable",
-		"qualifyd_probes_in_flight", "qualifyd_sip_dropped_total", "qualifyd_sip_requests_total", "qualifyd_sip_retransmissions_total"}
+		"qualifyd_probes_in_flight", "qualifyd_sip_dropped_total", "qualifyd_sip_requests_total", "qualifyd_sip_retransmissions_total", "qualifyd_sip_redials_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}

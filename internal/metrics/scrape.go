@@ -14,6 +14,9 @@ type SIPStats struct {
 	Requests uint64
 	// Retransmissions counts UDP retransmissions (RFC 3261 Timer E).
 	Retransmissions uint64
+	// Redials counts TCP/TLS requests sent again on a fresh connection
+	// because the reused one stayed silent (qualify-semantics §3.2).
+	Redials uint64
 	// Dropped counts dropped incoming messages by reason. Keep the keys a
 	// small fixed set: each is a label value.
 	Dropped map[string]uint64
@@ -34,6 +37,8 @@ var (
 		"SIP OPTIONS transactions sent (first transmissions).", nil, nil)
 	descRetrans = prometheus.NewDesc("qualifyd_sip_retransmissions_total",
 		"SIP OPTIONS retransmissions over UDP (RFC 3261 Timer E).", nil, nil)
+	descRedials = prometheus.NewDesc("qualifyd_sip_redials_total",
+		"SIP OPTIONS sent again on a fresh TCP or TLS connection, the reused one silent half-way to the deadline.", nil, nil)
 	descDropped = prometheus.NewDesc("qualifyd_sip_dropped_total",
 		"Incoming SIP messages dropped by reason (late, duplicate, wrong_source, mismatch, malformed, oversized, request).",
 		[]string{"reason"}, nil)
@@ -52,7 +57,7 @@ type scrapeCollector struct {
 // Describe implements prometheus.Collector.
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descContacts, descRoutable, descAoRs, descAvailable,
-		descInFlight, descRequests, descRetrans, descDropped} {
+		descInFlight, descRequests, descRetrans, descRedials, descDropped} {
 		ch <- d
 	}
 }
@@ -82,6 +87,7 @@ func collectSummary(ch chan<- prometheus.Metric, s engine.Summary) {
 func collectSIP(ch chan<- prometheus.Metric, s SIPStats) {
 	ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(s.Requests))
 	ch <- prometheus.MustNewConstMetric(descRetrans, prometheus.CounterValue, float64(s.Retransmissions))
+	ch <- prometheus.MustNewConstMetric(descRedials, prometheus.CounterValue, float64(s.Redials))
 	for reason, n := range s.Dropped {
 		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(n), reason)
 	}
