@@ -14,17 +14,19 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// fakeEngine is a Source whose contacts the test sets.
+// fakeEngine is a Source whose contacts the test sets; its snapshots
+// carry policy, as the engine's carry their AoR's.
 type fakeEngine struct {
-	mu   sync.Mutex
-	aors map[string][]engine.ContactSnapshot
+	mu     sync.Mutex
+	aors   map[string][]engine.ContactSnapshot
+	policy qualify.Policy
 }
 
 func (f *fakeEngine) AoR(name string) (engine.AoRSnapshot, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cs, ok := f.aors[name]
-	return engine.AoRSnapshot{Name: name, Contacts: append([]engine.ContactSnapshot(nil), cs...)}, ok
+	return engine.AoRSnapshot{Name: name, Contacts: append([]engine.ContactSnapshot(nil), cs...), Policy: f.policy}, ok
 }
 
 // set gives the contacts of aor the statuses st, each the verdict of a

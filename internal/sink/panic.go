@@ -76,9 +76,9 @@ func (r panicRule) waits(recent, size int) bool {
 }
 
 // holdBound is the longest a Down waits for a panic: the longest F (or
-// the down interval, fixed or the backoff's end, when longer) + T of
-// conf's qualified AoRs. A
-// blip's failing share climbs from its first failure to a panic within
+// the down interval, fixed or the backoff's end, when longer) + T (the
+// probe's effective deadline: 32 s when qualify_timeout <= 0) of conf's
+// qualified AoRs. A blip's failing share climbs from its first failure to a panic within
 // panic_threshold% of F, and a contact it took down is probed again
 // within F (or D) of its verdict, so a blip's Down recovers or is held
 // by the panic within the bound; a genuine Down is pushed when it
@@ -87,7 +87,7 @@ func holdBound(conf *pjsip.Config) time.Duration {
 	var b time.Duration
 	for i := range conf.AoRs {
 		if p := conf.AoRs[i].PolicyValue(); p.Enabled() {
-			b = max(b, max(p.Frequency, p.EffectiveDownInterval())+p.Timeout)
+			b = max(b, max(p.Frequency, p.EffectiveDownInterval())+p.ProbeTimeout())
 		}
 	}
 	return b

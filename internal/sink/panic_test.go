@@ -133,8 +133,8 @@ func TestCensusCountsDestinations(t *testing.T) {
 // its own carrier, and the sinks.
 func trunks(n int, rule pjsip.Panic, sinks ...*pjsip.Sink) (*pjsip.Config, *fakeEngine) {
 	c := &pjsip.Config{Panic: rule, Sinks: sinks}
-	on := &qualify.Policy{Frequency: time.Minute}
-	src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{}}
+	on := &qualify.Policy{Frequency: 59 * time.Second, Timeout: time.Second} // H = F + T = 60 s
+	src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{}, policy: *on}
 	for i := range n {
 		name, uri := fmt.Sprintf("trunk%d", i), fmt.Sprintf("sip:carrier@192.0.2.%d", 10+i)
 		c.AoRs = append(c.AoRs, pjsip.AoR{AoR: probe.AoR{Name: name, Contacts: []string{uri}, Policy: on}})
@@ -546,7 +546,11 @@ func TestPanicSetsKamailioActive(t *testing.T) {
 		t.Fatalf("trunk1's destination %+v: want held until a new probe", o)
 	}
 	settle(t, f, map[string]byte{trunk0: 'I', trunk1: 'A'})
-	setTrunk(g, src, 1, qualify.Unreachable) // a probe after the end
+	src.set("trunk1", qualify.Unreachable) // a probe sent after the end, timed out T later
+	src.mu.Lock()
+	src.aors["trunk1"][0].Last.At = time.Now().Add(src.policy.ProbeTimeout())
+	src.mu.Unlock()
+	g.AoRChanged("trunk1")
 	settle(t, f, map[string]byte{trunk0: 'I', trunk1: 'I'})
 }
 

@@ -131,7 +131,8 @@ func (p *plan) contacts(conf *pjsip.Config, followed map[string]bool) {
 
 // level computes k's level from src, for a contact the reason of its
 // last failed probe, and for a Down the earliest time the last probes of
-// its contacts may have been sent (each one's end less its timeout):
+// its contacts may have been sent (each one's end less its effective
+// timeout, 32 s when qualify_timeout <= 0, as the probe's deadline):
 // the evidence the Down rests on is no older. A contact still down after
 // a success (recovering towards qualify_successes) gives the zero time:
 // its Down rests on no probe after a panic's end.
@@ -153,7 +154,7 @@ func (p *plan) level(k Key, src Source) (l Level, reason qualify.Reason, since t
 			if contactLevel(c) != Down {
 				continue
 			}
-			sent := c.Last.At.Add(-a.Policy.Timeout)
+			sent := c.Last.At.Add(-a.Policy.ProbeTimeout())
 			if c.Last.OK {
 				sent = time.Time{} // recovering: a success is no evidence of a Down
 			}

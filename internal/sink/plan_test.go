@@ -102,11 +102,40 @@ func TestLevelRecoveringIsNoEvidence(t *testing.T) {
 	}}
 	p := newPlan(&pjsip.Sink{Driver: "webhook"}, conf)
 	k := Key{Kind: KindContact, Name: "a", URI: "sip:192.0.2.1"}
-	if l, _, since := p.level(k, src); l != Down || !since.Equal(failed) {
-		t.Fatalf("failed probe: %v since %v, want Down since %v", l, since, failed)
+	sent := failed.Add(-qualify.SIPTransactionTimeout) // qualify_timeout unset
+	if l, _, since := p.level(k, src); l != Down || !since.Equal(sent) {
+		t.Fatalf("failed probe: %v since %v, want Down since %v", l, since, sent)
 	}
 	src.aors["a"][0].Last = engine.LastResult{At: failed.Add(time.Minute), OK: true}
 	if l, _, since := p.level(k, src); l != Down || !since.IsZero() {
 		t.Fatalf("recovering: %v since %v, want Down resting on no probe", l, since)
+	}
+}
+
+// TestUnsetTimeoutIsTheTransactionTimeout: qualify_timeout <= 0 is the
+// SIP transaction timeout (32 s) for a probe's deadline, and so for the
+// evidence a Down rests on (its probes' ends less T) and for the lower
+// mark's wait (F + T), never 0.
+func TestUnsetTimeoutIsTheTransactionTimeout(t *testing.T) {
+	failed := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		timeout, want time.Duration
+	}{
+		{2 * time.Second, 2 * time.Second},
+		{0, qualify.SIPTransactionTimeout},
+		{-time.Second, qualify.SIPTransactionTimeout},
+	} {
+		p := &qualify.Policy{Frequency: time.Minute, Timeout: tc.timeout}
+		conf := &pjsip.Config{AoRs: []pjsip.AoR{{AoR: probe.AoR{Name: "a", Contacts: []string{"sip:192.0.2.1"}, Policy: p}}}}
+		src := &fakeEngine{aors: map[string][]engine.ContactSnapshot{
+			"a": {{URI: "sip:192.0.2.1", Status: qualify.Unreachable, Last: engine.LastResult{At: failed, Reason: qualify.ReasonTimeout}}},
+		}, policy: *p}
+		k := Key{Kind: KindContact, Name: "a", URI: "sip:192.0.2.1"}
+		if _, _, since := newPlan(&pjsip.Sink{Driver: "webhook"}, conf).level(k, src); !since.Equal(failed.Add(-tc.want)) {
+			t.Errorf("qualify_timeout %v: the Down rests on probes since %v, want %v", tc.timeout, since, failed.Add(-tc.want))
+		}
+		if got := holdBound(conf); got != time.Minute+tc.want {
+			t.Errorf("qualify_timeout %v: the lower mark waits %v, want %v", tc.timeout, got, time.Minute+tc.want)
+		}
 	}
 }
