@@ -37,13 +37,17 @@ type Config struct {
 	// withholds it and ends the session, which reconnects with backoff
 	// and asks again.
 	Gate func() (time.Time, error)
+	// Clock, if set, replaces time.Now (tests): the holds and deadlines
+	// run on its Mono, so that a step of Wall moves none of them.
+	Clock Clock
 }
 
 // Group is the daemon's sinks: built from the configuration, fed with
 // the AoRs that changed, run until the daemon stops. Its methods are
 // safe for concurrent use.
 type Group struct {
-	cfg Config
+	cfg   Config
+	clock *clock // shared by the sinks' reconcilers
 
 	mu    sync.Mutex
 	sinks []*sink       // in configuration order
@@ -56,6 +60,9 @@ type Group struct {
 	census  census
 	rule    panicRule
 	panic   Panic
+	// changed is the clock's Mono reading when the panic last began or
+	// ended (panic.Since is the Wall reading shown); zero before.
+	changed time.Time
 	// awaiting holds the AoRs of the objects held when the last panic
 	// ended, or held since by the lower mark, until no object of theirs
 	// is held: each is looked at again every awaitEvery, as a probe of a
@@ -79,7 +86,7 @@ type Status struct {
 }
 
 // NewGroup returns a group without sinks.
-func NewGroup(cfg Config) *Group { return &Group{cfg: cfg} }
+func NewGroup(cfg Config) *Group { return &Group{cfg: cfg, clock: newClock(cfg.Clock)} }
 
 // Configure applies conf's sinks: a sink Equal to its previous
 // definition keeps running with its objects; one changed but for the
@@ -94,7 +101,7 @@ func (g *Group) Configure(conf *pjsip.Config) {
 	g.mu.Lock()
 	g.conf, g.rule = conf, newPanicRule(conf.Panic)
 	g.rule.wait = holdBound(conf)
-	g.census.recount(conf, g.cfg.Source.AoR, time.Now())
+	g.census.recount(conf, g.cfg.Source.AoR, g.clock.monoNow())
 	old := map[string]*sink{}
 	for _, s := range g.sinks {
 		old[s.def.Name] = s
@@ -125,7 +132,7 @@ func (g *Group) Configure(conf *pjsip.Config) {
 // held.
 func (g *Group) observe(name string) {
 	if a, ok := g.cfg.Source.AoR(name); ok {
-		g.census.observe(&a, time.Now())
+		g.census.observe(&a, g.clock.monoNow())
 	}
 }
 
@@ -134,12 +141,12 @@ func (g *Group) observe(name string) {
 // applies the lower mark to the destinations recently failing, the
 // census aged first (see Reconciler.Wait). Called with mu held.
 func (g *Group) evaluate() {
-	g.census.age(time.Now(), g.rule.wait)
+	g.census.age(g.clock.monoNow(), g.rule.wait)
 	p := g.panic
 	p.Destinations, p.Failing, p.Down, p.Recent = g.census.size(), g.census.failing, g.census.out, g.census.recent
 	p.Threshold, p.MinDestinations, p.HoldThreshold, p.Hold = g.rule.threshold, g.rule.min, g.rule.hold, g.rule.wait
 	if now := g.rule.panics(p.Failing, p.Destinations); now != p.Active {
-		p.Active, p.Since = now, time.Now()
+		p.Active, p.Since, g.changed = now, g.clock.wall(), g.clock.monoNow()
 		for _, s := range g.sinks {
 			s.rec.Hold(now)
 		}
@@ -157,6 +164,17 @@ func (g *Group) evaluate() {
 		}
 	}
 	g.panic = p
+}
+
+// calm returns when the last panic ended (or began) on the wall clock in
+// its present terms (now less the span since, on Mono), as the engine's
+// probe times are read: a probe read after a step of the wall clock
+// compares right with an end before it. Called with mu held.
+func (g *Group) calm() time.Time {
+	if g.changed.IsZero() {
+		return time.Time{}
+	}
+	return g.clock.wall().Add(-g.clock.monoNow().Sub(g.changed))
 }
 
 // await collects the AoRs of every held object, at the end of a panic.
@@ -177,7 +195,7 @@ func (g *Group) await() {
 // outside a panic is awaited. Called with mu held.
 func (g *Group) setLevel(s *sink, k Key) {
 	l, reason, since := s.plan.level(k, g.cfg.Source)
-	fresh := g.panic.Active || !since.Before(g.panic.Since)
+	fresh := g.panic.Active || !since.Before(g.calm())
 	if s.rec.set(k, l, reason, fresh) && !g.panic.Active {
 		if g.awaiting == nil {
 			g.awaiting = map[string]struct{}{}
@@ -321,7 +339,7 @@ func (g *Group) reconciler(def *pjsip.Sink) *Reconciler {
 	}
 	r := newReconciler(def.Name, newDriver(def, g.cfg.Dial), iv, g.cfg.Notice, nil)
 	r.reasserts = def.Driver != "webhook"
-	r.vouch, r.gate = g.cfg.Vouch, g.cfg.Gate
+	r.vouch, r.gate, r.clock = g.cfg.Vouch, g.cfg.Gate, g.clock
 	return r
 }
 
@@ -379,7 +397,7 @@ func (g *Group) Resync() {
 	g.mu.Lock()
 	defer g.unlock()
 	if g.conf != nil {
-		g.census.recount(g.conf, g.cfg.Source.AoR, time.Now())
+		g.census.recount(g.conf, g.cfg.Source.AoR, g.clock.monoNow())
 	}
 	g.evaluate()
 	for _, s := range g.sinks {

@@ -40,8 +40,8 @@ func (r *Reconciler) holds(o object, ok bool, l Level, fresh bool) bool {
 	switch wasHeld := ok && o.want == Down && o.flags&held != 0; {
 	case r.hold:
 		return wasHeld || !ok || o.want != Down
-	case wasHeld && (r.calm.IsZero() || o.at > r.calm.UnixNano()):
-		return time.Now().UnixNano() < o.at+int64(r.waitFor)
+	case wasHeld && (r.calm.IsZero() || r.clock.epoch.Add(time.Duration(o.at)).After(r.calm)):
+		return r.clock.mono() < o.at+int64(r.waitFor)
 	case wasHeld:
 		return !fresh
 	}
@@ -55,7 +55,7 @@ func (r *Reconciler) holds(o object, ok bool, l Level, fresh bool) bool {
 func (r *Reconciler) Hold(on bool) {
 	r.mu.Lock()
 	if r.hold && !on {
-		r.calm = time.Now()
+		r.calm = r.clock.monoNow()
 	}
 	r.hold = on
 	r.mu.Unlock()
@@ -120,7 +120,7 @@ func (r *Reconciler) release(ctx context.Context, all bool) (released, failed, d
 func (r *Reconciler) releaseAll(all bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := time.Now().UnixNano()
+	now := r.clock.mono()
 	for k, o := range r.objs {
 		r.count(o, -1, true)
 		if !all && !r.mayHoldDown(o) {

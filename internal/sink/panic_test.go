@@ -582,9 +582,14 @@ func settle(t *testing.T, f *fakeDispatcher, want map[string]byte) {
 // liveTrunks runs a group of n trunks (see trunks) under rule with an AMI
 // sink (the strict fake), every trunk Reachable.
 func liveTrunks(t *testing.T, n int, rule pjsip.Panic) (*Group, *fakeEngine, *fakeManager) {
+	return clockedTrunks(t, n, rule, Clock{})
+}
+
+// clockedTrunks is liveTrunks on clock.
+func clockedTrunks(t *testing.T, n int, rule pjsip.Panic, clock Clock) (*Group, *fakeEngine, *fakeManager) {
 	c, src := trunks(n, rule, amiSink())
 	f := newFakeManager("s3cret")
-	g := NewGroup(Config{Source: src, Dial: f.dial})
+	g := NewGroup(Config{Source: src, Dial: f.dial, Clock: clock})
 	g.Configure(c)
 	runGroup(t, g)
 	for i := range n {

@@ -103,7 +103,7 @@ type object struct {
 	flags      uint8
 	reason     qualify.Reason
 	seq        uint64
-	at         int64 // unix nanoseconds of the last wanted change
+	at         int64 // the clock's mono reading of the last wanted change
 }
 
 // Stats are a sink's counters at one instant.
@@ -162,9 +162,12 @@ type Reconciler struct {
 	hold    bool          // a panic: nothing new goes down (see holds)
 	waiting bool          // above the lower mark: a new Down waits (see holds)
 	waitFor time.Duration // how long a Down waits at most
-	calm    time.Time     // when the last panic ended; zero before any
+	calm    time.Time     // the clock's Mono reading when the last panic ended; zero before any
 	stats   Stats
 	wake    chan struct{} // capacity 1: a Set since the loop last looked
+	// clock is where the holds read the time; set before the first use
+	// (a group shares its own among its reconcilers).
+	clock *clock
 }
 
 // newReconciler returns a reconciler of drv; notice and rnd may be nil.
@@ -176,7 +179,7 @@ func newReconciler(name string, drv driver, iv Intervals, notice func(slog.Level
 		rnd = rand.Float64
 	}
 	return &Reconciler{name: name, drv: drv, iv: iv, notice: notice, rand: rnd, reasserts: true,
-		objs: map[Key]object{}, wake: make(chan struct{}, 1)}
+		objs: map[Key]object{}, wake: make(chan struct{}, 1), clock: newClock(Clock{})}
 }
 
 // Set records the level wanted for k: O(1), without blocking. Setting
@@ -196,7 +199,7 @@ func (r *Reconciler) set(k Key, l Level, reason qualify.Reason, fresh bool) bool
 	}
 	r.count(o, -1, ok)
 	r.seq++
-	o.want, o.reason, o.seq, o.at = l, reason, r.seq, time.Now().UnixNano()
+	o.want, o.reason, o.seq, o.at = l, reason, r.seq, r.clock.mono()
 	o.flags &^= retire | held
 	if h {
 		o.flags |= held
@@ -222,7 +225,7 @@ func (r *Reconciler) Retire(k Key) {
 	}
 	r.count(o, -1, true)
 	r.seq++
-	o.want, o.reason, o.seq, o.at, o.flags = Up, qualify.ReasonNone, r.seq, time.Now().UnixNano(), o.flags|retire
+	o.want, o.reason, o.seq, o.at, o.flags = Up, qualify.ReasonNone, r.seq, r.clock.mono(), o.flags|retire
 	r.store(k, o)
 }
 
@@ -394,7 +397,7 @@ func (r *Reconciler) take(buf []Object) []Object {
 			continue
 		}
 		p := Object{Key: k, Level: w, From: o.have, Retire: o.flags&retire != 0, Held: w != o.want,
-			Seq: o.seq, Time: time.Unix(0, o.at), Reason: o.reason}
+			Seq: o.seq, Time: r.clock.wallOf(o.at), Reason: o.reason}
 		if p.Held {
 			p.Reason = qualify.ReasonNone
 		}
