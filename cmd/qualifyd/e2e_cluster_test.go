@@ -34,8 +34,9 @@ const clusterTTLs = 3
 const clusterTTL = clusterTTLs * time.Second
 
 // clusterFailOpen is the lab's sinks' failopen_after, in seconds: more
-// than a failover takes (the daemon requires more than 2 x lease_ttl),
-// with room for a loaded host (6.4 s seen under the race detector).
+// than a failover takes (the daemon requires more than heartbeat_interval
+// + 2 x lease_ttl: 1 + 6 s here), with room for a loaded host (6.4 s seen
+// under the race detector).
 const clusterFailOpen = 3 * clusterTTLs
 
 // clusterHeadroom is what a timing bound of the lab adds to the bound

@@ -130,16 +130,21 @@ func fileError(sec *pjsip.Cluster, err error) error {
 }
 
 // checkFailover refuses a sink whose failopen_after is no longer than a
-// failover can take (lease_ttl and a third after the leader died, the
-// new leader's campaign included; 2 x lease_ttl leaves room for a loaded
-// host): no leader heartbeats meanwhile, and its router would route every
-// destination in the middle of every failover.
+// failover of the leader can leave its router without a heartbeat, with
+// a margin: the leader's last beat came up to heartbeat_interval before
+// it died, and the new leader leads (and beats) at most lease_ttl and a
+// third after; 2/3 x lease_ttl more leaves room for a loaded host. So
+// failopen_after must exceed heartbeat_interval + 2 x lease_ttl, or the
+// router would route every destination in the middle of a failover
+// (README: a failover of the leader flips no route).
 func checkFailover(sinks []*pjsip.Sink, lease time.Duration) error {
 	for _, s := range sinks {
-		if s.HeartbeatInterval > 0 && s.FailOpenAfter <= 2*lease {
+		if need := s.HeartbeatInterval + 2*lease; s.HeartbeatInterval > 0 && s.FailOpenAfter <= need {
 			return &pjsip.Error{File: s.File, Line: s.Line, Section: s.Name, Option: "failopen_after",
-				Err: fmt.Errorf("%w: %v s is no longer than a failover of the cluster can take (2 x lease_ttl = %v s): the router would fail open during it",
-					pjsip.ErrValue, s.FailOpenAfter.Seconds(), (2 * lease).Seconds())}
+				Err: fmt.Errorf("%w: %v s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin "+
+					"(heartbeat_interval + 2 x lease_ttl = %v + %v = %v s: the leader's last beat up to heartbeat_interval before it died, "+
+					"the new leader's first lease_ttl and a third after, 2/3 x lease_ttl to spare for a loaded host): the router would fail open during it",
+					pjsip.ErrValue, s.FailOpenAfter.Seconds(), s.HeartbeatInterval.Seconds(), (2 * lease).Seconds(), need.Seconds())}
 		}
 	}
 	return nil

@@ -411,7 +411,7 @@ func TestClusterConfigErrors(t *testing.T) {
 		is   error
 		want string
 	}{"failopen within a failover", shortWindow, "a", pjsip.ErrValue,
-		`q.conf:9: section "edge": option "failopen_after": invalid value: 12 s is no longer than a failover of the cluster can take (2 x lease_ttl = 12 s): the router would fail open during it`})
+		`q.conf:9: section "edge": option "failopen_after": invalid value: 12 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + 2 x lease_ttl = 2 + 12 = 14 s: the leader's last beat up to heartbeat_interval before it died, the new leader's first lease_ttl and a third after, 2/3 x lease_ttl to spare for a loaded host): the router would fail open during it`})
 	for _, tt := range tests {
 		_, _, err := ClusterConfig(tt.conf, tt.node)
 		if err == nil || err.Error() != tt.want || (tt.is != nil && !errors.Is(err, tt.is)) {
@@ -746,6 +746,32 @@ func TestNATSKind(t *testing.T) {
 	} {
 		if got := natsKind(line); got != want {
 			t.Errorf("natsKind(%q) = %q, want %q", line, got, want)
+		}
+	}
+}
+
+// TestCheckFailover: a failover of the leader leaves a router without a
+// heartbeat for up to heartbeat_interval (the last beat before the
+// leader died) + lease_ttl and a third (until the new leader leads and
+// beats); failopen_after must exceed that with 2/3 x lease_ttl to spare,
+// heartbeat_interval + 2 x lease_ttl, or the router fails open mid-failover.
+func TestCheckFailover(t *testing.T) {
+	for _, tc := range []struct {
+		beat, lease, failopen time.Duration
+		want                  string
+	}{
+		{10 * time.Second, 6 * time.Second, 30 * time.Second, ""}, // the defaults
+		{10 * time.Second, 6 * time.Second, 23 * time.Second, ""},
+		{10 * time.Second, 6 * time.Second, 22 * time.Second,
+			`q.conf:9: section "edge": option "failopen_after": invalid value: 22 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + 2 x lease_ttl = 10 + 12 = 22 s: the leader's last beat up to heartbeat_interval before it died, the new leader's first lease_ttl and a third after, 2/3 x lease_ttl to spare for a loaded host): the router would fail open during it`},
+		{5 * time.Second, 7 * time.Second, 15 * time.Second,
+			`q.conf:9: section "edge": option "failopen_after": invalid value: 15 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + 2 x lease_ttl = 5 + 14 = 19 s: the leader's last beat up to heartbeat_interval before it died, the new leader's first lease_ttl and a third after, 2/3 x lease_ttl to spare for a loaded host): the router would fail open during it`},
+		{0, 7 * time.Second, 5 * time.Second, ""}, // no heartbeat: nothing fails open
+	} {
+		s := &pjsip.Sink{Name: "edge", Driver: "kamailio", File: "q.conf", Line: 9, HeartbeatInterval: tc.beat, FailOpenAfter: tc.failopen}
+		err := checkFailover([]*pjsip.Sink{s}, tc.lease)
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && (got != tc.want || !errors.Is(err, pjsip.ErrValue)) {
+			t.Errorf("heartbeat_interval %v, lease_ttl %v, failopen_after %v: %v, want %q", tc.beat, tc.lease, tc.failopen, err, tc.want)
 		}
 	}
 }
