@@ -300,6 +300,9 @@ func writeCluster(stdout io.Writer, name string, c cluster.Config) {
 	nats := "embedded, store " + c.Store + ", name " + c.Name + ", " + routesText(c)
 	if c.NATSURL != "" {
 		nats = "external, nats_url " + cluster.RedactURLs(c.NATSURL)
+		if c.InsecureNATS {
+			nats += ", its secret may go in clear (insecure_nats=yes)"
+		}
 	}
 	fmt.Fprintf(stdout, "cluster %s: %d %s (%s), vantages %d, quorum %s, NATS %s, member_ttl %v, lease_ttl %v\n",
 		name, len(c.Nodes), plural(len(c.Nodes), "node"), strings.Join(nodes, ", "), c.Vantages, c.Quorum, nats, c.MemberTTL, c.LeaseTTL)

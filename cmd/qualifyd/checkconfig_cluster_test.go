@@ -58,7 +58,7 @@ func TestCheckConfigRefusesABrokenCluster(t *testing.T) {
 		{"bad quorum", "nodes=a@10.0.0.1:6222\nquorum=most\nstore=/s\n",
 			`:8: section "c": option "quorum": invalid value: "most": want majority, all or any`},
 		{"unknown option", "nodes=a@10.0.0.1:6222\nleader=a\nstore=/s\n",
-			`:8: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`},
+			`:8: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file, insecure_nats`},
 		{"two nodes", "nodes=a@h:1,b@h:2\nstore=/s\n",
 			`:5: section "c": invalid value: nodes= has two nodes: JetStream's quorum is then both, and the loss of either stops every push; use three (or one), or set allow_two_nodes=yes`},
 		{"no store", "nodes=a@10.0.0.1:6222\n",

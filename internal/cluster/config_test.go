@@ -31,7 +31,7 @@ func TestConfigSetErrors(t *testing.T) {
 		{"lease_ttl", "2s", `invalid value: "2s": want whole seconds, 1 to 3600`, ErrValue},
 		{"lease_ttl", "3601", `invalid value: "3601": want whole seconds, 1 to 3600`, ErrValue},
 		{"allow_two_nodes", "true", `invalid value: "true": want yes or no`, ErrValue},
-		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`, ErrUnknownOption},
+		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file, insecure_nats`, ErrUnknownOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.option+"="+tt.value, func(t *testing.T) {

@@ -47,7 +47,9 @@
 // routes use mutual TLS (each peer's certificate checked against tls_ca
 // and its subjectAltName DNS name against nodes=), the shared secret of
 // secret_file as their credentials, and the cluster's name; routes off
-// loopback in clear are refused unless insecure_routes=yes. The files are
+// loopback in clear are refused unless insecure_routes=yes, and so is a
+// password or token to an external NATS off loopback in clear unless
+// insecure_nats=yes. The files are
 // read by [Config.CheckFiles], at start and again at [Cluster.Reload],
 // and the TLS callbacks take the latest.
 //

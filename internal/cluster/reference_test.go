@@ -29,6 +29,7 @@ func TestReferenceClusterOptions(t *testing.T) {
 		"lease_ttl":       c.LeaseTTL.Seconds(),
 		"allow_two_nodes": c.AllowTwoNodes,
 		"insecure_routes": c.InsecureRoutes,
+		"insecure_nats":   c.InsecureNATS,
 		// Checked below: defaults that depend on the nodes.
 		"vantages": nil,
 		"name":     nil,

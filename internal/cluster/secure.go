@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -38,12 +39,16 @@ type Secure struct {
 	// the file of its password (nats_user=, nats_password_file=): at most
 	// one of the three.
 	NATSCreds, NATSNkey, NATSUser, NATSPasswordFile string
+	// InsecureNATS allows a password or token to an external NATS off
+	// loopback in clear: a nats:// or ws:// URL without nats_ca
+	// (insecure_nats=yes).
+	InsecureNATS bool
 }
 
 // secureOptions are Secure's options, in the order docs/configuration.md lists
 // them.
 var secureOptions = []string{"name", "tls_cert", "tls_key", "tls_ca", "secret_file", "insecure_routes",
-	"nats_ca", "nats_cert", "nats_key", "nats_creds", "nats_nkey", "nats_user", "nats_password_file"}
+	"nats_ca", "nats_cert", "nats_key", "nats_creds", "nats_nkey", "nats_user", "nats_password_file", "insecure_nats"}
 
 // nodePlaceholder is replaced by the node's name in tls_cert, tls_key,
 // nats_cert and nats_key.
@@ -64,6 +69,8 @@ func (c *Config) setSecure(option, value string) error {
 		return nil
 	case "insecure_routes":
 		return parseYesNo(value, &c.InsecureRoutes)
+	case "insecure_nats":
+		return parseYesNo(value, &c.InsecureNATS)
 	case "nats_user":
 		c.NATSUser = value
 		return nonEmpty(value)
@@ -135,6 +142,30 @@ func (c *Config) checkExternal() error {
 	if count(c.NATSCreds != "", c.NATSNkey != "", c.NATSUser != "") > 1 {
 		return fmt.Errorf("%w: nats_creds, nats_nkey and nats_user are three ways to authenticate: choose one", ErrValue)
 	}
+	return c.checkClearSecret()
+}
+
+// checkClearSecret refuses a password or token that would cross the
+// network in clear, as checkRoutes refuses clear routes: one in a URL of
+// nats_url (its user part), or nats_password_file's, sent to a server
+// off loopback over nats:// or ws:// without nats_ca (with which the
+// client requires TLS), unless insecure_nats=yes. A .creds file or an
+// nkey sends a signature, no secret.
+func (c *Config) checkClearSecret() error {
+	if c.NATSCA != "" || c.InsecureNATS {
+		return nil
+	}
+	for s := range strings.SplitSeq(c.NATSURL, ",") {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil { // checked by Set
+			return fmt.Errorf("%w: %q: want nats://host:port", ErrValue, redactURL(s))
+		}
+		plain := u.Scheme == "nats" || u.Scheme == "ws"
+		if plain && !loopbackHost(u.Hostname()) && (u.User != nil || c.NATSPasswordFile != "") {
+			return fmt.Errorf("%w: %q: a password or token to a NATS off loopback would cross the network in clear: set nats_ca (the client then speaks TLS), use tls://, or set insecure_nats=yes",
+				ErrValue, redactURL(s))
+		}
+	}
 	return nil
 }
 
@@ -143,6 +174,9 @@ func (c *Config) checkExternal() error {
 func (c *Config) checkRoutes() error {
 	if c.NATSCA != "" || c.NATSCert != "" || c.NATSKey != "" || c.NATSCreds != "" || c.NATSNkey != "" || c.NATSUser != "" || c.NATSPasswordFile != "" {
 		return fmt.Errorf("%w: the nats_ options are for an external NATS (nats_url=); the embedded server's routes use tls_cert, tls_key, tls_ca and secret_file", ErrValue)
+	}
+	if c.InsecureNATS {
+		return fmt.Errorf("%w: insecure_nats is for an external NATS (nats_url=)", ErrValue)
 	}
 	if n := count(c.TLSCert != "", c.TLSKey != "", c.TLSCA != ""); n > 0 && n < 3 {
 		return fmt.Errorf("%w: tls_cert, tls_key and tls_ca go together", ErrValue)
@@ -165,9 +199,12 @@ func (c *Config) RouteTLS() bool { return c.NATSURL == "" && c.TLSCert != "" }
 // address.
 func loopback(route string) bool {
 	host, _, err := net.SplitHostPort(route)
-	if err != nil {
-		return false
-	}
+	return err == nil && loopbackHost(host)
+}
+
+// loopbackHost reports whether host (without brackets) is localhost or
+// a loopback address.
+func loopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}

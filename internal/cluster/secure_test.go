@@ -98,3 +98,44 @@ func FuzzConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestClearSecretToNATS: a password or token to an external NATS off
+// loopback over nats:// or ws:// (in the URL, or nats_password_file's) is
+// refused without nats_ca (which makes the client speak TLS), unless
+// insecure_nats=yes; on loopback, over tls:// or wss://, or with a
+// .creds file (a signature, no secret on the wire) it is accepted.
+func TestClearSecretToNATS(t *testing.T) {
+	const refusal = ": a password or token to a NATS off loopback would cross the network in clear: set nats_ca (the client then speaks TLS), use tls://, or set insecure_nats=yes"
+	for _, tc := range []struct {
+		name string
+		opts []string
+		want string // "": accepted
+	}{
+		{"password in the URL", []string{"nats_url", "nats://q:s3cret@nats.example.net:4222"}, `invalid value: "nats://q:xxxxx@nats.example.net:4222"` + refusal},
+		{"token in the URL", []string{"nats_url", "nats://s3cret@10.0.0.9:4222"}, `invalid value: "nats://xxxxx@10.0.0.9:4222"` + refusal},
+		{"one URL of two", []string{"nats_url", "nats://127.0.0.1:4222, ws://q:s3cret@n2:80"}, `invalid value: "ws://q:xxxxx@n2:80"` + refusal},
+		{"password file", []string{"nats_url", "nats://n:4222", "nats_user", "q", "nats_password_file", "/p"}, `invalid value: "nats://n:4222"` + refusal},
+		{"no port", []string{"nats_url", "nats://q:s3cret@n"}, `invalid value: "nats://q:xxxxx@n"` + refusal},
+		{"insecure_nats embedded", []string{"nodes", "a@127.0.0.1:6222", "store", "/s", "insecure_nats", "yes"},
+			"invalid value: insecure_nats is for an external NATS (nats_url=)"},
+		{"loopback", []string{"nats_url", "nats://q:s3cret@127.0.0.1:4222,nats://q:s3cret@localhost:4223,nats://q:s3cret@[::1]:4224"}, ""},
+		{"tls://", []string{"nats_url", "tls://q:s3cret@n:4222,wss://q:s3cret@n:443"}, ""},
+		{"nats_ca", []string{"nats_url", "nats://q:s3cret@n:4222", "nats_ca", "/ca"}, ""},
+		{"insecure_nats", []string{"nats_url", "nats://q:s3cret@n:4222", "insecure_nats", "yes"}, ""},
+		{"insecure_nats=no", []string{"nats_url", "nats://q:s3cret@n:4222", "insecure_nats", "no"}, `invalid value: "nats://q:xxxxx@n:4222"` + refusal},
+		{"no secret", []string{"nats_url", "nats://n:4222"}, ""},
+		{"creds", []string{"nats_url", "nats://n:4222", "nats_creds", "/c"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			if opts[0] != "nodes" {
+				opts = append([]string{"nodes", "a,b,c"}, opts...)
+			}
+			c := set(t, opts...)
+			err := c.Finish("a")
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want || !errors.Is(err, ErrValue)) {
+				t.Fatalf("Finish = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -78,11 +78,15 @@ func (l *lineLimit) take(now time.Time, kind string) (pass bool, held int) {
 }
 
 // warnSecurity logs, at start, that the routes are
-// in clear off loopback (insecure_routes=yes), and that the node's
+// in clear off loopback (insecure_routes=yes), that a secret to an
+// external NATS may be (insecure_nats=yes), and that the node's
 // certificate expires within certWarning of now.
 func (n *node) warnSecurity(expiry, now time.Time) {
 	if n.cfg.InsecureRoutes && !n.cfg.RouteTLS() {
 		n.d.log.Notice(slog.LevelWarn, "cluster: insecure_routes=yes: the routes are neither encrypted nor authenticated by certificate; any host that reaches a route port can join the cluster")
+	}
+	if n.cfg.InsecureNATS && n.cfg.NATSURL != "" {
+		n.d.log.Notice(slog.LevelWarn, "cluster: insecure_nats=yes: the password or token to the external NATS (nats_url) may cross the network in clear; any host on the path can read it and use the account")
 	}
 	n.warnExpiry(expiry, now)
 }

@@ -397,7 +397,7 @@ func TestClusterConfigErrors(t *testing.T) {
 	}{
 		{"node without a section", &pjsip.Config{}, "a", nil, "--node a: the configuration has no type=cluster section (a single node has no name)"},
 		{"unknown option", sec("leader", "a"), "a", pjsip.ErrUnknownOption,
-			`q.conf:5: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file`},
+			`q.conf:5: section "c": option "leader": unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file, insecure_nats`},
 		{"node not listed", sec("nodes", "a@h:1", "store", "/s"), "z", pjsip.ErrValue,
 			`q.conf:4: section "c": invalid value: node "z" is not in nodes= (a)`},
 	}
@@ -773,5 +773,21 @@ func TestCheckFailover(t *testing.T) {
 		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && (got != tc.want || !errors.Is(err, pjsip.ErrValue)) {
 			t.Errorf("heartbeat_interval %v, lease_ttl %v, failopen_after %v: %v, want %q", tc.beat, tc.lease, tc.failopen, err, tc.want)
 		}
+	}
+}
+
+// TestWarnInsecureNATS: insecure_nats=yes is warned of at every start.
+func TestWarnInsecureNATS(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := NewLog(&buf, "text", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{d: &Daemon{log: log}}
+	n.cfg.NATSURL, n.cfg.InsecureNATS = "nats://q:s3cret@n:4222", true
+	n.warnSecurity(time.Time{}, time.Now())
+	log.Close(time.Second)
+	if want := "cluster: insecure_nats=yes: the password or token to the external NATS (nats_url) may cross the network in clear"; !strings.Contains(buf.String(), want) {
+		t.Fatalf("log %q, want %q", buf.String(), want)
 	}
 }
