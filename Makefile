@@ -19,11 +19,11 @@ export SOURCE_DATE_EPOCH
 ASTERISK_SRC ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/peers/asterisk) /work/shared/peers/asterisk) $(abspath $(CURDIR)/../shared/peers/asterisk))
 ASTERISK     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/qualifyd/asterisk
 export QUALIFYD_ASTERISK ?= $(ASTERISK)
-# ASTERISK_QUALIFY is where `make deps` builds the same Asterisk with
-# contrib/asterisk's res_pjsip qualify patches (contrib/asterisk/build.sh,
-# stamped as build.sh: again only when the source, the modules or the
-# patches change); the side-by-side tests find it through
-# QUALIFYD_ASTERISK_QUALIFY, and fail without it.
+# ASTERISK_QUALIFY is where `make deps` builds Asterisk's main with upstream
+# PR #2041 (asterisk-49fe30d0ff) and contrib/asterisk's res_pjsip qualify
+# patches (contrib/asterisk/build.sh, stamped as build.sh: again only when
+# the source, the modules or the patches change); the side-by-side tests
+# find it through QUALIFYD_ASTERISK_QUALIFY, and fail without it.
 ASTERISK_QUALIFY ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/qualifyd/asterisk-qualify
 export QUALIFYD_ASTERISK_QUALIFY ?= $(ASTERISK_QUALIFY)
 # DEB is the Debian package `make deb` writes.
@@ -76,7 +76,7 @@ deps:
 		mkdir -p $(ASTERISK)/ast-db-manage && \
 		tar -xzf $(ASTERISK_SRC)/asterisk-f0c1c1a7b7.tar.gz --strip-components=3 -C $(ASTERISK)/ast-db-manage asterisk/contrib/ast-db-manage; \
 	else echo "deps: no Asterisk source in $(ASTERISK_SRC): the realtime tests need its contrib/ast-db-manage in $(ASTERISK)/ast-db-manage"; exit 1; fi
-	@if [ -f $(ASTERISK_SRC)/asterisk-f0c1c1a7b7.tar.gz ]; then ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/build.sh $(ASTERISK_QUALIFY); \
+	@if [ -f $(ASTERISK_SRC)/asterisk-49fe30d0ff.tar.gz ]; then ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/build.sh $(ASTERISK_QUALIFY); \
 	elif [ -x $(ASTERISK_QUALIFY)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the patched Asterisk built in $(ASTERISK_QUALIFY)"; \
 	else echo "deps: no $(ASTERISK_SRC) and no patched Asterisk in $(ASTERISK_QUALIFY): the side-by-side tests need one (ASTERISK_SRC=...)"; exit 1; fi
 

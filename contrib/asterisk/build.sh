@@ -14,16 +14,16 @@ prefix=${1:?usage: build.sh PREFIX}
 src=${ASTERISK_SRC:-}
 if [ -z "$src" ]; then
   for d in "$here/../../../shared/peers/asterisk" /work/shared/peers/asterisk; do
-    if [ -f "$d/asterisk-f0c1c1a7b7.tar.gz" ]; then src=$(cd "$d" && pwd); break; fi
+    if [ -f "$d/asterisk-49fe30d0ff.tar.gz" ]; then src=$(cd "$d" && pwd); break; fi
   done
 fi
-if [ -z "$src" ] || [ ! -f "$src/asterisk-f0c1c1a7b7.tar.gz" ]; then
-  echo "build.sh: no Asterisk source (set ASTERISK_SRC to the directory of asterisk-f0c1c1a7b7.tar.gz)" >&2
+if [ -z "$src" ] || [ ! -f "$src/asterisk-49fe30d0ff.tar.gz" ]; then
+  echo "build.sh: no Asterisk source (set ASTERISK_SRC to the directory of asterisk-49fe30d0ff.tar.gz)" >&2
   exit 1
 fi
 patches=("$here"/[0-9][0-9][0-9][0-9]-*.patch)
 devmode=${ASTERISK_DEVMODE:-0}
-stamp="asterisk-f0c1c1a7b7 pjproject-2.17 $(md5sum "$src/menuselect.args" | cut -c1-8) qualify-$(cat "${patches[@]}" "$0" | md5sum | cut -c1-8) devmode-$devmode"
+stamp="asterisk-49fe30d0ff pjproject-2.17 $(md5sum "$src/menuselect.args" | cut -c1-8) qualify-$(cat "${patches[@]}" "$0" | md5sum | cut -c1-8) devmode-$devmode"
 if [ -x "$prefix/sbin/asterisk" ] && [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
@@ -36,14 +36,14 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/cache"
-tar -xzf "$src/asterisk-f0c1c1a7b7.tar.gz" -C "$work"
+tar -xzf "$src/asterisk-49fe30d0ff.tar.gz" -C "$work"
 cp "$src/pjproject-2.17.tar.bz2" "$work/cache/"
 cd "$work/asterisk"
 for p in "${patches[@]}"; do
   git apply --whitespace=nowarn "$p" || { echo "build.sh: $p does not apply" >&2; exit 1; }
 done
 # A git archive has no .git: without this the version reads UNKNOWN__and_probably_unsupported.
-echo GIT-master-f0c1c1a7b7-qualify > .version
+echo GIT-master-49fe30d0ff-qualify > .version
 flags=()
 extra=()
 if [ "$devmode" = 1 ]; then flags+=(--enable-dev-mode); extra+=(--enable TEST_FRAMEWORK); fi
