@@ -47,6 +47,8 @@ type blipRow struct {
 	CalmAt         time.Duration // from the blip's start; -1 never
 	FalseKamailio  [3]int        // destinations up before the blip confirmed inactive: before, during, after the panic
 	FalseWebhook   [3]int        // webhook objects up before the blip sent down: before, during, after
+	TakenKamailio  int           // of FalseKamailio[0], those the panic took back (confirmed active during it)
+	TakenWebhook   int           // of FalseWebhook[0], those the panic took back (sent up during it)
 	DeadUpKamailio int           // dead destinations confirmed active
 	DeadUpWebhook  int           // dead objects sent up
 	Settled        time.Duration // from the blip's end until both routers were as before, for good

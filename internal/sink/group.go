@@ -150,6 +150,9 @@ func (g *Group) evaluate() {
 		for _, s := range g.sinks {
 			s.rec.Hold(now)
 		}
+		if now {
+			p.TakenBack = g.takeBack(g.changed)
+		}
 		level, line := panicLine(p)
 		g.notes = append(g.notes, func() { g.cfg.notice(level, line) })
 		g.awaiting = nil
@@ -164,6 +167,79 @@ func (g *Group) evaluate() {
 		}
 	}
 	g.panic = p
+}
+
+// takeBack holds, as a panic begins at now, every Down of its own event:
+// an object wanted Down whose failing destinations all began their
+// streaks within the wait before now. A Down that came before the
+// trouble (a destination failing for longer) stays down (qualify-semantics
+// §6.1). It returns how many objects it took back. O(the sinks'
+// objects), once a panic. Called with mu held.
+func (g *Group) takeBack(now time.Time) int {
+	from := now.Add(-g.rule.wait)
+	dests := aorDestinations(g.conf)
+	n := 0
+	for _, s := range g.sinks {
+		for k, aors := range s.plan.deps {
+			if g.ofThisEvent(objectDestinations(k, aors, dests), from) && s.rec.TakeBack(k) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// ofThisEvent reports whether some of ds are failing and every one
+// failing began its streak at from or later. Called with mu held.
+func (g *Group) ofThisEvent(ds []string, from time.Time) bool {
+	failing := false
+	for _, d := range ds {
+		s, ok := g.census.since[d]
+		if !ok {
+			continue
+		}
+		if s.at.Before(from) {
+			return false
+		}
+		failing = true
+	}
+	return failing
+}
+
+// objectDestinations returns the destinations object k stands on: its own
+// for a host or a contact, else those of its AoRs' contacts.
+func objectDestinations(k Key, aors []string, dests map[string][]string) []string {
+	switch k.Kind {
+	case KindHost:
+		return []string{k.Name}
+	case KindContact:
+		if d, ok := hostPort(k.URI); ok {
+			return []string{d}
+		}
+		return nil
+	}
+	var out []string
+	for _, a := range aors {
+		out = append(out, dests[a]...)
+	}
+	return out
+}
+
+// aorDestinations returns each qualified AoR's contacts' destinations.
+func aorDestinations(conf *pjsip.Config) map[string][]string {
+	out := map[string][]string{}
+	if conf == nil {
+		return out
+	}
+	for i := range conf.AoRs {
+		a := &conf.AoRs[i]
+		for _, uri := range a.Contacts {
+			if d, ok := hostPort(uri); ok {
+				out[a.Name] = append(out[a.Name], d)
+			}
+		}
+	}
+	return out
 }
 
 // calm returns when the last panic ended (or began) on the wall clock in

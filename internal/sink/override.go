@@ -48,6 +48,25 @@ func (r *Reconciler) holds(o object, ok bool, l Level, fresh bool) bool {
 	return r.waiting && ok && o.want == Up
 }
 
+// TakeBack holds k's Down, pushing Up in its place, as a panic holds an
+// object that goes down while it lasts: the panic's beginning takes back
+// the downs of its own event (Group.takeBack). It reports whether it did:
+// an object not wanted Down, already held or retired is left as it is.
+func (r *Reconciler) TakeBack(k Key) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.objs[k]
+	if !ok || o.want != Down || o.flags&(held|retire) != 0 {
+		return false
+	}
+	r.count(o, -1, true)
+	r.seq++
+	o.seq, o.at = r.seq, r.clock.mono()
+	o.flags |= held
+	r.store(k, o)
+	return true
+}
+
 // Hold, while on, holds every object that goes down (see holds): the
 // panic's rule, only ups while it lasts. Turning it on or off pushes
 // nothing by itself: what was down stays down, what is held stays held

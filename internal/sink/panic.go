@@ -41,6 +41,10 @@ type Panic struct {
 	// force.
 	Threshold, MinDestinations, HoldThreshold int
 	Hold                                      time.Duration
+	// TakenBack counts the objects whose Down the panic took back when it
+	// began: Downs of its own event, their destinations' streaks all begun
+	// within Hold before it. Zero outside a panic's beginning.
+	TakenBack int
 }
 
 // panicRule is the [global] panic rule, defaults applied, and the
@@ -326,8 +330,12 @@ func (c *census) size() int { return len(c.contacts) }
 func panicLine(p Panic) (slog.Level, string) {
 	share := fmt.Sprintf("%d of %d destinations are failing (%d down)", p.Failing, p.Destinations, p.Down)
 	if p.Active {
-		return slog.LevelWarn, fmt.Sprintf("panic: %s (more than %d%%), more likely a fault of qualifyd's own: the sinks push only ups until they are back (panic_threshold)",
+		line := fmt.Sprintf("panic: %s (more than %d%%), more likely a fault of qualifyd's own: the sinks push only ups until they are back (panic_threshold)",
 			share, p.Threshold)
+		if p.TakenBack > 0 {
+			line += fmt.Sprintf("; %d downs of this event taken back (their streaks began within %v)", p.TakenBack, p.Hold)
+		}
+		return slog.LevelWarn, line
 	}
 	return slog.LevelInfo, fmt.Sprintf("panic over: %s (at most %d%%): the sinks push the verdicts again, a down held in the panic once a new probe confirms it", share, p.Threshold)
 }

@@ -209,9 +209,9 @@ func runGroup(t *testing.T, g *Group) {
 }
 
 // TestPanicPushesOnlyUps: 10 trunks to 10 carriers and an AMI sink (the
-// strict fake). Four down is an outage: pushed. Two more failing a
-// first probe make a panic before either is down: what was down stays
-// down, the two going down later are held up, a recovery is pushed and
+// strict fake). Four down is an outage: pushed. A minute later (longer
+// than H) two more failing a first probe make a panic before either is
+// down: what was down before the trouble stays down, the two going down later are held up, a recovery is pushed and
 // a trunk down again is held (a seventh failing keeps the panic). Once the panic ends, a held trunk goes
 // down only on a probe made after the end.
 func TestPanicPushesOnlyUps(t *testing.T) {
@@ -234,6 +234,7 @@ func TestPanicPushesOnlyUps(t *testing.T) {
 		if got := devices(f, 10); got != "UUUU......" || g.Panic().Active {
 			t.Fatalf("devices %s, panic %+v: half failing is a real outage, pushed", got, g.Panic())
 		}
+		time.Sleep(61 * time.Second) // the four are down for longer than H = 60 s
 		src.suspect("trunk5")
 		g.AoRChanged("trunk5")
 		p := g.Panic()
@@ -278,6 +279,52 @@ func TestPanicPushesOnlyUps(t *testing.T) {
 		}
 		if got := log.matching("panic over"); len(got) != 1 || got[0] != "panic over: 5 of 10 destinations are failing (5 down) (at most 50%): the sinks push the verdicts again, a down held in the panic once a new probe confirms it" {
 			t.Fatalf("log %q: want one exit line", got)
+		}
+	})
+}
+
+// TestPanicTakesBackItsOwnDowns: with qualify_failures=1 the first
+// trunks of a blip go down before the share passes the lower mark; when
+// the panic begins, a down whose streak began within H before it is part
+// of the same event and is pushed up again (held until a probe after the
+// panic confirms it), while a trunk down for longer than H stays down
+// (qualify-semantics §6.1).
+func TestPanicTakesBackItsOwnDowns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, src := trunks(10, pjsip.Panic{Threshold: 50, MinDestinations: 10, HoldThreshold: 90}, amiSink())
+		f := newFakeManager("s3cret")
+		var log notes
+		g := NewGroup(Config{Source: src, Dial: f.dial, Notice: log.notice})
+		g.Configure(c)
+		runGroup(t, g)
+		for i := range 10 {
+			setTrunk(g, src, i, qualify.Reachable)
+		}
+		setTrunk(g, src, 0, qualify.Unreachable) // dead before the trouble
+		time.Sleep(61 * time.Second)             // longer than H = F + T = 60 s
+		setTrunk(g, src, 1, qualify.Unreachable) // the blip's first, below the lower mark
+		setTrunk(g, src, 2, qualify.Unreachable)
+		synctest.Wait()
+		if got := devices(f, 10); got != "UUU......." || g.Panic().Active {
+			t.Fatalf("devices %s, panic %+v: three down of ten is an outage, pushed", got, g.Panic())
+		}
+		time.Sleep(5 * time.Second)
+		for i := 3; i <= 5; i++ {
+			src.suspect(fmt.Sprintf("trunk%d", i))
+			g.AoRChanged(fmt.Sprintf("trunk%d", i))
+		}
+		synctest.Wait()
+		if p := g.Panic(); !p.Active || p.TakenBack != 2 {
+			t.Fatalf("panic %+v: 6 of 10 failing, two downs of its own event taken back", p)
+		}
+		if got := devices(f, 10); got != "U........." {
+			t.Fatalf("devices %s in the panic: want trunk0 down, trunks 1 and 2 taken back", got)
+		}
+		if st, _, _ := g.Objects("pbx"); st.Held != 2 {
+			t.Fatalf("status %+v: want the two taken back held", st)
+		}
+		if got := log.matching("panic:"); len(got) != 1 || !strings.HasSuffix(got[0], "; 2 downs of this event taken back (their streaks began within 1m0s)") {
+			t.Fatalf("log %q: want the entry line with the two taken back", got)
 		}
 	})
 }
@@ -493,9 +540,9 @@ func TestReleaseSetsEveryObjectUp(t *testing.T) {
 }
 
 // TestPanicSetsKamailioActive: in a panic a kamailio sink (against the
-// fake Kamailio 5.6) keeps a destination inactive that was before, and
-// one that fails meanwhile active; after it, that one is set inactive
-// once a probe made after the end confirms it.
+// fake Kamailio 5.6) takes back a destination set inactive by the same
+// event, and keeps one that fails meanwhile active; after it, each is set
+// inactive once a probe made after the end confirms it.
 func TestPanicSetsKamailioActive(t *testing.T) {
 	f, srv := newFakeDispatcher(t)
 	def := &pjsip.Sink{Name: "edge", Driver: "kamailio", URL: srv.URL + "/RPC", Timeout: 5 * time.Second}
@@ -523,6 +570,9 @@ func TestPanicSetsKamailioActive(t *testing.T) {
 	if !g.Panic().Active {
 		t.Fatalf("6 of 10 failing is no panic: %+v", g.Panic())
 	}
+	// trunk0's streak began within H before the panic: its down is of the
+	// same event, taken back.
+	settle(t, f, map[string]byte{trunk0: 'A', trunk1: 'A'})
 	setTrunk(g, src, 1, qualify.Unreachable)
 	held := func() ObjectState {
 		_, objs, _ := g.Objects("edge")
@@ -545,12 +595,14 @@ func TestPanicSetsKamailioActive(t *testing.T) {
 	if o := held(); !o.Held {
 		t.Fatalf("trunk1's destination %+v: want held until a new probe", o)
 	}
-	settle(t, f, map[string]byte{trunk0: 'I', trunk1: 'A'})
-	src.set("trunk1", qualify.Unreachable) // a probe sent after the end, timed out T later
-	src.mu.Lock()
-	src.aors["trunk1"][0].Last.At = time.Now().Add(src.policy.ProbeTimeout())
-	src.mu.Unlock()
-	g.AoRChanged("trunk1")
+	settle(t, f, map[string]byte{trunk0: 'A', trunk1: 'A'})
+	for _, name := range []string{"trunk0", "trunk1"} {
+		src.set(name, qualify.Unreachable) // a probe sent after the end, timed out T later
+		src.mu.Lock()
+		src.aors[name][0].Last.At = time.Now().Add(src.policy.ProbeTimeout())
+		src.mu.Unlock()
+		g.AoRChanged(name)
+	}
 	settle(t, f, map[string]byte{trunk0: 'I', trunk1: 'I'})
 }
 
