@@ -92,7 +92,8 @@ func newHTTPFront(d *Daemon) (*httpFront, error) {
 	api, err := web.New(web.Config{
 		Engine: d.eng, Endpoints: d.endpoints, Sinks: d.sinks, Sources: d.sourceList, Reload: d.Reload, Token: d.cfg.Token, Gatherer: d.reg,
 		Version: d.cfg.Version, Logger: slog.New(slog.NewTextHandler(d.errs, nil)),
-		Panicked: d.metrics.CountPanic, Cluster: d.clusterView, Votes: d.votes,
+		Panicked: d.metrics.CountPanic, StreamRefused: d.metrics.CountStreamRefused,
+		Cluster: d.clusterView, Votes: d.votes,
 	})
 	if err != nil {
 		return nil, err

@@ -6,8 +6,8 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// buildEvents creates the series fed by engine events and the HTTP panic
-// counter.
+// buildEvents creates the series fed by engine events and the HTTP
+// server's counters.
 func (m *Metrics) buildEvents() []prometheus.Collector {
 	changes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "qualifyd_status_changes_total",
@@ -27,7 +27,11 @@ func (m *Metrics) buildEvents() []prometheus.Collector {
 		Name: "qualifyd_http_panics_total",
 		Help: "HTTP handlers that panicked and were answered with 500.",
 	})
-	return []prometheus.Collector{changes, avail, m.httpPanics}
+	m.streamsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "qualifyd_http_event_streams_refused_total",
+		Help: "GET /api/v1/events streams refused with 503 because the most the server serves were open.",
+	})
+	return []prometheus.Collector{changes, avail, m.httpPanics, m.streamsRefused}
 }
 
 // ObserveEvent records one engine event: status changes by from and to,
@@ -50,6 +54,10 @@ func (m *Metrics) ObserveEvent(ev engine.Event) {
 // CountPanic counts an HTTP handler panic; web.Config.Panicked can be set
 // to it.
 func (m *Metrics) CountPanic() { m.httpPanics.Inc() }
+
+// CountStreamRefused counts an event stream refused because the server
+// served its most already; web.Config.StreamRefused can be set to it.
+func (m *Metrics) CountStreamRefused() { m.streamsRefused.Inc() }
 
 func b2i(b bool) int {
 	if b {

@@ -65,7 +65,9 @@ type Metrics struct {
 	changes    [statuses][statuses]prometheus.Counter
 	available  [2]prometheus.Counter
 	httpPanics prometheus.Counter
-	aors       *aorSet // nil without Options.PerAoR
+	// streamsRefused counts event streams refused at the server's cap.
+	streamsRefused prometheus.Counter
+	aors           *aorSet // nil without Options.PerAoR
 }
 
 // statuses is the number of qualify.Status values.

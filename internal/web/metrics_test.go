@@ -58,3 +58,25 @@ func TestMetricsRoute(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamRefusedMetric wires the refusal counter as the daemon does:
+// a stream over the cap shows in the exposition.
+func TestStreamRefusedMetric(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, err := metrics.New(reg, metrics.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := newEnv(t, Config{Gatherer: reg, MaxStreams: 1, StreamRefused: m.CountStreamRefused}, engine.Config{})
+		_, stop := v.openStream("/api/v1/events")
+		defer stop()
+		if w := v.do("GET", "/api/v1/events"); w.Code != 503 {
+			t.Fatalf("second stream: %d, want 503", w.Code)
+		}
+		line := "\nqualifyd_http_event_streams_refused_total 1\n"
+		if w := v.do("GET", "/metrics"); !strings.Contains(w.Body.String(), line) {
+			t.Fatalf("exposition lacks %q", line)
+		}
+	})
+}

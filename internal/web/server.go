@@ -38,6 +38,12 @@ const (
 	DefaultHeartbeat      = 15 * time.Second
 	DefaultMaxQualifyWait = 60 * time.Second
 	DefaultPageLimit      = 2000
+	// DefaultMaxStreams bounds the event streams open at once: each holds
+	// a connection and a goroutine for as long as its client stays, so an
+	// unbounded number lets any client that can reach the API exhaust
+	// them. A dashboard or two, a log shipper and some qualifyd show
+	// --follow sessions need a few; the rest are refused with 503.
+	DefaultMaxStreams = 64
 )
 
 // Config configures a Server. Only Engine is required.
@@ -88,6 +94,12 @@ type Config struct {
 	// engine per hold of its lock while it looks for a page of AoRs; zero
 	// means DefaultPageLimit.
 	PageLimit int
+	// MaxStreams bounds the GET /api/v1/events streams open at once; a
+	// request beyond it is answered 503. Zero means DefaultMaxStreams.
+	MaxStreams int
+	// StreamRefused, if set, is called once per event stream refused
+	// because MaxStreams were open (for a metric).
+	StreamRefused func()
 	// Version is shown on the status page.
 	Version string
 	// Logger receives handler panics; nil discards them.
@@ -103,6 +115,9 @@ type Server struct {
 	mux  *http.ServeMux
 	ring *ring
 	sub  *engine.Subscription // consumed by Run
+	// streams holds a token per open event stream; its capacity is
+	// cfg.MaxStreams.
+	streams chan struct{}
 	// rates measures the status page's probes per second.
 	rates rateWindow
 }
@@ -117,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, ErrNoEngine
 	}
 	cfg = withDefaults(cfg)
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), streams: make(chan struct{}, cfg.MaxStreams)}
 	s.sub = cfg.Engine.Subscribe(cfg.RingSize)
 	s.ring = newRing(cfg.RingSize, s.sub.Seq)
 	s.routes()
@@ -137,6 +152,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.PageLimit <= 0 {
 		cfg.PageLimit = DefaultPageLimit
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

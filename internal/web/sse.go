@@ -49,6 +49,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if !s.takeStream(w) {
+		return
+	}
+	defer func() { <-s.streams }()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -62,6 +66,28 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.pump(r.Context(), st)
+}
+
+// streamRetryAfter is the Retry-After, in seconds, of a stream refused
+// because the server serves cfg.MaxStreams already.
+const streamRetryAfter = "10"
+
+// takeStream takes one of the cfg.MaxStreams slots for a new stream, or
+// answers 503 and counts the refusal; the caller gives a taken slot back
+// with <-s.streams when the stream ends.
+func (s *Server) takeStream(w http.ResponseWriter) bool {
+	select {
+	case s.streams <- struct{}{}:
+		return true
+	default:
+	}
+	if s.cfg.StreamRefused != nil {
+		s.cfg.StreamRefused()
+	}
+	w.Header().Set("Retry-After", streamRetryAfter)
+	writeError(w, http.StatusServiceUnavailable, "too many event streams: "+
+		strconv.Itoa(cap(s.streams))+" open, the most this server serves; retry later")
+	return false
 }
 
 // lastEventID reads the id to replay after; replay is false without one.

@@ -390,3 +390,31 @@ func idsAfter(base uint64, want string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// TestEventStreamsCapped opens MaxStreams streams: the next is refused
+// with 503, a JSON body saying why and a Retry-After, and counted; once a
+// stream ends, its slot serves a new client.
+func TestEventStreamsCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		refused := 0
+		v := newEnv(t, Config{MaxStreams: 2, StreamRefused: func() { refused++ }}, engine.Config{})
+		_, stop1 := v.openStream("/api/v1/events")
+		_, stop2 := v.openStream("/api/v1/events")
+		defer stop2()
+		over, stop3 := v.openStream("/api/v1/events")
+		stop3()
+		want := `{"error":"too many event streams: 2 open, the most this server serves; retry later"}` + "\n"
+		if over.code != http.StatusServiceUnavailable || over.String() != want || refused != 1 {
+			t.Fatalf("third stream: %d %q, %d refused; want 503 %q, 1 refused", over.code, over.String(), refused, want)
+		}
+		if got := over.header.Get("Retry-After"); got == "" {
+			t.Fatal("no Retry-After on the refusal")
+		}
+		stop1()
+		again, stop4 := v.openStream("/api/v1/events")
+		stop4()
+		if again.code != http.StatusOK || refused != 1 {
+			t.Fatalf("after one ended: %d, %d refused; want 200, 1 refused", again.code, refused)
+		}
+	})
+}
