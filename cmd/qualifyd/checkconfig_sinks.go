@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
+	"github.com/qualifyd/qualifyd/internal/sink"
 )
 
 // sinkJSON is one sink's effective options in check-config --json, times
 // in seconds. The secret itself is never part of it: only where it comes
-// from.
+// from; nor a webhook's path and query, where receivers take their token
+// (sink.RedactURL).
 type sinkJSON struct {
 	Name              string   `json:"name"`
 	Driver            string   `json:"driver"`
@@ -37,6 +39,9 @@ func sinksJSON(sinks []*pjsip.Sink) []sinkJSON {
 	for _, s := range sinks {
 		j := sinkJSON{Name: s.Name, Driver: s.Driver, AoRs: s.AoRs, Timeout: s.Timeout.Seconds(),
 			Secret: secretSource(s), URL: s.URL}
+		if s.Driver == "webhook" {
+			j.URL = sink.RedactURL(s.URL)
+		}
 		switch s.Driver {
 		case "ami":
 			j.ReassertInterval, j.HeartbeatInterval = ptr(s.ReassertInterval.Seconds()), ptr(s.HeartbeatInterval.Seconds())

@@ -31,7 +31,7 @@ aors=pbx07
 [alerts]
 type=sink
 driver=webhook
-url=https://hooks.example.net/qualifyd
+url=https://hooks.example.net/services/T0/s3cret-t0ken?key=s3cret-key
 secret=inl1ne-s3cret
 `
 
@@ -45,7 +45,7 @@ func TestCheckConfigSinks(t *testing.T) {
 	want := []string{
 		"  sink asterisk  driver=ami address=127.0.0.1:5038 tls=no username=qualifyd auth=md5 method=devstate device_prefix=Custom: secret=file:ami.secret aors=all-qualified reassert=300s heartbeat=10s failopen=30s timeout=5s",
 		"  sink edge  driver=kamailio url=http://127.0.0.1:5071/RPC aors=pbx07 reassert=300s resync=30s heartbeat=10s failopen=30s timeout=5s",
-		"  sink alerts  driver=webhook url=https://hooks.example.net/qualifyd secret=inline aors=all-qualified heartbeat=10s failopen=30s timeout=5s",
+		"  sink alerts  driver=webhook url=https://hooks.example.net/xxxxx?xxxxx secret=inline aors=all-qualified heartbeat=10s failopen=30s timeout=5s",
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if got := lines[len(lines)-3:]; strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -77,7 +77,7 @@ func TestCheckConfigSinks(t *testing.T) {
 // stderr, naming the sink; --json and --connect do not go together.
 func TestCheckConfigConnect(t *testing.T) {
 	conf := strings.NewReplacer("127.0.0.1:5038", "127.0.0.1:9", "127.0.0.1:5071", "127.0.0.1:9",
-		"https://hooks.example.net/qualifyd", "http://127.0.0.1:9/qualifyd").Replace(sinksConf)
+		"https://hooks.example.net/", "http://127.0.0.1:9/").Replace(sinksConf)
 	dir := writeConfig(t, map[string]string{"q.conf": conf, "ami.secret": "fil3-s3cret\n"})
 	file := filepath.Join(dir, "q.conf")
 	code, out, errOut := checkConfig("--connect", file)
@@ -86,10 +86,13 @@ func TestCheckConfigConnect(t *testing.T) {
 	}
 	for _, want := range []string{"qualifyd check-config: sink asterisk (ami, 1 object): ami 127.0.0.1:9: ",
 		"qualifyd check-config: sink edge (kamailio, 1 object): kamailio http://127.0.0.1:9/RPC: ",
-		"qualifyd check-config: sink alerts (webhook, 2 objects): webhook http://127.0.0.1:9/qualifyd: dial tcp 127.0.0.1:9: connect: connection refused\n"} {
+		"qualifyd check-config: sink alerts (webhook, 2 objects): webhook http://127.0.0.1:9/xxxxx?xxxxx: dial tcp 127.0.0.1:9: connect: connection refused\n"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
+	}
+	if strings.Contains(out+errOut, "s3cret") {
+		t.Errorf("check-config --connect printed a secret:\n%s%s", out, errOut)
 	}
 	if code, _, _ := checkConfig("--connect", "--json", file); code != 2 {
 		t.Errorf("--connect --json: exit %d, want 2", code)

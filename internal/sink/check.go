@@ -159,8 +159,8 @@ func checkHeartbeatTable(ctx context.Context, k *Kamailio) error {
 // TLS handshake for https, and hangs up without sending a request.
 func checkWebhook(ctx context.Context, w *Webhook) (string, error) {
 	u, err := url.Parse(w.URL)
-	if err != nil {
-		return "", fmt.Errorf("webhook %s: %w", w.URL, err)
+	if err != nil { // a *url.Error: its cause alone, without the URL
+		return "", fmt.Errorf("webhook %s: %w", RedactURL(w.URL), errors.Unwrap(err))
 	}
 	port := u.Port()
 	if port == "" {
@@ -171,7 +171,7 @@ func checkWebhook(ctx context.Context, w *Webhook) (string, error) {
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return "", fmt.Errorf("webhook %s: %w", w.URL, err)
+		return "", fmt.Errorf("webhook %s: %w", RedactURL(w.URL), err)
 	}
 	defer conn.Close()
 	if u.Scheme != "https" {
@@ -179,7 +179,7 @@ func checkWebhook(ctx context.Context, w *Webhook) (string, error) {
 	}
 	tc := tls.Client(conn, &tls.Config{ServerName: u.Hostname()})
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return "", fmt.Errorf("webhook %s: TLS: %w", w.URL, err)
+		return "", fmt.Errorf("webhook %s: TLS: %w", RedactURL(w.URL), err)
 	}
 	return "connected to " + addr + ", certificate verified; nothing sent", nil
 }

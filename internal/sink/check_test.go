@@ -139,8 +139,8 @@ func TestCheckWebhook(t *testing.T) {
 	host := strings.TrimPrefix(plain.URL, "http://")
 	for _, tc := range []struct{ url, found, err string }{
 		{plain.URL + "/hook", "connected to " + host + "; nothing sent", ""},
-		{selfSigned.URL + "/hook", "", "webhook " + selfSigned.URL + "/hook: TLS: tls: failed to verify certificate"},
-		{closed.URL + "/hook", "", "webhook " + closed.URL + "/hook: dial tcp " + strings.TrimPrefix(closed.URL, "http://") + ": connect: connection refused"},
+		{selfSigned.URL + "/hook/s3cret", "", "webhook " + selfSigned.URL + "/xxxxx: TLS: tls: failed to verify certificate"},
+		{closed.URL + "/hook?token=s3cret", "", "webhook " + closed.URL + "/xxxxx?xxxxx: dial tcp " + strings.TrimPrefix(closed.URL, "http://") + ": connect: connection refused"},
 	} {
 		got := Check(t.Context(), checkConf(t, "[alerts]\ntype=sink\ndriver=webhook\nurl="+tc.url+"\n"), nil)
 		if len(got) != 1 {
