@@ -39,6 +39,8 @@ func TestCheckConfigPrintsFewerVantages(t *testing.T) {
 		{"nodes=a@h:1,b@h:2,c@h:3,d@h:4\nstore=/s\ninsecure_routes=yes\n", "cluster c: 4 nodes (a@h:1, b@h:2, c@h:3, d@h:4), vantages 3, quorum majority", ""},
 		{"nodes=a@h:1,b@h:2\nallow_two_nodes=yes\nquorum=all\nstore=/s\ninsecure_routes=yes\n", "cluster c: 2 nodes (a@h:1, b@h:2), vantages 2, quorum all",
 			`:5: section "c": nodes= has two nodes (allow_two_nodes=yes): the loss of either node stops every push until it is back`},
+		{"nodes=a@h:1,b@h:2\nallow_two_nodes=On\nquorum=all\nstore=/s\ninsecure_routes=true\n", "cluster c: 2 nodes (a@h:1, b@h:2), vantages 2, quorum all",
+			`:5: section "c": nodes= has two nodes (allow_two_nodes=yes): the loss of either node stops every push until it is back`},
 	}
 	for _, tt := range tests {
 		file := filepath.Join(writeConfig(t, map[string]string{"q.conf": "[t]\ntype=aor\ncontact=sip:192.0.2.1\n\n[c]\ntype=cluster\n" + tt.section}), "q.conf")
@@ -63,6 +65,8 @@ func TestCheckConfigRefusesABrokenCluster(t *testing.T) {
 			`:5: section "c": invalid value: nodes= has two nodes: JetStream's quorum is then both, and the loss of either stops every push; use three (or one), or set allow_two_nodes=yes`},
 		{"no store", "nodes=a@10.0.0.1:6222\n",
 			`:5: section "c": invalid value: store= is required for the embedded NATS server (or nats_url=)`},
+		{"not a boolean", "nodes=a@10.0.0.1:6222\nstore=/s\ninsecure_routes=sure\n",
+			`:9: section "c": option "insecure_routes": invalid value: "sure" is not a boolean (yes or no)`},
 		{"more vantages than nodes", "nodes=a@h:1,b@h:2,c@h:3\nvantages=4\nstore=/s\n",
 			`:5: section "c": invalid value: vantages=4 is more than the 3 nodes`},
 	}

@@ -111,7 +111,7 @@ func (c *Config) Set(option, value string) error {
 	case "lease_ttl":
 		c.LeaseTTL, err = parseTTL(value)
 	case "allow_two_nodes":
-		err = parseYesNo(value, &c.AllowTwoNodes)
+		err = parseBool(value, &c.AllowTwoNodes)
 	default:
 		return c.setSecure(option, value)
 	}

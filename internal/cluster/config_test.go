@@ -30,7 +30,7 @@ func TestConfigSetErrors(t *testing.T) {
 		{"member_ttl", "0", `invalid value: "0": want whole seconds, 1 to 3600`, ErrValue},
 		{"lease_ttl", "2s", `invalid value: "2s": want whole seconds, 1 to 3600`, ErrValue},
 		{"lease_ttl", "3601", `invalid value: "3601": want whole seconds, 1 to 3600`, ErrValue},
-		{"allow_two_nodes", "true", `invalid value: "true": want yes or no`, ErrValue},
+		{"allow_two_nodes", "maybe", `invalid value: "maybe" is not a boolean (yes or no)`, ErrValue},
 		{"leader", "a", `unknown option: a cluster section has nodes, vantages, quorum, store, nats_url, member_ttl, lease_ttl, allow_two_nodes, name, tls_cert, tls_key, tls_ca, secret_file, insecure_routes, nats_ca, nats_cert, nats_key, nats_creds, nats_nkey, nats_user, nats_password_file, insecure_nats`, ErrUnknownOption},
 	}
 	for _, tt := range tests {
@@ -173,5 +173,39 @@ func TestRedactURLs(t *testing.T) {
 	want := "nats://q:xxxxx@n1:4222,tls://n2:4222,nats://xxxxx@n3:4222"
 	if got != want {
 		t.Fatalf("RedactURLs = %q, want %q", got, want)
+	}
+}
+
+// TestConfigBooleans: the section's booleans take Asterisk's words, as
+// every other section of the file does, in any case; anything else is
+// refused with the other sections' error.
+func TestConfigBooleans(t *testing.T) {
+	words := []struct {
+		value string
+		want  bool
+	}{
+		{"yes", true}, {"true", true}, {"y", true}, {"t", true}, {"1", true}, {"on", true}, {"YES", true}, {"On", true},
+		{"no", false}, {"false", false}, {"n", false}, {"f", false}, {"0", false}, {"off", false}, {"No", false},
+	}
+	fields := map[string]func(*Config) bool{
+		"allow_two_nodes": func(c *Config) bool { return c.AllowTwoNodes },
+		"insecure_routes": func(c *Config) bool { return c.InsecureRoutes },
+		"insecure_nats":   func(c *Config) bool { return c.InsecureNATS },
+	}
+	for option, field := range fields {
+		for _, w := range words {
+			var c Config
+			c.AllowTwoNodes, c.InsecureRoutes, c.InsecureNATS = !w.want, !w.want, !w.want
+			if err := c.Set(option, w.value); err != nil || field(&c) != w.want {
+				t.Errorf("%s=%s: %v, %v; want %v", option, w.value, field(&c), err, w.want)
+			}
+		}
+		for _, bad := range []string{"maybe", "", "2", "yess"} {
+			var c Config
+			want := `invalid value: "` + bad + `" is not a boolean (yes or no)`
+			if err := c.Set(option, bad); err == nil || err.Error() != want || !errors.Is(err, ErrValue) {
+				t.Errorf("%s=%q: %v, want %q", option, bad, err, want)
+			}
+		}
 	}
 }

@@ -57,5 +57,6 @@
 // not in the cluster, it is not leader, and its votes wait, coalesced per
 // contact, until NATS is back.
 //
-// Imports: qualify (the Status type), the NATS server and client.
+// Imports: qualify (the Status type), pjsip (ParseBool, the file's boolean
+// words), the NATS server and client.
 package cluster

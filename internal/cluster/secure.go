@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/qualifyd/qualifyd/internal/pjsip"
 )
 
 // Secure are the options of the [cluster] section that keep out every
@@ -68,9 +70,9 @@ func (c *Config) setSecure(option, value string) error {
 		}
 		return nil
 	case "insecure_routes":
-		return parseYesNo(value, &c.InsecureRoutes)
+		return parseBool(value, &c.InsecureRoutes)
 	case "insecure_nats":
-		return parseYesNo(value, &c.InsecureNATS)
+		return parseBool(value, &c.InsecureNATS)
 	case "nats_user":
 		c.NATSUser = value
 		return nonEmpty(value)
@@ -86,16 +88,14 @@ func (s *Secure) path(option string) *string {
 	return fields[option]
 }
 
-// parseYesNo reads yes or no into b.
-func parseYesNo(v string, b *bool) error {
-	switch v {
-	case "yes":
-		*b = true
-	case "no":
-		*b = false
-	default:
-		return fmt.Errorf("%w: %q: want yes or no", ErrValue, v)
+// parseBool reads a boolean option into b with the words, and the error
+// text, of every other section of the file (pjsip.ParseBool).
+func parseBool(v string, b *bool) error {
+	t, err := pjsip.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrValue, err)
 	}
+	*b = t
 	return nil
 }
 

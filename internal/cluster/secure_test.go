@@ -9,7 +9,7 @@ import (
 func TestSecureSetErrors(t *testing.T) {
 	tests := []struct{ option, value, want string }{
 		{"name", "a b", `invalid value: "a b": a node's name has only letters, digits, '-' and '_'`},
-		{"insecure_routes", "true", `invalid value: "true": want yes or no`},
+		{"insecure_routes", "sure", `invalid value: "sure" is not a boolean (yes or no)`},
 		{"tls_cert", "", "invalid value: empty"},
 		{"secret_file", "", "invalid value: empty"},
 		{"nats_user", "", "invalid value: empty"},

@@ -1,6 +1,7 @@
 package pjsip
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -85,16 +86,27 @@ func seconds(f float64) time.Duration {
 	return time.Duration(math.Round(f * float64(time.Second)))
 }
 
-// parseBool reads a boolean as Asterisk's ast_true and ast_false; a value
-// that is neither is an error (Asterisk would take it as false).
-func parseBool(s string) (bool, error) {
+// ParseBool reads a boolean as Asterisk's ast_true and ast_false, in any
+// case: the words of every section of the file, the cluster's included. A
+// value that is neither is an error (Asterisk would take it as false) that
+// names the value only; callers wrap it in their own sentinel.
+func ParseBool(s string) (bool, error) {
 	switch strings.ToLower(s) {
 	case "yes", "true", "y", "t", "1", "on":
 		return true, nil
 	case "no", "false", "n", "f", "0", "off":
 		return false, nil
 	}
-	return false, causef(ErrValue, "%q is not a boolean (yes or no)", s)
+	return false, fmt.Errorf("%q is not a boolean (yes or no)", s)
+}
+
+// parseBool is ParseBool, its error an ErrValue.
+func parseBool(s string) (bool, error) {
+	b, err := ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrValue, err)
+	}
+	return b, nil
 }
 
 // splitList splits a comma-separated list, stripping each item and
