@@ -29,7 +29,7 @@ func TestLeaseHolderHandsItsStreamOn(t *testing.T) {
 	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
 	lead := leaders(nodes)[0]
 	const stream = "KV_" + bucketLease
-	before := lead.c.stepDowns.Load() // before the move: the holder may hand it on at once
+	before := lead.c.Stats().HandedOn // before the move: the holder may hand it on at once
 	waitFor(t, 10*testTTL, "the holder's server leads the lease's stream", func() bool {
 		if streamLeader(t, lead, stream) == lead.cfg.Self {
 			return true
@@ -40,7 +40,7 @@ func TestLeaseHolderHandsItsStreamOn(t *testing.T) {
 	})
 	took := waitFor(t, 10*testTTL, "the holder hands the stream on", func() bool {
 		l := streamLeader(t, lead, stream)
-		return lead.c.stepDowns.Load() > before && l != "" && l != lead.cfg.Self
+		return lead.c.Stats().HandedOn > before && l != "" && l != lead.cfg.Self
 	})
 	t.Logf("the holder %s handed the lease's stream on %v after it led it", lead.cfg.Self, took)
 	if !lead.c.Leading() {

@@ -17,6 +17,10 @@ type Stats struct {
 	// Probes is how many contacts this node probes, as SetProbes last set
 	// it.
 	Probes int
+	// HandedOn counts the leaderships of the buckets' streams this node's
+	// embedded server handed on to another node's server at the lease's
+	// renewals (lease_stream.go); always 0 with an external NATS.
+	HandedOn uint64
 }
 
 // Stats returns this node's counters now.
@@ -24,7 +28,7 @@ func (c *Cluster) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Stats{Stale: c.rewatches.Load(), Lagged: c.lagged.Load(),
-		Pending: len(c.votesOut) + len(c.recordsOut) + c.sending, Probes: c.probes}
+		Pending: len(c.votesOut) + len(c.recordsOut) + c.sending, Probes: c.probes, HandedOn: c.stepDowns.Load()}
 }
 
 // sent records that the publisher's writes have ended; what NATS refused

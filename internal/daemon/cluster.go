@@ -231,6 +231,7 @@ func (n *node) stats() metrics.ClusterStats {
 		}
 	}
 	s.Probed, s.Stale, s.Lagged, s.Pending = cs.Probes, cs.Stale, cs.Lagged, cs.Pending
+	s.HandedOn = cs.HandedOn
 	s.CertExpiry = n.c.CertExpiry()
 	return s
 }

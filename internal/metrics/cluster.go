@@ -30,6 +30,9 @@ type ClusterStats struct {
 	// Pending counts the node's votes (and, leading, verdicts) NATS has
 	// not taken yet.
 	Pending int
+	// HandedOn counts the leaderships of the buckets' streams the node's
+	// embedded server handed on to another node's server.
+	HandedOn uint64
 	// CertExpiry is when the node's certificate (tls_cert, or nats_cert
 	// with an external NATS) expires, as last read; zero without one
 	// (no series).
@@ -51,6 +54,8 @@ var (
 		"Bucket watches started again, by reason: stale (every watch, the members watch stopped delivering this node's renewals), lagged (one watch behind its bucket).", []string{"reason"}, nil)
 	descCertExpiry = prometheus.NewDesc("qualifyd_cluster_cert_expiry_timestamp_seconds",
 		"When this node's cluster certificate (tls_cert, or nats_cert) expires, as last read at start or reload, in seconds since the epoch; absent without one.", nil, nil)
+	descHandedOn = prometheus.NewDesc("qualifyd_cluster_stream_handoffs_total",
+		"Leaderships of the cluster buckets' streams this node's embedded server handed on to another node's server, at the lease's renewals; 0 with an external NATS.", nil, nil)
 	descPending = prometheus.NewDesc("qualifyd_cluster_votes_pending",
 		"This node's votes (and, leading, verdicts) that NATS has not taken yet; grows while NATS is away.", nil, nil)
 )
@@ -62,7 +67,7 @@ func (m *Metrics) WatchCluster(reg prometheus.Registerer, state func() ClusterSt
 		return errors.New("metrics: no registerer or no cluster state")
 	}
 	return reg.Register(funcCollector{
-		descs: []*prometheus.Desc{descTakenBack, descInCluster, descLeading, descMembers, descProbed, descRestarts, descPending, descCertExpiry},
+		descs: []*prometheus.Desc{descTakenBack, descInCluster, descLeading, descMembers, descProbed, descRestarts, descPending, descHandedOn, descCertExpiry},
 		collect: func(ch chan<- prometheus.Metric) {
 			s := state()
 			ch <- prometheus.MustNewConstMetric(descTakenBack, prometheus.GaugeValue, float64(s.Reachable), "Reachable")
@@ -83,6 +88,7 @@ func collectClusterState(ch chan<- prometheus.Metric, s ClusterStats) {
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Stale), "stale")
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Lagged), "lagged")
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(s.Pending))
+	ch <- prometheus.MustNewConstMetric(descHandedOn, prometheus.CounterValue, float64(s.HandedOn))
 	if !s.CertExpiry.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(s.CertExpiry.Unix()))
 	}

@@ -17,7 +17,7 @@ func TestClusterSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := ClusterStats{Reachable: 4, Unreachable: 1, InCluster: true, Leading: true, Up: 2, Down: 1, Probed: 7, Stale: 3, Lagged: 5, Pending: 6}
+	s := ClusterStats{Reachable: 4, Unreachable: 1, InCluster: true, Leading: true, Up: 2, Down: 1, Probed: 7, Stale: 3, Lagged: 5, Pending: 6, HandedOn: 8}
 	if err := m.WatchCluster(reg, func() ClusterStats { return s }); err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +35,9 @@ qualifyd_cluster_leading 1
 # TYPE qualifyd_cluster_members gauge
 qualifyd_cluster_members{state="down"} 1
 qualifyd_cluster_members{state="up"} 2
+# HELP qualifyd_cluster_stream_handoffs_total Leaderships of the cluster buckets' streams this node's embedded server handed on to another node's server, at the lease's renewals; 0 with an external NATS.
+# TYPE qualifyd_cluster_stream_handoffs_total counter
+qualifyd_cluster_stream_handoffs_total 8
 # HELP qualifyd_cluster_verdicts_taken_back Verdicts this node took back from the cluster when it joined, by status (Reachable, Unreachable); 0 until it joins.
 # TYPE qualifyd_cluster_verdicts_taken_back gauge
 qualifyd_cluster_verdicts_taken_back{status="Reachable"} 4
@@ -48,7 +51,7 @@ qualifyd_cluster_watch_restarts_total{reason="lagged"} 5
 qualifyd_cluster_watch_restarts_total{reason="stale"} 3
 `
 	names := []string{"qualifyd_cluster_contacts_probed", "qualifyd_cluster_in_cluster", "qualifyd_cluster_leading", "qualifyd_cluster_members",
-		"qualifyd_cluster_verdicts_taken_back", "qualifyd_cluster_votes_pending", "qualifyd_cluster_watch_restarts_total"}
+		"qualifyd_cluster_stream_handoffs_total", "qualifyd_cluster_verdicts_taken_back", "qualifyd_cluster_votes_pending", "qualifyd_cluster_watch_restarts_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
