@@ -29,7 +29,7 @@ export QUALIFYD_ASTERISK_QUALIFY ?= $(ASTERISK_QUALIFY)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit smoke lab deb man deb-test lossy blip dropflow fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
+.PHONY: all build test deps vet unit testsuite smoke lab deb man deb-test lossy blip dropflow fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
 
 all: build
 
@@ -48,7 +48,11 @@ build:
 # which turns Asterisk's migrations in contrib/ast-db-manage, extracted
 # into ASTERISK/ast-db-manage from the Asterisk source, into the MariaDB
 # schema, and the patched Asterisk's realtime migration) for the realtime
-# source's tests.
+# source's tests; and for Asterisk's own test suite (testsuite), Debian's
+# python3 packages it imports, the suite and starpy extracted, and main with
+# #2041 built with the test framework twice, unpatched and patched
+# (contrib/asterisk/testsuite.sh deps: about 4 minutes each the first time,
+# nothing when their stamps match).
 deps:
 	$(GO) mod download
 	$(GO) -C packaging mod download
@@ -79,6 +83,7 @@ deps:
 	@if [ -f $(ASTERISK_SRC)/asterisk-49fe30d0ff.tar.gz ]; then ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/build.sh $(ASTERISK_QUALIFY); \
 	elif [ -x $(ASTERISK_QUALIFY)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the patched Asterisk built in $(ASTERISK_QUALIFY)"; \
 	else echo "deps: no $(ASTERISK_SRC) and no patched Asterisk in $(ASTERISK_QUALIFY): the side-by-side tests need one (ASTERISK_SRC=...)"; exit 1; fi
+	ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/testsuite.sh deps
 
 vet:
 	$(GO) vet $(PKGS)
@@ -97,6 +102,17 @@ unit:
 	$(GO) test -count=1 $(SIMULATE)
 	$(GO) test -race -count=1 -run '^(TestDeterministic|TestRunStopsWithContext)$$' $(SIMULATE)
 	$(GO) -C packaging test -race -count=1 ./...
+
+# testsuite runs Asterisk's own functional test suite
+# (../shared/peers/asterisk-testsuite) with contrib/asterisk's companion
+# test-suite patch: its existing qualify tests on main with #2041 unpatched
+# and patched, side by side (the patched build must pass every test the
+# unpatched one passes), and the patch's new tests, which must pass on the
+# patched build and fail on the unpatched one (contrib/asterisk/testsuite.sh,
+# about 4 minutes). The suite binds 127.0.0.1:5060-5062 and the Manager's
+# 5038: it runs alone, after unit, and two runs on one machine take turns.
+testsuite:
+	ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/testsuite.sh
 
 # lab is the short lossy-network run (about a minute, see lossy) beside the
 # short blip run (about 2.5 minutes, see blip) and the dropped-flow run
@@ -133,7 +149,7 @@ deb-test: deb
 
 # test is the README's test command (docs/testing.md): dependencies, vet,
 # every test.
-test: deps vet unit lab smoke deb-test
+test: deps vet unit testsuite lab smoke deb-test
 
 # lossy is the real-network experiment (about 4 minutes, as root):
 # qualifyd (N=1 and N=3) and Kamailio's dispatcher probing SIPp through

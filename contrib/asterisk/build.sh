@@ -7,7 +7,9 @@
 # Does nothing when PREFIX already holds this build (PREFIX/.stamp: the source, the modules, the
 # patches and this script). It also installs the patched tree's Alembic scripts (the realtime
 # schema) into PREFIX/share/ast-db-manage. ASTERISK_DEVMODE=1 configures with --enable-dev-mode
-# (warnings are errors) and the test framework, for unit.sh.
+# (warnings are errors), the test framework and app_userevent, and installs the headers, for
+# unit.sh and Asterisk's own test suite (testsuite.sh). ASTERISK_UNPATCHED=1 builds the same source with none of the
+# patches (version GIT-master-49fe30d0ff), the unpatched side of testsuite.sh's comparison.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 prefix=${1:?usage: build.sh PREFIX}
@@ -23,7 +25,14 @@ if [ -z "$src" ] || [ ! -f "$src/asterisk-49fe30d0ff.tar.gz" ]; then
 fi
 patches=("$here"/[0-9][0-9][0-9][0-9]-*.patch)
 devmode=${ASTERISK_DEVMODE:-0}
-stamp="asterisk-49fe30d0ff pjproject-2.17 $(md5sum "$src/menuselect.args" | cut -c1-8) qualify-$(cat "${patches[@]}" "$0" | md5sum | cut -c1-8) devmode-$devmode"
+version=GIT-master-49fe30d0ff-qualify
+kind="qualify-$(cat "${patches[@]}" "$0" | md5sum | cut -c1-8)"
+if [ "${ASTERISK_UNPATCHED:-0}" = 1 ]; then
+  patches=()
+  version=GIT-master-49fe30d0ff
+  kind="unpatched-$(md5sum < "$0" | cut -c1-8)"
+fi
+stamp="asterisk-49fe30d0ff pjproject-2.17 $(md5sum "$src/menuselect.args" | cut -c1-8) $kind devmode-$devmode"
 if [ -x "$prefix/sbin/asterisk" ] && [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
@@ -39,14 +48,18 @@ mkdir -p "$work/cache"
 tar -xzf "$src/asterisk-49fe30d0ff.tar.gz" -C "$work"
 cp "$src/pjproject-2.17.tar.bz2" "$work/cache/"
 cd "$work/asterisk"
-for p in "${patches[@]}"; do
+for p in ${patches[@]+"${patches[@]}"}; do
   git apply --whitespace=nowarn "$p" || { echo "build.sh: $p does not apply" >&2; exit 1; }
 done
 # A git archive has no .git: without this the version reads UNKNOWN__and_probably_unsupported.
-echo GIT-master-49fe30d0ff-qualify > .version
+echo "$version" > .version
 flags=()
 extra=()
-if [ "$devmode" = 1 ]; then flags+=(--enable-dev-mode); extra+=(--enable TEST_FRAMEWORK); fi
+if [ "$devmode" = 1 ]; then
+  flags+=(--enable-dev-mode)
+  # app_userevent: the test suite's qualify/call_unreachable reports its result with UserEvent.
+  extra+=(--enable TEST_FRAMEWORK --enable app_userevent)
+fi
 ./configure -q --with-pjproject-bundled --with-externals-cache="$work/cache" \
   --without-jansson-bundled --prefix="$prefix" "${flags[@]}" > "$work/configure.log" 2>&1 \
   || { tail -20 "$work/configure.log"; exit 1; }
@@ -56,8 +69,12 @@ menuselect/menuselect $(grep -v '^#' "$src/menuselect.args") "${extra[@]}" menus
 menuselect/menuselect --check-deps menuselect.makeopts > /dev/null
 make -s -j"$(nproc)" > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
 make -s install > "$work/install.log" 2>&1 || { tail -20 "$work/install.log"; exit 1; }
+if [ "$devmode" = 1 ]; then
+  # PREFIX/include/asterisk: the test suite reads the build's options from buildopts.h.
+  make -s install-headers >> "$work/install.log" 2>&1 || { tail -20 "$work/install.log"; exit 1; }
+fi
 rm -rf "$prefix/share/ast-db-manage"
 mkdir -p "$prefix/share"
 cp -r contrib/ast-db-manage "$prefix/share/ast-db-manage"
 echo "$stamp" > "$prefix/.stamp"
-echo "patched asterisk built into $prefix: $("$prefix/sbin/asterisk" -V)"
+echo "asterisk ($kind devmode-$devmode) built into $prefix: $("$prefix/sbin/asterisk" -V)"
