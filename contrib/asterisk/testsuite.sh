@@ -121,7 +121,10 @@ run() {
   local args=()
   for t in "$@"; do args+=(-t "$t"); done
   echo "== $name ($("$prefix/sbin/asterisk" -V)): ${#@} tests"
+  # The harness runs `killall -9 asterisk` before each test: in a PID namespace of its own it
+  # sees only its own Asterisks, never another on the machine (a Go test's, an operator's).
   (cd "$work/suite-$name" && AST_TEST_ROOT=$root PYTHONPATH=$suite/starpy \
+    unshare --pid --fork --mount-proc \
     /usr/bin/python3 -W ignore ./runtests.py --keep-full-logs --timeout 120 "${args[@]}") \
     > "$work/$name.log" 2>&1 || true
   /usr/bin/python3 - "$work/suite-$name/asterisk-test-suite-report.xml" "$@" > "$work/$name.results" <<'PY'
