@@ -140,9 +140,10 @@ func (a *Asterisk) Stop() {
 	if a.cmd == nil {
 		return
 	}
-	_, _ = a.CLI("core stop now")
+	_, cliErr := a.CLI("core stop now")
 	done := make(chan struct{})
-	go func() { _ = a.cmd.Wait(); close(done) }()
+	var waitErr error
+	go func() { waitErr = a.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
@@ -150,7 +151,10 @@ func (a *Asterisk) Stop() {
 		<-done
 	}
 	if a.t.Failed() {
-		a.t.Logf("asterisk output:\n%s", a.Log)
+		// An Asterisk that had died before the stop (killed by another
+		// program's `killall asterisk`, say) refuses the CLI and exits
+		// with the signal that ended it: say so.
+		a.t.Logf("asterisk output:\n%s\nasterisk exited: %v (the stop's CLI: %v)", a.Log, waitErr, cliErr)
 	}
 	a.cmd = nil
 }
