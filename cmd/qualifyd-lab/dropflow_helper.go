@@ -88,8 +88,8 @@ func measureDrop(ctx context.Context, s dropSettings, target, bind string, legac
 		if c > 0 {
 			row.Failures = append(row.Failures, failures)
 		}
-		if err := sleepUntil(ctx, start.Add(time.Duration(c+1)*s.Frequency)); err != nil {
-			return row, err
+		if !sleepCtx(ctx, time.Until(start.Add(time.Duration(c+1)*s.Frequency))) {
+			return row, ctx.Err()
 		}
 	}
 	row.Redials = p.Stats().Redials
@@ -110,20 +110,8 @@ func dropCycle(ctx context.Context, p *sipprobe.Prober, tg probe.Target, retry t
 		if failures+1 >= maxCycleFailures {
 			return failures + 1, fmt.Errorf("no answer in %d probes: %s %s", maxCycleFailures, res.Reason, res.Detail)
 		}
-		if err := sleepUntil(ctx, time.Now().Add(retry)); err != nil {
-			return failures, err
+		if !sleepCtx(ctx, retry) {
+			return failures, ctx.Err()
 		}
-	}
-}
-
-// sleepUntil waits for the schedule's next instant t, or ctx.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -392,21 +392,6 @@ func (c *Cluster) View() View {
 	return v
 }
 
-// Vantages returns the live nodes that probe contact, as Assign does over
-// the members this node sees up.
-func (c *Cluster) Vantages(contact string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return Assign(contact, c.tally.live, c.cfg.Vantages)
-}
-
-// Probes reports whether this node is one of contact's vantages.
-func (c *Cluster) Probes(contact string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return Probes(contact, c.tally.live, c.cfg.Vantages, c.cfg.Self)
-}
-
 // Status returns the cluster's status of contact (NonQualified when it
 // has none).
 func (c *Cluster) Status(contact string) qualify.Status {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -234,9 +233,6 @@ func (d *Daemon) Sinks() *sink.Group { return d.sinks }
 
 // Log is the daemon's log.
 func (d *Daemon) Log() *Log { return d.log }
-
-// SIPAddr is the probe socket's local address.
-func (d *Daemon) SIPAddr() netip.AddrPort { return d.prober.Addr() }
 
 // URL is where the HTTP front listens ("http://host:port"), or "" without
 // HTTP.

@@ -19,8 +19,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// MariaDB is a MariaDB server of one test (StartMariaDB,
-// StartRealtimeMariaDB): its own data directory in a directory of the
+// MariaDB is a MariaDB server of one test (StartRealtimeMariaDB): its own data directory in a directory of the
 // test's, listening only on the Unix socket Socket (no network). The
 // administrator root@localhost logs in with AdminPassword.
 type MariaDB struct {
@@ -68,20 +67,6 @@ func serverArgs(data string) []string {
 	return args
 }
 
-// StartMariaDB creates a data directory in a new directory of the test
-// and starts a server on it; it is stopped when the test ends. It returns
-// once the server accepts root: a fresh data directory takes a few
-// seconds to create, the server about one to start; the 60 s bound only
-// stops a broken start.
-func StartMariaDB(t testing.TB) *MariaDB {
-	t.Helper()
-	m := newMariaDB(t, t.TempDir())
-	installMariaDB(t, m.data())
-	m.Start()
-	m.Exec("", "ALTER USER root@localhost IDENTIFIED BY "+quote(AdminPassword))
-	return m
-}
-
 // newMariaDB is a server in dir, not yet started.
 func newMariaDB(t testing.TB, dir string) *MariaDB {
 	t.Helper()
@@ -93,7 +78,7 @@ func newMariaDB(t testing.TB, dir string) *MariaDB {
 func (m *MariaDB) data() string { return filepath.Join(m.Dir, "data") }
 
 // installMariaDB creates the system tables in data, root@localhost with
-// a password (empty until StartMariaDB sets it) rather than Unix socket
+// a password (empty until mariadbTemplate sets it) rather than Unix socket
 // authentication, which go-sql-driver does not speak.
 func installMariaDB(t testing.TB, data string) {
 	t.Helper()
@@ -143,7 +128,7 @@ func (m *MariaDB) Start() {
 }
 
 // open is a handle on database as root: its password is AdminPassword,
-// or none on a data directory StartMariaDB has not finished.
+// or none on a data directory mariadbTemplate has not finished.
 func (m *MariaDB) open(database string) (*sql.DB, error) {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Net, cfg.Addr, cfg.DBName = "root", "unix", m.Socket, database

@@ -2,7 +2,7 @@
 // (SIPp, Kamailio, PostgreSQL, MariaDB, Asterisk) as child processes of a
 // test, on loopback; Kamailio through StartKamailio, PostgreSQL through
 // StartPostgres (postgres.go: its own cluster on a Unix socket) and
-// MariaDB through StartMariaDB (mariadb.go: likewise), which wait until
+// MariaDB through StartRealtimeMariaDB (mariadb.go: likewise), which wait until
 // they answer; the realtime tables through Asterisk's Alembic migrations
 // (alembic.go). A missing
 // peer fails the test rather than skipping it, so that an interop test

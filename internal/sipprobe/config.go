@@ -1,6 +1,7 @@
 package sipprobe
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"net/netip"
@@ -91,28 +92,18 @@ type Config struct {
 
 // withDefaults returns c with every zero field replaced by its default.
 func (c Config) withDefaults() Config {
-	c.ReadBuffer = orDefault(c.ReadBuffer, DefaultSocketBuffer)
-	c.WriteBuffer = orDefault(c.WriteBuffer, DefaultSocketBuffer)
-	c.MaxMessageSize = orDefault(c.MaxMessageSize, DefaultMaxMessageSize)
-	c.DNSTimeout = orDefault(c.DNSTimeout, DefaultDNSTimeout)
-	c.StreamIdle = orDefault(c.StreamIdle, DefaultStreamIdle)
-	c.UserAgent = orDefault(c.UserAgent, DefaultUserAgent)
-	c.FromUser = orDefault(c.FromUser, DefaultFromUser)
-	c.ResolvConf = orDefault(c.ResolvConf, DefaultResolvConf)
-	c.HostsFile = orDefault(c.HostsFile, DefaultHostsFile)
-	c.NSSwitchConf = orDefault(c.NSSwitchConf, DefaultNSSwitchConf)
-	if c.ListenAddr == "" {
-		c.ListenAddr = ":0"
-	}
+	c.ReadBuffer = cmp.Or(c.ReadBuffer, DefaultSocketBuffer)
+	c.WriteBuffer = cmp.Or(c.WriteBuffer, DefaultSocketBuffer)
+	c.MaxMessageSize = cmp.Or(c.MaxMessageSize, DefaultMaxMessageSize)
+	c.DNSTimeout = cmp.Or(c.DNSTimeout, DefaultDNSTimeout)
+	c.StreamIdle = cmp.Or(c.StreamIdle, DefaultStreamIdle)
+	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
+	c.FromUser = cmp.Or(c.FromUser, DefaultFromUser)
+	c.ResolvConf = cmp.Or(c.ResolvConf, DefaultResolvConf)
+	c.HostsFile = cmp.Or(c.HostsFile, DefaultHostsFile)
+	c.NSSwitchConf = cmp.Or(c.NSSwitchConf, DefaultNSSwitchConf)
+	c.ListenAddr = cmp.Or(c.ListenAddr, ":0")
 	return c
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // validate reports the first unusable setting.
