@@ -14,17 +14,16 @@ import (
 // the TTL removes the lease on time, the next leader creates it, and the
 // survivors go on renewing their membership and counting votes. Were the
 // holder's server a stream's leader, the survivors would first elect a
-// new one, which NATS does 4 to 9 s after the last heartbeat of the dead
-// leader whatever the TTLs: for the lease's stream the routers would go
-// that long without a heartbeat, for the members' stream the survivors
-// would drop out of the cluster meanwhile.
+// new one, which NATS does seconds after the last heartbeat of the dead
+// leader whatever the TTLs (docs/cluster.md): for the lease's stream the
+// routers would go that long without a heartbeat, for the members'
+// stream the survivors would drop out of the cluster meanwhile.
 //
 // The stream goes to a replica named by this node (NATS's step-down with
 // a preferred server), never to the first one NATS finds healthy: NATS
-// counts a replica healthy for 3 s after it last answered, so a holder
-// that took the lease right after its predecessor was cut off handed a
-// stream to the cut server, and that stream had no leader until the
-// election, seconds later (the partition test, under load).
+// still counts a replica healthy for a while after it last answered, so
+// a server cut off moments ago could be handed a stream it cannot lead,
+// leaving that stream without a leader until the next election.
 
 // handOnActive is how recently a replica must have answered the stream's
 // leader to be handed the stream: NATS's Raft heartbeats go every second,

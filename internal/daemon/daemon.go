@@ -244,13 +244,11 @@ func (d *Daemon) URL() string {
 }
 
 // apply hands conf to the engine, the endpoint table and the sinks, then
-// returns the
-// parse and reload garbage to the OS: at a million contacts a reload
-// peaks near 1.1 KiB per contact while the running table needs about
-// 400 B. It collects the reader's garbage (about 200 MB at a million AoRs)
-// before the engine allocates, so that the engine reuses that memory
-// instead of growing the heap next to it: a start's peak was a quarter
-// lower for a 60 ms collection.
+// returns the parse and reload garbage to the OS: a reload's peak is
+// several times what the running table needs. It collects the reader's
+// garbage before the engine allocates, so that the engine reuses that
+// memory instead of growing the heap next to it (docs/performance.md,
+// "The configuration reader and the daemon").
 func (d *Daemon) apply(conf *pjsip.Config) error {
 	runtime.GC()
 	if err := d.eng.ApplyFunc(len(conf.AoRs), engineAoR(conf)); err != nil {
@@ -271,7 +269,7 @@ func (d *Daemon) apply(conf *pjsip.Config) error {
 }
 
 // engineAoR returns the engine's view of the configuration's i-th AoR, in
-// place: a copy of a million AoRs was 200 MB of the start's peak RSS.
+// place: a copy would add a second table of AoRs to the start's peak.
 func engineAoR(conf *pjsip.Config) func(i int) *engine.AoR {
 	return func(i int) *engine.AoR { return &conf.AoRs[i].AoR }
 }

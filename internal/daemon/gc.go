@@ -9,8 +9,7 @@ import "runtime/debug"
 // the collector's goal, twice the live heap at Go's default of 100, and
 // the process keeps that memory. At 50 the goal is one and a half times
 // the live heap, at the cost of collecting twice as often during such a
-// burst: at a million dead contacts RSS was a quarter lower
-// (`qualifyd-bench daemon`).
+// burst (the steady RSS it saves is in docs/performance.md).
 const DefaultGCPercent = 50
 
 // TuneGC applies DefaultGCPercent unless getenv("GOGC") is set. It changes

@@ -132,11 +132,11 @@ type Engine struct {
 
 // DefaultCoalesce is Config.Coalesce's default: at 16,667 probes/s, about
 // 330 probes start per wake-up, and no probe is more than 20 ms late for
-// it. A wake-up of the process costs tens of microseconds on a virtual
-// machine (the kernel's context switches and the Go runtime's idle
-// threads); at 10,000 probes/s going from 5 to 20 ms cut the CPU per probe
-// by about a sixth. 20 ms is noise against a qualify_frequency of
-// seconds, and the RTT is measured from the actual send.
+// it. Every wake-up of the process costs CPU (the kernel's context
+// switches and the Go runtime's idle threads), so fewer wake-ups cost
+// less per probe (docs/performance.md, "Coalesced wake-ups"). 20 ms is
+// noise against a qualify_frequency of seconds, and the RTT is measured
+// from the actual send.
 const DefaultCoalesce = 20 * time.Millisecond
 
 // ErrNoProber is returned by New without a Prober.

@@ -17,8 +17,8 @@ import (
 // on a wide screen as on a narrow one. Changes closer than gap units
 // share one tick, which counts them; its tooltip lists at most lines
 // changes, with their contacts' URIs if uris; spells have tooltips only
-// with spellTitles. Tooltips are most of a chart's bytes: at 200
-// changes, six lines a tick tripled a row's size.
+// with spellTitles. Tooltips are most of a chart's bytes, so lines bounds
+// them.
 type chartSize struct {
 	cols, height, band int
 	lines              int
@@ -117,8 +117,7 @@ type chart struct {
 }
 
 // chartBuf is the memory charts are drawn in, reused from chart to chart
-// of a page: at 1000 rows, fresh buffers for each were 90% of the bytes
-// a page allocated.
+// of a page: a page allocates its buffers once, not once per row.
 type chartBuf struct {
 	cols               []column
 	svg, band, p50, ls []byte
