@@ -80,8 +80,11 @@
 // daemon was still running with the state file of its last write: a
 // restart measures the saved states' age (the contract's 10 x F) from
 // the mark (engine.Saved.Held), not from a last result the file may
-// have kept for an hour. A mark of another state file (Of is not the
-// file's Written) is ignored. So a crash loses at most: a status or a
+// have kept for an hour. It vouches only for what the file holds, so no
+// mark is written while engine.Durable has moved since that write (a
+// change the budget defers): the last mark stays the last time the
+// file's statuses and counters were all current. A mark of another
+// state file (Of is not the file's Written) is ignored. So a crash loses at most: a status or a
 // counter changed in the last Interval, or in the last spacing of a file
 // past 926 KB under constant change; the last results, RTTs, statistics
 // and learned loss counts of the last HistoryInterval, or of the last

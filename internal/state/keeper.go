@@ -83,15 +83,16 @@ func Changes(e *engine.Engine) uint64 {
 // Tick writes what is due at now: the state file when a status or a
 // counter changed (engine.Durable) and its budget allows, or when only
 // results changed and theirs does; else the mark, once this Keeper has
-// written a state file; and the history file every HistoryInterval while
-// anything changed (at once the first time).
+// written a state file and while every status and counter is as written
+// (a change the budget defers is not vouched for); and the history file
+// every HistoryInterval while anything changed (at once the first time).
 func (k *Keeper) Tick(now time.Time) Report {
 	var r Report
 	durable, changes := k.Engine.Durable(), Changes(k.Engine)
 	switch {
 	case k.stateDue(now, durable, changes):
 		r.State, r.StateErr = k.writeState(now, false, durable, changes)
-	case !k.written.IsZero():
+	case !k.written.IsZero() && durable == k.durable:
 		r.MarkErr = k.mark(now)
 		r.Marked = r.MarkErr == nil
 	}

@@ -42,6 +42,9 @@ type keeperRig struct {
 	// writes of the state file, at their Header.Written
 	states []time.Time
 	marks  int
+	// bytes, when not 0, is the size reported for each write of the
+	// state file, as if it held that many bytes of contacts.
+	bytes int64
 }
 
 var rigStart = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -71,10 +74,15 @@ func newKeeperRig(t *testing.T) *keeperRig {
 }
 
 func (r *keeperRig) write(path string, h Header, pages iter.Seq[[]engine.Saved], hists iter.Seq[*engine.History]) (Stats, error) {
-	if path == r.k.Path {
-		r.states = append(r.states, h.Written)
+	if path != r.k.Path {
+		return Write(path, h, pages, hists)
 	}
-	return Write(path, h, pages, hists)
+	r.states = append(r.states, h.Written)
+	st, err := Write(path, h, pages, hists)
+	if r.bytes != 0 {
+		st.Bytes = r.bytes
+	}
+	return st, err
 }
 
 // run advances the simulation by d, probing and ticking the keeper.
@@ -248,6 +256,47 @@ func TestKeeperRestart(t *testing.T) {
 	}
 	if got := restoreInto(t, r, restartAt); len(got) != 0 {
 		t.Fatalf("restored %v without the mark, from a file %v old", got, restartAt.Sub(last))
+	}
+}
+
+// TestKeeperMarkWaitsForDeferredChanges: while a status change waits
+// for the state file's spacing (a file the size of a million contacts
+// or more), no mark vouches for the file written before the change, so
+// a crash cannot restore the old status as current; once the change is
+// written, the marks resume.
+func TestKeeperMarkWaitsForDeferredChanges(t *testing.T) {
+	r := newKeeperRig(t)
+	r.bytes = 74_000_000 // spacing at StatusBudget: 799 s
+	last := r.steady()
+	durable := r.e.Durable()
+	r.prober.down["b"] = true
+	var changed time.Time
+	for changed.IsZero() {
+		r.run(time.Second)
+		if r.e.Durable() != durable {
+			changed = r.now
+		}
+	}
+	r.run(MaxSavedAgeOf(rigPolicy) + time.Minute)
+	if n := r.writesSince(last.Add(time.Nanosecond)); n != 0 {
+		t.Fatalf("the state file was rewritten within its spacing (%v)", r.states)
+	}
+	if s, _ := r.e.AoR("b"); s.Contacts[0].Status != qualify.Unreachable {
+		t.Fatalf("b is %v, want Unreachable", s.Contacts[0].Status)
+	}
+	if _, s := r.saved("b"); s.Held.After(changed) {
+		t.Errorf("the mark vouches for the file until %v, after b's failure at %v that it does not hold", s.Held, changed)
+	}
+	if got := restoreInto(t, r, r.now.Add(Interval)); got["b"].Status == qualify.Reachable {
+		t.Errorf("a crash restores b as Reachable, Unreachable since %v: restored %v", changed, got)
+	}
+	r.run(spacing(r.bytes, StatusBudget, Interval))
+	if n := r.writesSince(last.Add(time.Nanosecond)); n != 1 {
+		t.Fatalf("%d writes of the deferred change, want 1 (%v)", n, r.states)
+	}
+	r.run(2 * Interval)
+	if f, s := r.saved("b"); s.State.Status != qualify.Unreachable || !s.Held.After(f.Written) {
+		t.Errorf("after the deferred write: b saved %+v, held %v, file written %v; want Unreachable and a later mark", s.State, s.Held, f.Written)
 	}
 }
 

@@ -9,7 +9,8 @@ import (
 )
 
 // Mark is what the mark file says: that the daemon which wrote the state
-// file of Header.Written Of was still running at At. The state file is
+// file of Header.Written Of was still running at At, every status and
+// counter as that file holds them. The state file is
 // rewritten only when a status or a counter changed (Keeper); the mark,
 // a few dozen bytes, is rewritten in between, so that a restart measures
 // the saved states' age from At rather than from the file's last write.
