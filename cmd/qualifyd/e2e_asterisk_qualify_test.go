@@ -307,7 +307,7 @@ func TestAsteriskQualifySideBySide(t *testing.T) {
 			if len(ps) < 11 {
 				t.Fatalf("%s sent %d OPTIONS to pbx07, want at least 11", q.name, len(ps))
 			}
-			gap := func(a, b int) time.Duration { return ps[b-1].at.Sub(ps[a-1].at) }
+			gap := gapOf(ps)
 			t.Logf("%s: OPTIONS 1->2 %v (F), 3->4 %v (T+R), 8->9 %v, 9->10 %v, 10->11 %v",
 				q.name, gap(1, 2), gap(3, 4), gap(8, 9), gap(9, 10), gap(10, 11))
 			within(t, q.name+": healthy OPTIONS 1->2", gap(1, 2), 6*time.Second)
@@ -396,7 +396,7 @@ func TestAsteriskQualifySideBySide(t *testing.T) {
 			if len(ps) < 9 {
 				t.Fatalf("%s sent lat %d OPTIONS, want at least 9", q.name, len(ps))
 			}
-			gap := func(a, b int) time.Duration { return ps[b-1].at.Sub(ps[a-1].at) }
+			gap := gapOf(ps)
 			t.Logf("%s: lat's down OPTIONS 4->5 %v, 5->6 %v, 6->7 %v, 7->8 %v, 8->9 %v",
 				q.name, gap(4, 5), gap(5, 6), gap(6, 7), gap(7, 8), gap(8, 9))
 			for i, want := range []time.Duration{2 * time.Second, 3 * time.Second, 5 * time.Second, 7 * time.Second, 7 * time.Second} {
@@ -425,6 +425,11 @@ func astContactRow(t *testing.T, a *peertest.Asterisk, aor string) string {
 		}
 	}
 	return ""
+}
+
+// gapOf returns the time from the a-th to the b-th (from 1) of ps.
+func gapOf(ps []probeSeen) func(a, b int) time.Duration {
+	return func(a, b int) time.Duration { return ps[b-1].at.Sub(ps[a-1].at) }
 }
 
 // within fails the test unless got, a gap between two OPTIONS (or two

@@ -385,7 +385,7 @@ func policyCells(p qualify.Policy) string {
 		return fmt.Sprintf("%gs", d.Seconds())
 	}
 	down := unset(p.DownInterval)
-	if p.Backs() {
+	if p.BacksOff() {
 		down = fmt.Sprintf("%gs..%gs", p.RetryInterval.Seconds(), p.EffectiveDownInterval().Seconds())
 	}
 	return fmt.Sprintf("%d\t%gs\t%s\t%s", p.FailureThreshold(), p.Frequency.Seconds(), unset(p.RetryInterval), down)

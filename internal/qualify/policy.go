@@ -156,9 +156,9 @@ func (p *Policy) EffectiveDownInterval() time.Duration {
 	return p.DownStep(255)
 }
 
-// Backs reports whether a down contact is probed on the backoff: R set
+// BacksOff reports whether a down contact is probed on the backoff: R set
 // and D unset (qualify-semantics §7).
-func (p *Policy) Backs() bool { return p.DownInterval <= 0 && p.RetryInterval > 0 }
+func (p *Policy) BacksOff() bool { return p.DownInterval <= 0 && p.RetryInterval > 0 }
 
 // DownStep returns the delay from the end of a probe to the next for a
 // down contact with k failed probes since the one that made it
@@ -256,7 +256,7 @@ func (p *Policy) Effective() Settings {
 	s := Settings{
 		Frequency: p.Frequency, Timeout: p.ProbeTimeout(),
 		Failures: p.FailureThreshold(), RetryInterval: orF(p.RetryInterval),
-		DownInterval: orF(p.EffectiveDownInterval()), DownBackoff: p.Backs(),
+		DownInterval: orF(p.EffectiveDownInterval()), DownBackoff: p.BacksOff(),
 		Successes: p.SuccessThreshold(), Only2xx: p.Only2xx, LatencyOnly: p.LatencyOnly,
 		FailureWindow: p.FailureWindow, SuccessCodes: p.SuccessCodes.String(),
 	}

@@ -200,16 +200,16 @@ func (x *Expected) detection(p qualify.Policy, loss float64, rtt time.Duration) 
 	x.ProbesPerHourDown = 3600 / sd.Seconds()
 	x.DatagramsPerMinuteDown = 60 * float64(Transmissions(p.ProbeTimeout())) / sd.Seconds()
 	w, _ := recovery(p, loss, rtt.Seconds())
-	x.MeanFalseOutageSeconds = downSteps(p)[0] - t + w + rtt.Seconds()
-	x.OutageDurationVariance = outageVariance(downSteps(p), loss)
+	d := downSteps(p)
+	x.MeanFalseOutageSeconds = d[0] - t + w + rtt.Seconds()
+	x.OutageDurationVariance = outageVariance(d, loss)
 }
 
 // Transmissions returns how many times a UDP probe that gets no answer
-// is sent within its deadline t: at once, then T1, 3·T1, 7·T1, ... after
-// (Timer E, the interval doubling up to T2).
+// is sent within its deadline t: at once, then on Timer E (nextSend).
 func Transmissions(t time.Duration) int {
 	n := 0
-	for off, gap := time.Duration(0), T1; off < t; off, gap = off+gap, min(2*gap, T2) {
+	for off := time.Duration(0); off < t; off = nextSend(off) {
 		n++
 	}
 	return n

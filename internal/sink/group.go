@@ -150,6 +150,7 @@ func (g *Group) evaluate() {
 		for _, s := range g.sinks {
 			s.rec.Hold(now)
 		}
+		p.TakenBack = 0
 		if now {
 			p.TakenBack = g.takeBack(g.changed)
 		}
@@ -225,19 +226,14 @@ func objectDestinations(k Key, aors []string, dests map[string][]string) []strin
 	return out
 }
 
-// aorDestinations returns each qualified AoR's contacts' destinations.
+// aorDestinations returns each AoR's contacts' destinations.
 func aorDestinations(conf *pjsip.Config) map[string][]string {
 	out := map[string][]string{}
 	if conf == nil {
 		return out
 	}
 	for i := range conf.AoRs {
-		a := &conf.AoRs[i]
-		for _, uri := range a.Contacts {
-			if d, ok := hostPort(uri); ok {
-				out[a.Name] = append(out[a.Name], d)
-			}
-		}
+		out[conf.AoRs[i].Name] = destinations(&conf.AoRs[i])
 	}
 	return out
 }

@@ -41,9 +41,9 @@ type Panic struct {
 	// force.
 	Threshold, MinDestinations, HoldThreshold int
 	Hold                                      time.Duration
-	// TakenBack counts the objects whose Down the panic took back when it
-	// began: Downs of its own event, their destinations' streaks all begun
-	// within Hold before it. Zero outside a panic's beginning.
+	// TakenBack counts, while a panic lasts, the objects whose Down it
+	// took back when it began: Downs of its own event, their destinations'
+	// streaks all begun within Hold before it. Zero outside a panic.
 	TakenBack int
 }
 
@@ -184,12 +184,22 @@ func (c *census) reset(conf *pjsip.Config) {
 		if p := a.PolicyValue(); !p.Enabled() {
 			continue
 		}
-		for j, uri := range a.Contacts {
-			if d, ok := hostPort(uri); ok && !slices.Contains(a.Contacts[:j], uri) {
-				c.contacts[d]++
-			}
+		for _, d := range destinations(a) {
+			c.contacts[d]++
 		}
 	}
+}
+
+// destinations returns the destination of each contact of a, a contact
+// given twice once.
+func destinations(a *pjsip.AoR) []string {
+	var out []string
+	for j, uri := range a.Contacts {
+		if d, ok := hostPort(uri); ok && !slices.Contains(a.Contacts[:j], uri) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // recount counts conf's qualified contacts again and observes each

@@ -200,6 +200,22 @@ func devices(f *fakeManager, n int) string {
 	return b.String()
 }
 
+// amiTrunksUp runs a Group of 10 trunks under rule with an AMI sink on
+// the strict fake Manager, every trunk Reachable; it returns the group,
+// its source, the fake and the log.
+func amiTrunksUp(t *testing.T, rule pjsip.Panic) (*Group, *fakeEngine, *fakeManager, *notes) {
+	c, src := trunks(10, rule, amiSink())
+	f := newFakeManager("s3cret")
+	log := &notes{}
+	g := NewGroup(Config{Source: src, Dial: f.dial, Notice: log.notice})
+	g.Configure(c)
+	runGroup(t, g)
+	for i := range 10 {
+		setTrunk(g, src, i, qualify.Reachable)
+	}
+	return g, src, f, log
+}
+
 // runGroup runs g until the test ends.
 func runGroup(t *testing.T, g *Group) {
 	ctx, cancel := context.WithCancel(t.Context())
@@ -216,15 +232,7 @@ func runGroup(t *testing.T, g *Group) {
 // down only on a probe made after the end.
 func TestPanicPushesOnlyUps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, src := trunks(10, pjsip.Panic{Threshold: 50, MinDestinations: 10, HoldThreshold: 50}, amiSink())
-		f := newFakeManager("s3cret")
-		var log notes
-		g := NewGroup(Config{Source: src, Dial: f.dial, Notice: log.notice})
-		g.Configure(c)
-		runGroup(t, g)
-		for i := range 10 {
-			setTrunk(g, src, i, qualify.Reachable)
-		}
+		g, src, f, log := amiTrunksUp(t, pjsip.Panic{Threshold: 50, MinDestinations: 10, HoldThreshold: 50})
 		for i := range 4 {
 			setTrunk(g, src, i, qualify.Unreachable)
 		}
@@ -291,15 +299,7 @@ func TestPanicPushesOnlyUps(t *testing.T) {
 // (qualify-semantics §6.1).
 func TestPanicTakesBackItsOwnDowns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, src := trunks(10, pjsip.Panic{Threshold: 50, MinDestinations: 10, HoldThreshold: 90}, amiSink())
-		f := newFakeManager("s3cret")
-		var log notes
-		g := NewGroup(Config{Source: src, Dial: f.dial, Notice: log.notice})
-		g.Configure(c)
-		runGroup(t, g)
-		for i := range 10 {
-			setTrunk(g, src, i, qualify.Reachable)
-		}
+		g, src, f, log := amiTrunksUp(t, pjsip.Panic{Threshold: 50, MinDestinations: 10, HoldThreshold: 90})
 		setTrunk(g, src, 0, qualify.Unreachable) // dead before the trouble
 		time.Sleep(61 * time.Second)             // longer than H = F + T = 60 s
 		setTrunk(g, src, 1, qualify.Unreachable) // the blip's first, below the lower mark
