@@ -375,6 +375,10 @@ func (r *blipRun) count(start time.Time, row *blipRow) {
 		}
 		return 2
 	}
+	// An up of a key down before the panic, before the panic's end, is
+	// the take-back: during the blip nothing else brings a live
+	// destination up. It may be recorded just before the panic's own
+	// line, which another goroutine logs once the take-back is queued.
 	falseBefore := map[string]bool{} // keys down before the panic, not taken back yet
 	for _, k := range kam {
 		switch {
@@ -384,7 +388,7 @@ func (r *blipRun) count(start time.Time, row *blipRow) {
 			falseBefore[k.key] = phase(k.at) == 0
 		case !k.down && r.isDea[k.key]:
 			row.DeadUpKamailio++
-		case !k.down && falseBefore[k.key] && phase(k.at) == 1:
+		case !k.down && falseBefore[k.key] && phase(k.at) <= 1:
 			row.TakenKamailio++
 			falseBefore[k.key] = false
 		}
@@ -399,7 +403,7 @@ func (r *blipRun) count(start time.Time, row *blipRow) {
 			falseBefore[h.key] = phase(h.at) == 0
 		case !h.down && dead:
 			row.DeadUpWebhook++
-		case !h.down && falseBefore[h.key] && phase(h.at) == 1:
+		case !h.down && falseBefore[h.key] && phase(h.at) <= 1:
 			row.TakenWebhook++
 			falseBefore[h.key] = false
 		}
