@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -306,4 +307,59 @@ func startRun(t *testing.T, g *Group) func() {
 	done := make(chan struct{})
 	go func() { g.Run(ctx); close(done) }()
 	return func() { cancel(); <-done }
+}
+
+// TestGroupRunWaitsForAReloadsRelease: a reload that removes a sink
+// while Run runs queues its release; Run, stopped before the reload has
+// run it (here the reload writes its log line first, and the line
+// waits), returns only once the release is done: no release runs after
+// Run returned, and none is added to a WaitGroup Run waits on.
+func TestGroupRunWaitsForAReloadsRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, src := trunks(3, pjsip.Panic{MinDestinations: 4}, amiSink())
+		src.set("trunk0", qualify.Unreachable)
+		src.set("trunk1", qualify.Unreachable)
+		src.set("trunk2", qualify.Reachable)
+		f := newFakeManager("s3cret")
+		var armed, held, free = make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		notice := func(slog.Level, string, ...slog.Attr) {
+			select {
+			case <-armed:
+				once.Do(func() { close(held); <-free }) // the first line after armed waits
+			default:
+			}
+		}
+		g := NewGroup(Config{Source: src, Dial: f.dial, Notice: notice})
+		g.Configure(c)
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := make(chan struct{})
+		go func() { g.Run(ctx); close(ran) }()
+		synctest.Wait()
+		if got := devices(f, 3); got != "UU." {
+			t.Fatalf("devices %s while running", got)
+		}
+		close(armed)
+		unblock := sync.OnceFunc(func() { close(free) })
+		defer unblock()
+		c2, _ := trunks(3, pjsip.Panic{MinDestinations: 3}) // the sink removed; a panic begins
+		reloaded := make(chan struct{})
+		go func() { g.Configure(c2); close(reloaded) }()
+		<-held // the reload's panic line waits, its release queued
+		cancel()
+		synctest.Wait()
+		select {
+		case <-ran:
+			if got := devices(f, 3); got != "..." {
+				t.Fatalf("Run returned with the removed sink's release still to run (devices %s)", got)
+			}
+		default:
+		}
+		unblock()
+		<-reloaded
+		<-ran
+		if got := devices(f, 3); got != "..." {
+			t.Fatalf("devices %s once Run returned, want the removed sink released", got)
+		}
+	})
 }
