@@ -52,9 +52,11 @@ type Group struct {
 	mu    sync.Mutex
 	sinks []*sink       // in configuration order
 	start func(s *sink) // starts a sink's loop while Run runs; nil otherwise
-	// release runs a retired sink's release in the background while Run
-	// runs; nil otherwise.
-	release func(s *sink)
+	// release, while Run runs (nil otherwise), counts a retired sink's
+	// release among what Run waits for, and returns the function that
+	// runs it in the background: counted under mu, before Run's wait
+	// begins, though it runs later, outside mu.
+	release func(s *sink) func()
 	stops   []func()      // the loops to stop (and release), by Configure, outside mu
 	conf    *pjsip.Config // the configuration applied last
 	census  census
@@ -374,9 +376,9 @@ func (g *Group) releaseLater(s *sink) {
 	if s.stop == nil {
 		return
 	}
-	stop, release := s.stop, g.release
+	stop, release := s.stop, g.release(s)
 	s.stop = nil
-	g.stops = append(g.stops, func() { stop(); release(s) })
+	g.stops = append(g.stops, func() { stop(); release() })
 }
 
 // retire releases s, bounded by its timeout even when ctx is done (the
@@ -492,7 +494,12 @@ func (g *Group) Run(ctx context.Context) {
 		wg.Go(func() { s.rec.Run(sctx); close(done) })
 		s.stop = func() { cancel(); <-done }
 	}
-	g.release = func(s *sink) { wg.Go(func() { g.retire(ctx, s) }) }
+	g.release = func(s *sink) func() {
+		wg.Add(1)
+		return func() {
+			go func() { defer wg.Done(); g.retire(ctx, s) }()
+		}
+	}
 	for _, s := range g.sinks {
 		s.rec.requeue(true) // a leading edge: every level, even a webhook's
 		g.start(s)
