@@ -1,11 +1,10 @@
 package sink
 
 import (
-	"net/netip"
 	"strconv"
-	"strings"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/observe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -114,65 +113,8 @@ func (a aggregate) level() Level {
 }
 
 // HostPort returns the host and port a SIP URI is sent to, as the
-// kamailio sink matches destinations to contacts: "host:port", the
-// port 5060 (5061 for sips:) when the URI has none, an IPv6 host in
-// brackets.
-func HostPort(uri string) (string, bool) { return hostPort(uri) }
+// kamailio sink matches destinations to contacts: observe.HostPort.
+func HostPort(uri string) (string, bool) { return observe.HostPort(uri) }
 
-// hostPort returns a SIP URI's host and port as a dispatcher destination
-// is matched: the host lower case (IP literals in their canonical form,
-// IPv6 in brackets), the port 5060 when the URI gives none (5061 for
-// sips:). ok is false for a URI without a host.
-func hostPort(uri string) (string, bool) {
-	lower := strings.ToLower(strings.TrimSpace(uri))
-	port := "5060"
-	rest, ok := strings.CutPrefix(lower, "sip:")
-	if !ok {
-		if rest, ok = strings.CutPrefix(lower, "sips:"); !ok {
-			return "", false
-		}
-		port = "5061"
-	}
-	if i := strings.IndexAny(rest, ";?>"); i >= 0 {
-		rest = rest[:i]
-	}
-	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	host, p, ok := splitHost(rest)
-	if !ok {
-		return "", false
-	}
-	if p != "" {
-		port = p
-	}
-	return joinHost(host) + ":" + port, true
-}
-
-// splitHost splits "host", "host:port", "[v6]" or "[v6]:port".
-func splitHost(s string) (host, port string, ok bool) {
-	if strings.HasPrefix(s, "[") {
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return "", "", false
-		}
-		host, s = s[1:end], s[end+1:]
-		port, _ = strings.CutPrefix(s, ":")
-		return host, port, host != ""
-	}
-	host, port, _ = strings.Cut(s, ":")
-	return host, port, host != ""
-}
-
-// joinHost writes a host as hostPort keys it.
-func joinHost(host string) string {
-	host = strings.TrimSuffix(host, ".")
-	if a, err := netip.ParseAddr(host); err == nil {
-		a = a.Unmap().WithZone("")
-		if a.Is6() {
-			return "[" + a.String() + "]"
-		}
-		return a.String()
-	}
-	return host
-}
+// hostPort is observe.HostPort.
+func hostPort(uri string) (string, bool) { return observe.HostPort(uri) }
