@@ -149,6 +149,8 @@ type streams struct {
 	wg     sync.WaitGroup
 	// serve runs the reader of a new connection.
 	serve func(sc *streamConn)
+	// connect, if set, replaces dial (tests).
+	connect func(ctx context.Context, key streamKey) (net.Conn, net.Conn, error)
 }
 
 // get returns the live connection to key, dialing one (bounded by ctx) if
@@ -164,7 +166,11 @@ func (s *streams) get(ctx context.Context, key streamKey, stale *streamConn) (*s
 	if slot.conn != nil && slot.conn != stale && !slot.conn.broken.Load() {
 		return slot.conn, false, nil
 	}
-	c, raw, err := s.dial(ctx, key)
+	dial := s.dial
+	if s.connect != nil {
+		dial = s.connect
+	}
+	c, raw, err := dial(ctx, key)
 	if err != nil {
 		return nil, false, err
 	}
