@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -131,11 +132,18 @@ func (sc *streamConn) Read(b []byte) (int, error) {
 // serialises dialing so concurrent probes share one connection.
 type streamSlot struct {
 	mu   sync.Mutex
-	conn *streamConn
+	conn *streamConn // guarded by mu; read under streams.mu when users is 0
+	// users counts the gets holding the slot, guarded by streams.mu: the
+	// slot leaves the pool when none does and it has no live connection.
+	users int
 }
 
-// streams is the pool of TCP/TLS connections, one per destination,
-// reconnected on demand.
+// streams is the pool of TCP/TLS connections, one per destination
+// with a connection or a dial in progress, reconnected on demand.
+//
+// Lock order: a streamSlot's mu before streams.mu, never the reverse
+// (get starts a reader while it holds its slot; close breaks the
+// connections after releasing mu).
 type streams struct {
 	mu     sync.Mutex
 	slots  map[streamKey]*streamSlot
@@ -161,6 +169,7 @@ func (s *streams) get(ctx context.Context, key streamKey, stale *streamConn) (*s
 	if err != nil {
 		return nil, false, err
 	}
+	defer s.leave(key, slot)
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
 	if slot.conn != nil && slot.conn != stale && !slot.conn.broken.Load() {
@@ -194,7 +203,29 @@ func (s *streams) slot(key streamKey) (*streamSlot, error) {
 		slot = &streamSlot{}
 		s.slots[key] = slot
 	}
+	slot.users++
 	return slot, nil
+}
+
+// leave ends a get's hold of key's slot; the last one out removes it when
+// it has no live connection (the dial failed, or the connection broke).
+func (s *streams) leave(key streamKey, slot *streamSlot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot.users--
+	if slot.users == 0 && (slot.conn == nil || slot.conn.broken.Load()) && s.slots[key] == slot {
+		delete(s.slots, key)
+	}
+}
+
+// forget removes sc's slot once sc's reader has ended, unless a get holds
+// the slot or it has another connection.
+func (s *streams) forget(sc *streamConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slot := s.slots[sc.key]; slot != nil && slot.users == 0 && slot.conn == sc {
+		delete(s.slots, sc.key)
+	}
 }
 
 // start runs the reader of sc unless the pool is closed.
@@ -209,6 +240,7 @@ func (s *streams) start(sc *streamConn) bool {
 	go func() {
 		defer s.wg.Done()
 		s.serve(sc)
+		s.forget(sc)
 	}()
 	return true
 }
@@ -233,18 +265,20 @@ func (s *streams) dial(ctx context.Context, key streamKey) (net.Conn, net.Conn, 
 	return tc, c, nil
 }
 
-// close closes every connection and waits for the readers.
+// close closes every connection and waits for the readers. A get that
+// dials meanwhile finds the pool closed when it would start its reader.
 func (s *streams) close() {
 	s.mu.Lock()
 	s.closed = true
-	for _, slot := range s.slots {
+	slots := slices.Collect(maps.Values(s.slots))
+	s.mu.Unlock()
+	for _, slot := range slots {
 		slot.mu.Lock()
 		if slot.conn != nil {
 			slot.conn.breakConn()
 		}
 		slot.mu.Unlock()
 	}
-	s.mu.Unlock()
 	s.wg.Wait()
 }
 
