@@ -49,7 +49,12 @@ type Daemon struct {
 	// loop saw first.
 	httpDone chan struct{}
 	httpErr  error
-	reloadMu sync.Mutex // one reload at a time
+	reloadMu sync.Mutex // one reload at a time; taken before applyMu
+	// applyMu guards stopped; a reload applies under it. Run sets
+	// stopped before it stops the engine and saves the state, so that no
+	// reload applies after the state's last write.
+	applyMu sync.Mutex
+	stopped bool
 	// running counts the AoRs and contacts of the configuration applied
 	// last, for the shrink rule; written by apply, under reloadMu after
 	// New.
@@ -291,6 +296,11 @@ func (d *Daemon) reload(ctx context.Context, force, read bool) error {
 	defer d.reloadMu.Unlock()
 	round := d.sources.Round(ctx, read, force || d.cfg.ReloadAllowShrink)
 	conf, err := d.cfg.load(round.Import)
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
+	if err == nil && d.stopped {
+		err = ErrStopping
+	}
 	if err == nil && !force && !d.cfg.ReloadAllowShrink {
 		err = d.running.shrink(sizeOf(conf))
 	}
@@ -332,6 +342,10 @@ func (d *Daemon) clusterChanged(conf *pjsip.Config) {
 		d.log.Notice(slog.LevelWarn, "configuration warning: the type=cluster section changed: it applies at the next start (restart qualifyd)")
 	}
 }
+
+// ErrStopping is a reload refused because the daemon stops: its state
+// file is written for the last time.
+var ErrStopping = errors.New("qualifyd is stopping")
 
 // ErrShrink is a reload refused because it would drop every AoR or more
 // than half of the contacts.
@@ -411,6 +425,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.ready()
 	d.watch(runCtx, hup)
 	d.notify("STOPPING=1")
+	d.applyMu.Lock() // a reload applying ends first; none applies after
+	d.stopped = true
+	d.applyMu.Unlock()
 	cancel()
 	if d.http != nil {
 		<-d.httpDone
