@@ -10,13 +10,20 @@ LDFLAGS  := -X main.buildVersion=$(VERSION)
 # commit's time, so one commit builds the same package.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 export SOURCE_DATE_EPOCH
-# ASTERISK_SRC holds Asterisk's source and build.sh (the checkout's sibling
-# shared/peers/asterisk, else the workplace's /work/shared/peers/asterisk);
+# SHARED is the shared peers' directory, by contrib/shared-dir.sh's rule:
+# QUALIFYD_SHARED, else ../shared beside the checkout, else ../shared beside
+# the local repository the checkout was cloned from; empty when none holds
+# peers/ (SHARED_MISSING then says where it looked). ASTERISK_SRC
+# (SHARED/peers/asterisk) holds Asterisk's source and build.sh;
 # ASTERISK is where `make deps` builds it, outside the clone, once:
 # build.sh does nothing when it holds the build, and a build already there
 # is used as it is when no source is at hand. The real-Asterisk tests find
 # it through QUALIFYD_ASTERISK, and fail without it.
-ASTERISK_SRC ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/peers/asterisk) /work/shared/peers/asterisk) $(abspath $(CURDIR)/../shared/peers/asterisk))
+SHARED       := $(shell QUALIFYD_SHARED='$(QUALIFYD_SHARED)' contrib/shared-dir.sh 2>/dev/null)
+SHARED_MISSING = $(shell QUALIFYD_SHARED='$(QUALIFYD_SHARED)' contrib/shared-dir.sh 2>&1 >/dev/null)
+ASTERISK_SRC ?= $(if $(SHARED),$(SHARED)/peers/asterisk)
+# SRC_WHERE names ASTERISK_SRC in deps' messages, or why there is none.
+SRC_WHERE     = $(or $(ASTERISK_SRC),Asterisk source ($(SHARED_MISSING)))
 ASTERISK     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/qualifyd/asterisk
 export QUALIFYD_ASTERISK ?= $(ASTERISK)
 # ASTERISK_QUALIFY is where `make deps` builds Asterisk's main with upstream
@@ -73,16 +80,16 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 	@if [ -x $(ASTERISK_SRC)/build.sh ]; then $(ASTERISK_SRC)/build.sh $(ASTERISK); \
-	elif [ -x $(ASTERISK)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the Asterisk built in $(ASTERISK)"; \
-	else echo "deps: no $(ASTERISK_SRC)/build.sh and no Asterisk in $(ASTERISK): the real-Asterisk tests need one (ASTERISK_SRC=...)"; exit 1; fi
+	elif [ -x $(ASTERISK)/sbin/asterisk ]; then echo "deps: no $(SRC_WHERE): using the Asterisk built in $(ASTERISK)"; \
+	else echo "deps: no build.sh in $(SRC_WHERE) and no Asterisk in $(ASTERISK): the real-Asterisk tests need one (QUALIFYD_SHARED=... or ASTERISK_SRC=...)"; exit 1; fi
 	@if [ -f $(ASTERISK)/ast-db-manage/config/env.py ]; then :; \
 	elif [ -f $(ASTERISK_SRC)/asterisk-f0c1c1a7b7.tar.gz ]; then \
 		mkdir -p $(ASTERISK)/ast-db-manage && \
 		tar -xzf $(ASTERISK_SRC)/asterisk-f0c1c1a7b7.tar.gz --strip-components=3 -C $(ASTERISK)/ast-db-manage asterisk/contrib/ast-db-manage; \
-	else echo "deps: no Asterisk source in $(ASTERISK_SRC): the realtime tests need its contrib/ast-db-manage in $(ASTERISK)/ast-db-manage"; exit 1; fi
+	else echo "deps: no $(SRC_WHERE): the realtime tests need its contrib/ast-db-manage in $(ASTERISK)/ast-db-manage"; exit 1; fi
 	@if [ -f $(ASTERISK_SRC)/asterisk-49fe30d0ff.tar.gz ]; then ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/build.sh $(ASTERISK_QUALIFY); \
-	elif [ -x $(ASTERISK_QUALIFY)/sbin/asterisk ]; then echo "deps: no $(ASTERISK_SRC): using the patched Asterisk built in $(ASTERISK_QUALIFY)"; \
-	else echo "deps: no $(ASTERISK_SRC) and no patched Asterisk in $(ASTERISK_QUALIFY): the side-by-side tests need one (ASTERISK_SRC=...)"; exit 1; fi
+	elif [ -x $(ASTERISK_QUALIFY)/sbin/asterisk ]; then echo "deps: no $(SRC_WHERE): using the patched Asterisk built in $(ASTERISK_QUALIFY)"; \
+	else echo "deps: no $(SRC_WHERE) and no patched Asterisk in $(ASTERISK_QUALIFY): the side-by-side tests need one (QUALIFYD_SHARED=... or ASTERISK_SRC=...)"; exit 1; fi
 	ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/testsuite.sh deps
 
 vet:

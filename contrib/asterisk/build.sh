@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds Asterisk with qualifyd's res_pjsip qualify patches (the *.patch files beside this script,
-# applied in order with `git apply`) into PREFIX: the same source (ASTERISK_SRC, default the
-# shared peers' asterisk directory), configure flags and modules (its menuselect.args) as its
+# applied in order with `git apply`) into PREFIX: the same source (ASTERISK_SRC, default
+# peers/asterisk in the shared peers' directory, contrib/shared-dir.sh), configure flags and modules (its menuselect.args) as its
 # build.sh, which builds the unpatched one. About as long as that build.
 # Usage: build.sh PREFIX
 # Does nothing when PREFIX already holds this build (PREFIX/.stamp: the source, the modules, the
-# patches and this script). It also installs the patched tree's Alembic scripts (the realtime
+# patches and this script but its source lookup). It also installs the patched tree's Alembic scripts (the realtime
 # schema) into PREFIX/share/ast-db-manage. ASTERISK_DEVMODE=1 configures with --enable-dev-mode
 # (warnings are errors), the test framework and app_userevent, and installs the headers, for
 # unit.sh and Asterisk's own test suite (testsuite.sh). ASTERISK_UNPATCHED=1 builds the same source with none of the
@@ -13,24 +13,22 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 prefix=${1:?usage: build.sh PREFIX}
-src=${ASTERISK_SRC:-}
-if [ -z "$src" ]; then
-  for d in "$here/../../../shared/peers/asterisk" /work/shared/peers/asterisk; do
-    if [ -f "$d/asterisk-49fe30d0ff.tar.gz" ]; then src=$(cd "$d" && pwd); break; fi
-  done
-fi
-if [ -z "$src" ] || [ ! -f "$src/asterisk-49fe30d0ff.tar.gz" ]; then
-  echo "build.sh: no Asterisk source (set ASTERISK_SRC to the directory of asterisk-49fe30d0ff.tar.gz)" >&2
-  exit 1
-fi
+src=${ASTERISK_SRC:-} # lookup
+if [ -z "$src" ]; then src=$("$here/../shared-dir.sh")/peers/asterisk; fi # lookup
+if [ ! -f "$src/asterisk-49fe30d0ff.tar.gz" ]; then # lookup
+  echo "build.sh: no asterisk-49fe30d0ff.tar.gz in $src (ASTERISK_SRC, else peers/asterisk in contrib/shared-dir.sh's directory)" >&2 # lookup
+  exit 1 # lookup
+fi # lookup
 patches=("$here"/[0-9][0-9][0-9][0-9]-*.patch)
 devmode=${ASTERISK_DEVMODE:-0}
 version=GIT-master-49fe30d0ff-qualify
-kind="qualify-$(cat "${patches[@]}" "$0" | md5sum | cut -c1-8)"
+# The stamp's script is its build steps: the source's lookup (lines ending "# lookup") is not one.
+script=$(grep -v '# lookup$' "$0")
+kind="qualify-$( (cat "${patches[@]}"; echo "$script") | md5sum | cut -c1-8)"
 if [ "${ASTERISK_UNPATCHED:-0}" = 1 ]; then
   patches=()
   version=GIT-master-49fe30d0ff
-  kind="unpatched-$(md5sum < "$0" | cut -c1-8)"
+  kind="unpatched-$(echo "$script" | md5sum | cut -c1-8)"
 fi
 stamp="asterisk-49fe30d0ff pjproject-2.17 $(md5sum "$src/menuselect.args" | cut -c1-8) $kind devmode-$devmode"
 if [ -x "$prefix/sbin/asterisk" ] && [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then

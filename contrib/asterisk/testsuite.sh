@@ -20,13 +20,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/qualifyd
 suite_src=${ASTERISK_TESTSUITE_SRC:-}
-if [ -z "$suite_src" ]; then
-  for d in "$here/../../../shared/peers/asterisk-testsuite" /work/shared/peers/asterisk-testsuite; do
-    if [ -f "$d/testsuite-379b3a56.tar.gz" ]; then suite_src=$(cd "$d" && pwd); break; fi
-  done
-fi
-if [ -z "$suite_src" ] || [ ! -f "$suite_src/testsuite-379b3a56.tar.gz" ]; then
-  echo "testsuite.sh: no test suite (set ASTERISK_TESTSUITE_SRC to the directory of testsuite-379b3a56.tar.gz)" >&2
+if [ -z "$suite_src" ]; then suite_src=$("$here/../shared-dir.sh")/peers/asterisk-testsuite; fi
+if [ ! -f "$suite_src/testsuite-379b3a56.tar.gz" ]; then
+  echo "testsuite.sh: no testsuite-379b3a56.tar.gz in $suite_src (ASTERISK_TESTSUITE_SRC, else peers/asterisk-testsuite in contrib/shared-dir.sh's directory)" >&2
   exit 1
 fi
 base=$cache/asterisk-ats-base
