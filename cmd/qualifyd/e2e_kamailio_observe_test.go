@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/observe"
+	"github.com/qualifyd/qualifyd/internal/peertest"
+)
+
+// The kamailio.cfg lines that report call outcomes to qualifyd (those
+// under OBSERVE_URL in testdata/kamailio/kamailio.cfg, which
+// docs/routers.md gives), run in the real Kamailio with SIPp trunks.
+
+// callTrunk runs SIPp on a free loopback port playing scenario (a file of
+// ../../internal/sink/testdata/calls, or trunk.xml), waits until it has
+// bound the port, and returns its dispatcher destination.
+func callTrunk(t *testing.T, scenario string) string {
+	t.Helper()
+	sf, _ := filepath.Abs(scenario)
+	port := freePort(t, "udp")
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	startPeer(t, "sipp", "-sf", sf, "-i", "127.0.0.1", "-p", strconv.Itoa(port), "-t", "u1",
+		"-nostdin", "-deadcall_wait", "0", "-max_recv_loops", "1000", "-key", "contact", addr)
+	eventually(t, peerBound, "SIPp binds "+addr, func() bool {
+		c, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	return "sip:" + addr
+}
+
+// observations is a receiver of POST /api/v1/observations that reads
+// each body as qualifyd does (observe.ParseBatch) and keeps what it
+// read; hang, if set, is closed to release requests it holds unanswered.
+type observations struct {
+	mu    sync.Mutex
+	got   []observe.Observation
+	drops int
+	hang  chan struct{}
+}
+
+func (o *observations) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if o.hang != nil {
+		<-o.hang
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	obs, tally, err := observe.ParseBatch(body)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, obs...)
+	o.drops += tally.Drops()
+	if err != nil || r.URL.Path != "/api/v1/observations" || r.Header.Get("Content-Type") != "application/json" {
+		http.Error(w, fmt.Sprintf("%s %s: %v", r.URL.Path, r.Header.Get("Content-Type"), err), http.StatusBadRequest)
+	}
+}
+
+func (o *observations) taken() ([]observe.Observation, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.got), o.drops
+}
+
+// startObservingKamailio starts Kamailio with the observation lines
+// (fr_timer 2 s) posting to url, and dispatcher set 1 the destinations,
+// the first tried first.
+func startObservingKamailio(t *testing.T, url string, dests ...string) *peertest.Kamailio {
+	t.Helper()
+	var list strings.Builder
+	for i, d := range dests {
+		fmt.Fprintf(&list, "1 %s 0 %d\n", d, 10*(len(dests)-i))
+	}
+	dslist := filepath.Join(t.TempDir(), "dispatcher.list")
+	writeFile(t, dslist, list.String())
+	cfg, _ := filepath.Abs(filepath.Join("testdata", "kamailio", "kamailio.cfg"))
+	return peertest.StartKamailio(t, cfg, dslist, "FR_TIMER=2000", fmt.Sprintf("OBSERVE_URL=%q", url+"/api/v1/observations"))
+}
+
+// callThrough runs one SIPp call to Kamailio and reports whether it
+// completed (INVITE answered 200, ACK, BYE answered 200).
+func callThrough(t *testing.T, sip string) error {
+	t.Helper()
+	sf, _ := filepath.Abs(filepath.Join("testdata", "kamailio", "caller.xml"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*peerBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, requirePeer(t, "sipp"), "-sf", sf, "-i", "127.0.0.1",
+		"-p", strconv.Itoa(freePort(t, "udp")), "-t", "u1", "-m", "1", "-s", "trunk", "-nostdin",
+		"-timeout", peerBound.String(), "-timeout_error", "-max_recv_loops", "1000", sip)
+	cmd.Dir = t.TempDir()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v\n%s", err, out)
+	}
+	return nil
+}
+
+// TestKamailioObservations relays one call through the real Kamailio's
+// dispatcher over four trunks in turn: one that never answers (fr_timer
+// 2 s), one that answers 503, one 503 with Retry-After: 20, and one that
+// answers 200. qualifyd's POST /api/v1/observations receives, in one
+// body it parses without a drop, timeout, failed 503, failed 503 with
+// retry_after 20 and answered, each with its destination. About 3 s.
+func TestKamailioObservations(t *testing.T) {
+	calls := filepath.Join("..", "..", "internal", "sink", "testdata", "calls")
+	dead := callTrunk(t, filepath.Join(calls, "invite-silent.xml"))
+	busy := callTrunk(t, filepath.Join(calls, "invite-503.xml"))
+	draining := callTrunk(t, filepath.Join(calls, "invite-503-retry.xml"))
+	ok := callTrunk(t, filepath.Join("testdata", "kamailio", "trunk.xml"))
+	rec := &observations{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	k := startObservingKamailio(t, srv.URL, dead, busy, draining, ok)
+	if err := callThrough(t, k.SIP); err != nil {
+		t.Fatalf("the call did not complete over the fourth trunk: %v\nKamailio:\n%s", err, k.Log)
+	}
+	dest := func(uri string) string { d, _ := observe.Destination(uri); return d }
+	want := []observe.Observation{
+		{Destination: dest(dead), Outcome: observe.Timeout, Source: observe.SourceKamailio},
+		{Destination: dest(busy), Outcome: observe.Failed, Code: 503, Source: observe.SourceKamailio},
+		{Destination: dest(draining), Outcome: observe.Failed, Code: 503, RetryAfter: 20 * time.Second, Source: observe.SourceKamailio},
+		{Destination: dest(ok), Outcome: observe.Answered, Source: observe.SourceKamailio},
+	}
+	eventually(t, peerBound, "four observations", func() bool { got, _ := rec.taken(); return len(got) >= len(want) })
+	got, drops := rec.taken()
+	if !slices.Equal(got, want) || drops != 0 {
+		t.Fatalf("observations %+v (%d dropped), want %+v\nKamailio:\n%s", got, drops, want, k.Log)
+	}
+}
+
+// TestKamailioObservationsQualifydHung holds that the lines never block
+// routing: with qualifyd's API accepting connections but never
+// answering, and with it gone (connection refused), a call over a dead
+// trunk still fails over after fr_timer and completes, and Kamailio logs
+// the lost POST: each POST is bounded (1 s), so that the timer posts the
+// next calls' outcomes once qualifyd answers again. About 7 s.
+func TestKamailioObservationsQualifydHung(t *testing.T) {
+	calls := filepath.Join("..", "..", "internal", "sink", "testdata", "calls")
+	dead := callTrunk(t, filepath.Join(calls, "invite-silent.xml"))
+	ok := callTrunk(t, filepath.Join("testdata", "kamailio", "trunk.xml"))
+	hung := &observations{hang: make(chan struct{})}
+	srv := httptest.NewServer(hung)
+	defer srv.Close()
+	defer close(hung.hang)
+	k := startObservingKamailio(t, srv.URL, dead, ok)
+	for i := range 2 {
+		if err := callThrough(t, k.SIP); err != nil {
+			t.Fatalf("call %d with qualifyd hung: %v\nKamailio:\n%s", i, err, k.Log)
+		}
+	}
+	eventually(t, peerBound, "Kamailio gives up a POST qualifyd does not answer", func() bool {
+		return strings.Count(k.Log.String(), "qualifyd: POST of ") >= 2
+	})
+	gone := startObservingKamailio(t, "http://127.0.0.1:"+strconv.Itoa(freePort(t, "tcp")), dead, ok)
+	if err := callThrough(t, gone.SIP); err != nil {
+		t.Fatalf("call with qualifyd gone: %v\nKamailio:\n%s", err, gone.Log)
+	}
+	eventually(t, peerBound, "Kamailio logs the lost POST", func() bool {
+		return strings.Contains(gone.Log.String(), "qualifyd: POST of ")
+	})
+}
