@@ -44,7 +44,8 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/qualifyd ./cmd/qualifyd
 
 # deps installs what the tests need: Go modules and the real SIP peers
-# (SIPp from Debian's sip-tester, Kamailio, and Asterisk built from source
+# (SIPp from Debian's sip-tester, Kamailio with its http_client module
+# (kamailio-utils-modules: the call outcomes' POST), and Asterisk built from source
 # into ASTERISK, about 2 minutes the first time, and again with
 # contrib/asterisk's patches into ASTERISK_QUALIFY) used by the interop tests,
 # iproute2 and nftables for the lossy-network lab, chromium for the
@@ -66,6 +67,7 @@ deps:
 	@missing=""; \
 	command -v sipp >/dev/null 2>&1 || missing="$$missing sip-tester"; \
 	command -v kamailio >/dev/null 2>&1 || missing="$$missing kamailio"; \
+	ls /usr/lib/*/kamailio/modules/http_client.so >/dev/null 2>&1 || missing="$$missing kamailio-utils-modules"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
