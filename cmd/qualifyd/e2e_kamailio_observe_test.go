@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -113,8 +114,14 @@ func callThrough(t *testing.T, sip string) error {
 // 2 s), one that answers 503, one 503 with Retry-After: 20, and one that
 // answers 200. qualifyd's POST /api/v1/observations receives, in one
 // body it parses without a drop, timeout, failed 503, failed 503 with
-// retry_after 20 and answered, each with its destination. About 3 s.
+// retry_after 20 and answered, each with its destination; the lines
+// docs/routers.md gives are the configuration's. About 3 s.
 func TestKamailioObservations(t *testing.T) {
+	kam, err := os.ReadFile(filepath.Join("testdata", "kamailio", "kamailio.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	excerptInFile(t, docText(t, "docs/routers.md"), "**Call outcomes.**", "QUALIFYD_POST", string(kam))
 	calls := filepath.Join("..", "..", "internal", "sink", "testdata", "calls")
 	dead := callTrunk(t, filepath.Join(calls, "invite-silent.xml"))
 	busy := callTrunk(t, filepath.Join(calls, "invite-503.xml"))
