@@ -3,10 +3,10 @@ package qualify
 import "time"
 
 // State is one contact's qualify state: its status, the consecutive
-// counters of the contract, and what qualify_failures=auto and
-// qualify_failure_window keep of its history (zero without them). The
-// zero value is a new, NonQualified contact. 24 bytes: a million contacts
-// hold one each.
+// counters of the contract, whether it is draining, and what
+// qualify_failures=auto and qualify_failure_window keep of its history
+// (zero without them). The zero value is a new, NonQualified contact. 28
+// bytes: a million contacts hold one each.
 type State struct {
 	Status Status
 	// DownProbes counts the failed probes of the current down spell after
@@ -22,6 +22,11 @@ type State struct {
 	// Spanned reports that the current run has spanned the failure
 	// window.
 	Spanned bool
+	// Draining reports that the peer asked for a pause (a 503 with
+	// Retry-After, to a probe or a call): the contact is out of routing
+	// until its next probe, which is due when the pause ends
+	// (qualify-semantics §11.4).
+	Draining bool
 	// Failures counts consecutive failed probes while the contact is not
 	// Unreachable; it stays at the count that made it Unreachable (N, or
 	// more with a window) while Unreachable.
@@ -43,6 +48,8 @@ type State struct {
 // Phase returns where the state stands in its failure handling.
 func (s State) Phase() Phase {
 	switch {
+	case s.Draining:
+		return Draining
 	case s.Status == Unreachable && s.Successes > 0:
 		return Recovering
 	case s.Status == Unreachable:
@@ -76,6 +83,9 @@ func (s Step) Changed() bool { return s.From != s.State.Status }
 // response or deadline); r.Sent is its first send, or zero, in which case
 // now stands for it.
 //
+// A 503 with Retry-After is a drain (see Drain), whatever the success
+// codes say. Any other result ends a drain.
+//
 // With qualify off (F = 0) the result is judged but changes nothing, as a
 // manual qualify in Asterisk. Observe is pure and does not allocate.
 func (p *Policy) Observe(s State, now time.Time, r Result) Step {
@@ -84,6 +94,10 @@ func (p *Policy) Observe(s State, now time.Time, r Result) Step {
 	if !p.Enabled() {
 		return step
 	}
+	if reason == ReasonDraining {
+		return p.Drain(s, now, r.RetryAfter)
+	}
+	s.Draining = false
 	if ok {
 		step.State = p.succeed(s)
 	} else {

@@ -64,7 +64,27 @@ type Policy struct {
 	// count as a success. Empty: any final response, or a 2xx with
 	// Only2xx; the two are exclusive.
 	SuccessCodes Codes
+	// QuietOnly (qualify_quiet_only) skips a periodic probe of a healthy
+	// Reachable contact while the peer gave a final response to a call
+	// within the last F (qualify-semantics §11.3).
+	QuietOnly bool
+	// CallFailureCodes (qualify_call_failure_codes) are the final
+	// responses to a call that make a contact suspect; empty means
+	// DefaultCallFailureCodes. A 503 with Retry-After is a drain whatever
+	// the list holds (§11.4).
+	CallFailureCodes Codes
+	// DrainMax (qualify_drain_max) bounds the time a peer answering 503
+	// with Retry-After is held out of routing; zero means
+	// DefaultDrainMax. Whole seconds.
+	DrainMax time.Duration
 }
+
+// DefaultDrainMax is qualify_drain_max's default.
+const DefaultDrainMax = 300 * time.Second
+
+// DefaultCallFailureCodes is qualify_call_failure_codes' default: 503
+// without Retry-After, a peer out of service.
+var DefaultCallFailureCodes = Codes{r: [MaxCodeRanges]codeRange{{503, 503}}}
 
 // DefaultPolicy returns Asterisk's defaults for an AoR: qualify off,
 // qualify_timeout=3.0, and the new options unset.
@@ -109,6 +129,8 @@ func (p *Policy) validateNew() error {
 		return policyErr("qualify_failure_window", "must be between 0 and 86400 seconds, got %v", p.FailureWindow)
 	case p.Only2xx && !p.SuccessCodes.Empty():
 		return policyErr("qualify_success_codes", "and qualify_2xx_only=yes are exclusive")
+	case p.DrainMax < 0 || p.DrainMax > MaxInterval || p.DrainMax%time.Second != 0:
+		return policyErr("qualify_drain_max", "must be whole seconds between 1 and 86400, got %v", p.DrainMax)
 	}
 	return nil
 }
@@ -183,6 +205,7 @@ func (p *Policy) DownStep(k uint8) time.Duration {
 
 // Routable reports whether a contact in status s may carry calls: any status
 // but Unreachable and Removed, and Unreachable too in latency-only mode.
+// A draining contact is not routable either: see RoutableState.
 func (p *Policy) Routable(s Status) bool {
 	switch s {
 	case Removed:
@@ -193,7 +216,14 @@ func (p *Policy) Routable(s Status) bool {
 	return true
 }
 
-// Judge classifies one probe result: a success, or a failure with its
+// RoutableState reports whether a contact in state s may carry calls: its
+// status is routable and it is not draining, or the AoR is latency-only.
+func (p *Policy) RoutableState(s State) bool {
+	return p.Routable(s.Status) && (!s.Draining || p.LatencyOnly)
+}
+
+// Judge classifies one probe result: a success, a drain (a 503 with
+// Retry-After: ReasonDraining, no failure), or a failure with its
 // reason. Provisional responses never reach it; any final response is a
 // success, or only those of SuccessCodes, or only a 2xx with Only2xx.
 func (p *Policy) Judge(r Result) (ok bool, reason Reason) {
@@ -204,6 +234,9 @@ func (p *Policy) Judge(r Result) (ok bool, reason Reason) {
 		// No final response, yet no reason: treat as the prober running out
 		// of time, never as a success.
 		return false, ReasonTimeout
+	}
+	if draining(r) {
+		return false, ReasonDraining
 	}
 	if !p.accepts(r.Code) {
 		return false, ReasonStatus
@@ -243,6 +276,9 @@ type Settings struct {
 	FalseOutagesPerDay       float64
 	FailureWindow            time.Duration // W; 0 when off
 	SuccessCodes             string        // as ParseCodes reads it; "" when unset
+	QuietOnly                bool
+	CallFailureCodes         string        // as ParseCodes reads it; "" when unset (503)
+	DrainMax                 time.Duration // 0 when unset (DefaultDrainMax)
 }
 
 // Effective returns the policy's resolved settings.
@@ -259,6 +295,7 @@ func (p *Policy) Effective() Settings {
 		DownInterval: orF(p.EffectiveDownInterval()), DownBackoff: p.BacksOff(),
 		Successes: p.SuccessThreshold(), Only2xx: p.Only2xx, LatencyOnly: p.LatencyOnly,
 		FailureWindow: p.FailureWindow, SuccessCodes: p.SuccessCodes.String(),
+		QuietOnly: p.QuietOnly, CallFailureCodes: p.CallFailureCodes.String(), DrainMax: p.DrainMax,
 	}
 	if p.FailuresAuto {
 		s.FailuresAuto, s.FalseOutagesPerDay = true, p.falseOutageTarget()
@@ -269,7 +306,8 @@ func (p *Policy) Effective() Settings {
 
 // Report is Effective in the units and names of pjsip.conf: seconds, with
 // the option names as JSON keys; the options of qualify_failures=auto,
-// the window and the success codes only when set. It is what check-config
+// the window, the success codes and the options of calls as evidence only
+// when set. It is what check-config
 // --json and the API print for a policy.
 type Report struct {
 	Frequency          float64 `json:"qualify_frequency"`
@@ -287,6 +325,9 @@ type Report struct {
 	FalseOutagesPerDay float64 `json:"qualify_false_outages_per_day,omitempty"`
 	FailureWindow      float64 `json:"qualify_failure_window,omitempty"`
 	SuccessCodes       string  `json:"qualify_success_codes,omitempty"`
+	QuietOnly          bool    `json:"qualify_quiet_only,omitempty"`
+	CallFailureCodes   string  `json:"qualify_call_failure_codes,omitempty"`
+	DrainMax           float64 `json:"qualify_drain_max,omitempty"`
 }
 
 // Report returns the policy's effective settings in seconds.
@@ -300,5 +341,6 @@ func (p *Policy) Report() Report {
 		FailuresAuto: e.FailuresAuto, FailuresMin: e.FailuresMin, FailuresMax: e.FailuresMax,
 		FalseOutagesPerDay: e.FalseOutagesPerDay, FailureWindow: e.FailureWindow.Seconds(),
 		SuccessCodes: e.SuccessCodes,
+		QuietOnly:    e.QuietOnly, CallFailureCodes: e.CallFailureCodes, DrainMax: e.DrainMax.Seconds(),
 	}
 }

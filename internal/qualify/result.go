@@ -16,6 +16,10 @@ type Result struct {
 	RTT time.Duration
 	// Code is the final response's status code, 0 without one.
 	Code int
+	// RetryAfter is the final response's Retry-After (RFC 3261 section
+	// 20.33) in whole seconds when it is a 503 with one, else zero: a
+	// peer asking for a pause (qualify-semantics §11.4).
+	RetryAfter time.Duration
 	// Reason is ReasonNone when a final response arrived, else why not.
 	// Probers never return ReasonStatus; Judge derives it.
 	Reason Reason

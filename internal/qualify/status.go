@@ -59,13 +59,17 @@ const (
 	ReasonStatus
 	// ReasonDNS means the contact's host name did not resolve.
 	ReasonDNS
+	// ReasonDraining means the peer answered 503 with Retry-After: it is
+	// draining, out of routing for the time it asked, and the probe
+	// counts as no failure (qualify-semantics §11.4).
+	ReasonDraining
 )
 
 // NumReasons is the number of reasons, ReasonNone included: the length of
 // an array indexed by Reason.
-const NumReasons = int(ReasonDNS) + 1
+const NumReasons = int(ReasonDraining) + 1
 
-var reasonLabels = [...]string{"none", "timeout", "transport", "status", "dns"}
+var reasonLabels = [...]string{"none", "timeout", "transport", "status", "dns", "draining"}
 
 // String returns the reason's lower-case name, as used in logs, JSON and
 // metric labels.
@@ -90,9 +94,12 @@ const (
 	Down
 	// Recovering: Unreachable, 1 <= successes < M. Next probe after R.
 	Recovering
+	// Draining: the peer asked for a pause (503 with Retry-After); out of
+	// routing until the next probe, due when the pause ends.
+	Draining
 )
 
-var phaseLabels = [...]string{"healthy", "suspect", "down", "recovering"}
+var phaseLabels = [...]string{"healthy", "suspect", "down", "recovering", "draining"}
 
 // String returns the phase's lower-case name.
 func (p Phase) String() string {
