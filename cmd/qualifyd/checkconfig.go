@@ -273,6 +273,16 @@ func describe(w *bufio.Writer, e aorJSON) {
 	if e.LatencyOnly {
 		w.WriteString(" latency-only")
 	}
+	if e.QuietOnly {
+		w.WriteString(" quiet-only")
+	}
+	if e.CallFailureCodes != "" {
+		w.WriteString(" call-failure-codes=")
+		w.WriteString(e.CallFailureCodes)
+	}
+	if e.DrainMax > 0 {
+		fmt.Fprintf(w, " drain-max=%gs", e.DrainMax)
+	}
 	if e.OutboundProxy != "" {
 		w.WriteString(" proxy=")
 		w.WriteString(e.OutboundProxy)

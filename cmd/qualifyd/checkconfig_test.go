@@ -347,6 +347,26 @@ func TestCheckConfigDetectionOptions(t *testing.T) {
 	}
 }
 
+// TestCheckConfigCallOptions checks that the summary and --json show the
+// options of calls as evidence when set (qualify-semantics §11).
+func TestCheckConfigCallOptions(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"qualifyd.conf": "[a]\ntype=aor\ncontact=sip:a@192.0.2.1\nqualify_frequency=30\n" +
+		"qualify_quiet_only=yes\nqualify_call_failure_codes=500-503\nqualify_drain_max=60\n"})
+	file := filepath.Join(dir, "qualifyd.conf")
+	code, stdout, _ := checkConfig(file)
+	want := file + ": OK: 1 AoRs (1 qualified), 1 static contacts, 0 endpoints\n" +
+		"  a  contacts=1 frequency=30s timeout=3s failures=1 retry=30s down=30s successes=1 quiet-only call-failure-codes=500-503 drain-max=60s\n"
+	if code != 0 || stdout != want {
+		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s", code, stdout, want)
+	}
+	code, stdout, _ = checkConfig("-json", file)
+	if code != 0 || !strings.Contains(stdout, `"qualify_quiet_only": true,
+      "qualify_call_failure_codes": "500-503",
+      "qualify_drain_max": 60`) {
+		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
 // TestCheckConfigNotAsterisk checks the warning for a pjsip.conf that an
 // unpatched Asterisk would read too: the AoR that sets the options of
 // contrib/asterisk's patches loads, with a warning naming them.

@@ -56,6 +56,15 @@ type OKReply struct {
 	OK bool `json:"ok"`
 }
 
+// ObservationsReply is the reply of POST /api/v1/observations: the
+// observations applied to at least one contact, and the others by
+// reason (malformed, oversized, unknown, stale, flood; only reasons with
+// a count).
+type ObservationsReply struct {
+	Accepted int            `json:"accepted"`
+	Dropped  map[string]int `json:"dropped"`
+}
+
 // ErrorReply is the body of every 4xx and 5xx reply.
 type ErrorReply struct {
 	Error string `json:"error"`

@@ -14,6 +14,7 @@ import (
 //
 //	Contact pbx07/sip:pbx07@192.0.2.7:5060 is now Unreachable.  RTT: 0.000 msec
 //	Contact pbx07/sip:pbx07@192.0.2.7:5060 qualify failed (timeout): 1/3 failures, retrying in 2s
+//	Contact pbx07/sip:pbx07@192.0.2.7:5060 is draining (503 with Retry-After): out of routing for 20s
 func Line(ev engine.Event) (line string, ok bool) {
 	switch ev.Kind {
 	case engine.StatusChanged:
@@ -24,8 +25,26 @@ func Line(ev engine.Event) (line string, ok bool) {
 	case engine.RecoveryProgress:
 		return fmt.Sprintf("Contact %s/%s qualify succeeded: %d/%d successes, next in %s.  RTT: %s msec",
 			ev.AoR, ev.URI, ev.Successes, ev.SuccessThreshold, Seconds(ev.Next.Sub(ev.Time)), Msec(ev.Result.RTT)), true
+	case engine.DrainChanged:
+		return drainLine(ev), true
 	}
 	return "", false
+}
+
+// drainLine says a contact began draining (qualify-semantics §11.4), for
+// how long, or that its drain ended.
+func drainLine(ev engine.Event) string {
+	if !ev.Draining {
+		return fmt.Sprintf("Contact %s/%s is no longer draining", ev.AoR, ev.URI)
+	}
+	out := "out of routing"
+	if ev.LatencyOnly {
+		out = "latency only, still routable"
+	}
+	if !ev.Next.IsZero() {
+		out += " for " + Seconds(ev.Next.Sub(ev.Time))
+	}
+	return fmt.Sprintf("Contact %s/%s is draining (503 with Retry-After): %s", ev.AoR, ev.URI, out)
 }
 
 // statusLine is Asterisk's "Contact AOR/URI is now LABEL.  RTT: N.NNN msec"

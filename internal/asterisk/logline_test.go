@@ -37,6 +37,13 @@ func TestLines(t *testing.T) {
 		{with(func(e *engine.Event) {
 			e.Kind, e.Successes, e.Next, e.Result.RTT = engine.RecoveryProgress, 1, t0.Add(2*time.Second), 800*time.Microsecond
 		}), "Contact pbx07/sip:pbx07@192.0.2.7:5060 qualify succeeded: 1/2 successes, next in 2s.  RTT: 0.800 msec"},
+		{with(func(e *engine.Event) {
+			e.Kind, e.Draining, e.Next = engine.DrainChanged, true, t0.Add(20*time.Second)
+		}), "Contact pbx07/sip:pbx07@192.0.2.7:5060 is draining (503 with Retry-After): out of routing for 20s"},
+		{with(func(e *engine.Event) {
+			e.Kind, e.Draining, e.LatencyOnly, e.Next = engine.DrainChanged, true, true, t0.Add(20*time.Second)
+		}), "Contact pbx07/sip:pbx07@192.0.2.7:5060 is draining (503 with Retry-After): latency only, still routable for 20s"},
+		{with(func(e *engine.Event) { e.Kind = engine.DrainChanged }), "Contact pbx07/sip:pbx07@192.0.2.7:5060 is no longer draining"},
 	} {
 		got, ok := Line(tc.ev)
 		if !ok || got != tc.want {

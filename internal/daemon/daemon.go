@@ -38,6 +38,7 @@ type Daemon struct {
 	eng       *engine.Engine
 	endpoints *endpoint.Table
 	sinks     *sink.Group
+	observer  *observer // the calls' outcomes in (observe.Sink)
 	reg       *prometheus.Registry
 	metrics   *metrics.Metrics
 	events    *engine.Subscription // the log's
@@ -163,6 +164,7 @@ func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) 
 		return err
 	}
 	d.state.Engine = d.eng
+	d.observer = newObserver(d.eng, d.metrics, nil)
 	d.events = d.eng.Subscribe(cmp.Or(d.cfg.events, eventBuffer))
 	d.sinkFeed = d.eng.Subscribe(cmp.Or(d.cfg.events, eventBuffer))
 	if err := watchEngine(d.metrics, d.reg, d.eng, d.prober, d.events, d.logDropped); err != nil {
@@ -503,6 +505,8 @@ func (d *Daemon) feedSinks(sub *engine.Subscription) {
 				d.cluster.report(ev)
 			}
 			d.sinks.AoRChanged(ev.AoR)
+		case engine.DrainChanged:
+			d.sinks.AoRChanged(ev.AoR) // in or out of routing
 		case engine.ProbeFailed, engine.FailuresCleared:
 			if d.cluster == nil && ev.Failures <= 1 {
 				d.sinks.AoRChanged(ev.AoR) // the panic counts a contact failing from its first failed probe

@@ -35,6 +35,7 @@ func watchEngine(m *metrics.Metrics, reg prometheus.Registerer, eng *engine.Engi
 		Summary:       eng.Summary,
 		SIP:           func() metrics.SIPStats { return sipStats(p.Stats()) },
 		InFlight:      func() int { return eng.Counters().InFlight },
+		Calls:         func() (uint64, uint64) { c := eng.Counters(); return c.Quiet, c.Pulled },
 		EventsDropped: sub.Dropped,
 		LogDropped:    logDropped,
 		AoR:           eng.AoR,
@@ -94,6 +95,7 @@ func newHTTPFront(d *Daemon) (*httpFront, error) {
 		Version: d.cfg.Version, Logger: slog.New(slog.NewTextHandler(d.errs, nil)),
 		Panicked: d.metrics.CountPanic, StreamRefused: d.metrics.CountStreamRefused,
 		Cluster: d.clusterView, Votes: d.votes,
+		Observations: d.observer, ObservationsRefused: d.observer.Refused,
 	})
 	if err != nil {
 		return nil, err

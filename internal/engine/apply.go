@@ -83,6 +83,7 @@ func (e *Engine) install(aors defs, next map[string]*aorState, states []aorState
 	prev := e.order
 	e.aors, e.order, e.histNames = next, order, p.histNames
 	e.sum = r.sum
+	e.dests = nil // the next Observe indexes the new set
 	return prev
 }
 
@@ -326,6 +327,9 @@ func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32
 		case id != noSlot && same:
 			e.keep(a, id)
 			r.sum.ByStatus[e.slots[id].state.Status]++
+			if e.slots[id].state.Draining {
+				r.sum.Draining++
+			}
 			elsewhere = e.slots[id].elsewhere
 		case id != noSlot:
 			e.renew(a, id, r.now, elsewhere)

@@ -127,7 +127,14 @@ type Engine struct {
 	durable   uint64  // changes a restart must see (Durable)
 	sum       Summary // kept up to date by Apply, record and shiftRoutable; AoRs unused
 
+	// dests indexes the slots by their URI's destination (observe.HostPort)
+	// for Observe; nil until the first Observe after an Apply.
+	dests map[string][]uint32
+
 	probes [qualify.NumReasons]atomic.Uint64 // applied probes by verdict reason
+	// quiet counts the periodic probes skipped with qualify_quiet_only,
+	// pulled the probes calls brought forward.
+	quiet, pulled atomic.Uint64
 }
 
 // DefaultCoalesce is Config.Coalesce's default: at 16,667 probes/s, about
@@ -195,6 +202,9 @@ type Counters struct {
 	// when none is late): within milliseconds while the scheduler runs,
 	// growing while it is stuck.
 	Overdue time.Duration
+	// Quiet counts the periodic probes skipped with qualify_quiet_only;
+	// Pulled the probes calls that indict a peer brought forward.
+	Quiet, Pulled uint64
 }
 
 // Counters returns the engine's totals.
@@ -203,6 +213,7 @@ func (e *Engine) Counters() Counters {
 	for i := range e.probes {
 		c.Probes[i] = e.probes[i].Load()
 	}
+	c.Quiet, c.Pulled = e.quiet.Load(), e.pulled.Load()
 	st := e.sched.Stats()
 	c.InFlight, c.Waiting, c.Overdue = st.InFlight, st.Waiting, st.Overdue
 	return c

@@ -29,9 +29,13 @@ const (
 	// again). With ProbeFailed it tells a subscriber which contacts are
 	// failing now, from the first failed probe of a run.
 	FailuresCleared
+	// DrainChanged: a contact's peer began a pause (a 503 with
+	// Retry-After: Draining true, out of routing until Next) or it ended
+	// without a status change (Draining false).
+	DrainChanged
 )
 
-var kindLabels = [...]string{"", "status", "failure", "recovery", "availability", "cleared"}
+var kindLabels = [...]string{"", "status", "failure", "recovery", "availability", "cleared", "draining"}
 
 // String returns the kind's short name, as used in the event stream.
 func (k EventKind) String() string {
@@ -70,6 +74,9 @@ type Event struct {
 	Next time.Time
 	// Available is the AoR's availability after an AvailabilityChanged.
 	Available bool
+	// Draining reports that the contact's peer asked for a pause after
+	// the event: out of routing until Next.
+	Draining bool
 }
 
 // Subscription receives events. A subscriber that falls behind loses the
@@ -169,7 +176,8 @@ func (e *Engine) contactEvent(k EventKind, id uint32, from qualify.Status, now t
 	return Event{
 		Kind: k, Time: now, AoR: c.aor.name, URI: c.uri,
 		From: from, To: c.state.Status,
-		Routable:    p.Routable(c.state.Status),
+		Routable:    p.RoutableState(c.state),
+		Draining:    c.state.Draining,
 		LatencyOnly: p.LatencyOnly,
 		Failures:    int(c.state.Failures), Successes: int(c.state.Successes),
 		FailureThreshold: p.FailureThresholdFor(c.state), SuccessThreshold: p.SuccessThreshold(),

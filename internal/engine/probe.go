@@ -12,9 +12,9 @@ import (
 // the probe and returns; probeResult finishes the job. The probe's tag is
 // its slot, so no closure is allocated per probe.
 func (e *Engine) startProbe(ctx context.Context, id uint32, due time.Time) {
-	target, ok := e.begin(id, e.started(due))
+	target, next, ok := e.begin(id, e.started(due))
 	if !ok {
-		e.sched.Finish(id, time.Time{})
+		e.sched.Finish(id, next)
 		return
 	}
 	e.cfg.Prober.Start(ctx, target, uint64(id), e.probeDone)
@@ -46,16 +46,27 @@ func (e *Engine) started(due time.Time) time.Time {
 }
 
 // begin marks slot id's probe, started at start, in flight and returns
-// its target; false if the contact was removed meanwhile.
-func (e *Engine) begin(id uint32, start time.Time) (probe.Target, bool) {
+// its target; false if the contact was removed meanwhile, or with next
+// set if the probe is skipped as quiet (qualify_quiet_only: a periodic
+// probe within F of the peer's last final response to a call; never one
+// a call brought forward or a manual qualify waits for).
+func (e *Engine) begin(id uint32, start time.Time) (t probe.Target, next time.Time, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := &e.slots[id]
 	if c.zombie || c.elsewhere {
-		return probe.Target{}, false
+		return probe.Target{}, time.Time{}, false
 	}
+	if !c.urgent && c.alive != 0 && e.waiters[id] == nil {
+		if next, skip := c.policy.Quiet(c.state, e.timeOf(c.alive), start); skip {
+			c.wait(e.stamp(next))
+			e.quiet.Add(1)
+			return probe.Target{}, next, false
+		}
+	}
+	c.urgent = false
 	c.begin(e.stamp(start))
-	return e.target(c), true
+	return e.target(c), time.Time{}, true
 }
 
 // target is what a probe of c needs. Called with mu held.
@@ -108,6 +119,10 @@ func (e *Engine) applyResult(id uint32, end time.Time, res qualify.Result) (time
 	if res.Sent.IsZero() { // nothing was sent: the probe's start stands for it
 		res.Sent = e.timeOf(c.started())
 	}
+	if e.held(id, end, res) {
+		c.wait(c.until)
+		return e.timeOf(c.until), c.name, qualify.Step{State: c.state, From: c.state.Status, Reason: qualify.ReasonDraining}
+	}
 	step := c.policy.Observe(c.state, end, res)
 	e.record(id, step, end, res)
 	e.notify(id, step, res)
@@ -132,7 +147,11 @@ func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify
 	if step.OK {
 		c.last.rtt = rttMicros(res.RTT)
 	}
-	c.stats.add(step.OK, res.RTT)
+	c.stats.add(step.OK || step.Reason == qualify.ReasonDraining, res.RTT)
+	c.until = 0
+	if step.State.Draining {
+		c.until = e.stamp(step.Next)
+	}
 	if c.hist {
 		c.aor.noteProbe(end, step.OK, res.RTT)
 	}
@@ -151,6 +170,9 @@ func (e *Engine) transition(id uint32, step qualify.Step, kind EventKind, res qu
 	wasRoutable := e.routable(id)
 	e.sum.ByStatus[c.state.Status]--
 	e.sum.ByStatus[step.State.Status]++
+	if c.state.Draining != step.State.Draining {
+		e.sum.Draining += drainDelta(step.State.Draining)
+	}
 	if pinned(c.state) != pinned(step.State) {
 		e.durable++
 	}
@@ -177,17 +199,22 @@ func pinned(st qualify.State) qualify.State {
 
 // edgeKind returns which event a step from state was publishes, or 0 for
 // none: status changes, failures counted towards N, successes counted
-// towards M, and the success that ends a suspect's run of failures.
+// towards M, the success that ends a suspect's run of failures, and a
+// drain's beginning and its end (when nothing else is published).
 func edgeKind(was qualify.State, step qualify.Step) EventKind {
 	switch {
 	case step.Changed():
 		return StatusChanged
 	case step.Next.IsZero():
 		return 0 // qualify off: a manual probe changes nothing
+	case step.State.Draining && !was.Draining:
+		return DrainChanged
 	case !step.OK && step.State.Phase() == qualify.Suspect:
 		return ProbeFailed
 	case step.OK && step.State.Phase() == qualify.Recovering:
 		return RecoveryProgress
+	case was.Draining && !step.State.Draining:
+		return DrainChanged
 	case step.OK && was.Phase() == qualify.Suspect:
 		return FailuresCleared
 	}

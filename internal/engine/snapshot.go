@@ -209,7 +209,7 @@ func (e *Engine) snapshot(id uint32) ContactSnapshot {
 	}
 	return ContactSnapshot{
 		AoR: c.aor.name, URI: c.uri,
-		Status: c.state.Status, Routable: p.Routable(c.state.Status), Phase: c.state.Phase(),
+		Status: c.state.Status, Routable: p.RoutableState(c.state), Phase: c.state.Phase(),
 		Failures: int(c.state.Failures), Successes: int(c.state.Successes),
 		FailureThreshold: p.FailureThresholdFor(c.state), SuccessThreshold: p.SuccessThreshold(),
 		RTT: c.last.RTT(), Last: c.last.public(),
@@ -234,6 +234,9 @@ type Summary struct {
 	// Elsewhere counts the contacts this engine does not probe: another
 	// node does (SetProbed).
 	Elsewhere int
+	// Draining counts the contacts whose peer asked for a pause (a 503
+	// with Retry-After), out of routing until it ends.
+	Draining int
 }
 
 // Summary returns the aggregate counts at one instant. They are kept up to

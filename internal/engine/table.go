@@ -21,7 +21,7 @@ type aorState struct {
 
 func (a *aorState) available() bool { return a.routable > 0 }
 
-// contact is one slot of the table: 168 bytes (TestSlotSize), a million
+// contact is one slot of the table: 192 bytes (TestSlotSize), a million
 // of them in one slice. Its times are mono values, 0 for none.
 //
 // The slot copies what a probe needs of its AoR (name, interned policy and
@@ -41,6 +41,10 @@ type contact struct {
 	// elsewhere: the engine's Probed test says another node probes it
 	// (SetProbed): it is not scheduled and stays NonQualified.
 	elsewhere bool
+	// urgent: the next probe was brought forward by a call that indicts
+	// the peer (Pull), so it is neither skipped as quiet nor brought
+	// forward again until it starts.
+	urgent bool
 
 	last  lastResult
 	stats stats
@@ -48,6 +52,10 @@ type contact struct {
 	// idle, when the next probe is due; running, when the probe in flight
 	// started. Read it with due and started, set it with wait and begin.
 	when mono
+	// alive is when the peer last gave a final response to a call that
+	// does not indict it (qualify_quiet_only); until is when its drain
+	// ends while the state is Draining. 0 for none.
+	alive, until mono
 }
 
 // due returns when c's next probe is due: 0 when none is, or while a
@@ -124,7 +132,7 @@ func (e *Engine) release(id uint32) {
 // routable reports whether the contact in slot id is routable now.
 func (e *Engine) routable(id uint32) bool {
 	c := &e.slots[id]
-	return c.policy.Routable(c.state.Status)
+	return c.policy.RoutableState(c.state)
 }
 
 // mono is a time as the slots keep it, in 8 bytes: the Unix nanoseconds

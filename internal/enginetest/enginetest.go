@@ -19,6 +19,8 @@ type Reply struct {
 	Silent bool          // never answers: the probe times out
 	After  time.Duration // answer delay, also the RTT reported
 	Code   int           // final status code; 0 means 200
+	// RetryAfter is the response's Retry-After, kept with a 503 only.
+	RetryAfter time.Duration
 }
 
 // Start plays r for the probe of t sent now, as an engine's prober does
@@ -47,7 +49,11 @@ func answer(ctx context.Context, t probe.Target, r Reply, sent time.Time) qualif
 	if r.Silent {
 		return qualify.Result{Sent: sent, Reason: qualify.ReasonTimeout, Detail: "no response"}
 	}
-	return qualify.Result{Sent: sent, Code: cmp.Or(r.Code, 200), RTT: r.After}
+	res := qualify.Result{Sent: sent, Code: cmp.Or(r.Code, 200), RTT: r.After}
+	if res.Code == 503 {
+		res.RetryAfter = r.RetryAfter
+	}
+	return res
 }
 
 // NumberedAoRs returns n AoRs of one contact each, sip:cI@127.0.0.1:40000

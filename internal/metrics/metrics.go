@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/observe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -41,6 +42,10 @@ type Sources struct {
 	// InFlight gives the number of probes in flight
 	// (engine.Engine.Counters().InFlight).
 	InFlight func() int
+	// Calls, if set, gives the probes qualify_quiet_only skipped and
+	// those calls brought forward (engine.Engine.Counters().Quiet and
+	// Pulled).
+	Calls func() (quiet, pulled uint64)
 	// EventsDropped, if set, is exported as qualifyd_events_dropped_total:
 	// engine events that did not reach ObserveEvent (and the log) because
 	// their consumer fell behind (engine.Subscription.Dropped).
@@ -67,7 +72,11 @@ type Metrics struct {
 	httpPanics prometheus.Counter
 	// streamsRefused counts event streams refused at the server's cap.
 	streamsRefused prometheus.Counter
-	aors           *aorSet // nil without Options.PerAoR
+	// observations and obsDropped count the calls' outcomes taken, by
+	// source and outcome, and dropped, by reason.
+	observations [observe.NumSources][observe.NumOutcomes]prometheus.Counter
+	obsDropped   [observe.NumDrops]prometheus.Counter
+	aors         *aorSet // nil without Options.PerAoR
 }
 
 // statuses is the number of qualify.Status values.
@@ -76,7 +85,7 @@ const statuses = int(qualify.Removed) + 1
 // reasons lists the verdicts in qualify.Reason order.
 var reasons = [...]qualify.Reason{
 	qualify.ReasonNone, qualify.ReasonTimeout, qualify.ReasonTransport,
-	qualify.ReasonStatus, qualify.ReasonDNS,
+	qualify.ReasonStatus, qualify.ReasonDNS, qualify.ReasonDraining,
 }
 
 // New creates the series fed by the Observe hooks and registers them with
@@ -108,6 +117,15 @@ func (m *Metrics) Watch(reg prometheus.Registerer, src Sources) error {
 			Help: "Log lines dropped because the log's reader (stdout, stderr) fell behind.",
 		}, func() float64 { return float64(src.LogDropped()) }))
 	}
+	if src.Calls != nil {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "qualifyd_probes_quiet_skipped_total",
+			Help: "Periodic probes skipped with qualify_quiet_only: the peer answered a call within qualify_frequency.",
+		}, func() float64 { q, _ := src.Calls(); return float64(q) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "qualifyd_probes_pulled_total",
+			Help: "Probes brought forward by a call that indicts the peer (timeout, transport, qualify_call_failure_codes).",
+		}, func() float64 { _, p := src.Calls(); return float64(p) }))
+	}
 	if src.AoR != nil && m.aors != nil {
 		cs = append(cs, &aorStatsCollector{set: m.aors, aor: src.AoR})
 	}
@@ -130,6 +148,7 @@ func register(reg prometheus.Registerer, cs []prometheus.Collector) error {
 func (m *Metrics) build(opts Options) []prometheus.Collector {
 	cs := m.buildProbes()
 	cs = append(cs, m.buildEvents()...)
+	cs = append(cs, m.buildObservations()...)
 	if opts.Version != "" {
 		cs = append(cs, buildInfo(opts.Version))
 	}

@@ -55,9 +55,10 @@ func TestProbesByResultAndReason(t *testing.T) {
 	m.ObserveProbe("pbx07", qualify.Result{Reason: qualify.ReasonTimeout}, false, qualify.ReasonTimeout)
 	m.ObserveProbe("pbx07", qualify.Result{Code: 503, RTT: time.Millisecond}, false, qualify.ReasonStatus)
 	want := `
-# HELP qualifyd_probes_total Applied probes by verdict: result success or failure, reason none, timeout, transport, status or dns.
+# HELP qualifyd_probes_total Applied probes by verdict: result success (reason none), failure (reason timeout, transport, status or dns) or draining (a 503 with Retry-After).
 # TYPE qualifyd_probes_total counter
 qualifyd_probes_total{reason="dns",result="failure"} 0
+qualifyd_probes_total{reason="draining",result="draining"} 0
 qualifyd_probes_total{reason="none",result="success"} 1
 qualifyd_probes_total{reason="status",result="failure"} 1
 qualifyd_probes_total{reason="timeout",result="failure"} 2
@@ -129,7 +130,7 @@ func TestEvents(t *testing.T) {
 }
 
 func TestScrapeGauges(t *testing.T) {
-	sum := engine.Summary{ByStatus: [4]int{1, 5, 2, 0}, Routable: 6, AoRs: 3, AoRsAvailable: 2}
+	sum := engine.Summary{ByStatus: [4]int{1, 5, 2, 0}, Routable: 6, AoRs: 3, AoRsAvailable: 2, Draining: 1}
 	sip := SIPStats{Requests: 10, Retransmissions: 4, Redials: 3, Dropped: map[string]uint64{"late": 2, "malformed": 1}}
 	_, reg := newWatched(t, Options{Version: "v1.2.3"}, Sources{
 		Summary:  func() engine.Summary { return sum },
@@ -148,9 +149,12 @@ qualifyd_aors_available 2
 qualifyd_contacts{status="NonQualified"} 1
 qualifyd_contacts{status="Reachable"} 5
 qualifyd_contacts{status="Unreachable"} 2
-# HELP qualifyd_contacts_routable Contacts that may carry calls: not Unreachable, or latency-only.
+# HELP qualifyd_contacts_routable Contacts that may carry calls: not Unreachable nor draining, or latency-only.
 # TYPE qualifyd_contacts_routable gauge
 qualifyd_contacts_routable 6
+# HELP qualifyd_contacts_draining Contacts whose peer asked for a pause (503 with Retry-After), out of routing until it ends.
+# TYPE qualifyd_contacts_draining gauge
+qualifyd_contacts_draining 1
 # HELP qualifyd_probes_in_flight Probes running now.
 # TYPE qualifyd_probes_in_flight gauge
 qualifyd_probes_in_flight 7
@@ -169,7 +173,7 @@ qualifyd_sip_retransmissions_total 4
 qualifyd_sip_redials_total 3
 `
 	names := []string{"qualifyd_aors", "qualifyd_aors_available", "qualifyd_contacts", "qualifyd_contacts_routable",
-		"qualifyd_probes_in_flight", "qualifyd_sip_dropped_total", "qualifyd_sip_requests_total", "qualifyd_sip_retransmissions_total", "qualifyd_sip_redials_total"}
+		"qualifyd_contacts_draining", "qualifyd_probes_in_flight", "qualifyd_sip_dropped_total", "qualifyd_sip_requests_total", "qualifyd_sip_retransmissions_total", "qualifyd_sip_redials_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}

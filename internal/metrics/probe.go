@@ -11,10 +11,14 @@ import (
 func (m *Metrics) buildProbes() []prometheus.Collector {
 	probes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "qualifyd_probes_total",
-		Help: "Applied probes by verdict: result success or failure, reason none, timeout, transport, status or dns.",
+		Help: "Applied probes by verdict: result success (reason none), failure (reason timeout, transport, status or dns) or draining (a 503 with Retry-After).",
 	}, []string{"result", "reason"})
 	for i, r := range reasons {
-		m.probes[i] = probes.WithLabelValues(result(r == qualify.ReasonNone), r.String())
+		res := result(r == qualify.ReasonNone)
+		if r == qualify.ReasonDraining {
+			res = "draining"
+		}
+		m.probes[i] = probes.WithLabelValues(res, r.String())
 	}
 	rtt := newHistogram("qualifyd_probe_rtt_seconds",
 		"Round-trip time of successful probes, from the first send to the final response.")

@@ -58,7 +58,7 @@ func gatherAll(t *testing.T) []*dto.MetricFamily {
 	if err := m.Watch(reg, Sources{Summary: func() engine.Summary { return engine.Summary{} },
 		SIP:      func() SIPStats { return SIPStats{Dropped: map[string]uint64{"late": 0}} },
 		InFlight: func() int { return 0 }, EventsDropped: func() uint64 { return 0 }, LogDropped: func() uint64 { return 0 },
-		AoR: probedAoR}); err != nil {
+		Calls: func() (uint64, uint64) { return 0, 0 }, AoR: probedAoR}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.WatchSinks(reg, func() []SinkStats { return []SinkStats{{Name: "edge"}} }); err != nil {

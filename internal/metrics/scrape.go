@@ -26,7 +26,9 @@ var (
 	descContacts = prometheus.NewDesc("qualifyd_contacts",
 		"Configured contacts by status (NonQualified, Reachable, Unreachable).", []string{"status"}, nil)
 	descRoutable = prometheus.NewDesc("qualifyd_contacts_routable",
-		"Contacts that may carry calls: not Unreachable, or latency-only.", nil, nil)
+		"Contacts that may carry calls: not Unreachable nor draining, or latency-only.", nil, nil)
+	descDraining = prometheus.NewDesc("qualifyd_contacts_draining",
+		"Contacts whose peer asked for a pause (503 with Retry-After), out of routing until it ends.", nil, nil)
 	descAoRs = prometheus.NewDesc("qualifyd_aors",
 		"Configured AoRs.", nil, nil)
 	descAvailable = prometheus.NewDesc("qualifyd_aors_available",
@@ -56,7 +58,7 @@ type scrapeCollector struct {
 
 // Describe implements prometheus.Collector.
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descContacts, descRoutable, descAoRs, descAvailable,
+	for _, d := range []*prometheus.Desc{descContacts, descRoutable, descDraining, descAoRs, descAvailable,
 		descInFlight, descRequests, descRetrans, descRedials, descDropped} {
 		ch <- d
 	}
@@ -80,6 +82,7 @@ func collectSummary(ch chan<- prometheus.Metric, s engine.Summary) {
 		ch <- prometheus.MustNewConstMetric(descContacts, prometheus.GaugeValue, float64(s.ByStatus[st]), st.String())
 	}
 	ch <- prometheus.MustNewConstMetric(descRoutable, prometheus.GaugeValue, float64(s.Routable))
+	ch <- prometheus.MustNewConstMetric(descDraining, prometheus.GaugeValue, float64(s.Draining))
 	ch <- prometheus.MustNewConstMetric(descAoRs, prometheus.GaugeValue, float64(s.AoRs))
 	ch <- prometheus.MustNewConstMetric(descAvailable, prometheus.GaugeValue, float64(s.AoRsAvailable))
 }

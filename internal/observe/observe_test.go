@@ -128,3 +128,22 @@ func FuzzParseBatch(f *testing.F) {
 		}
 	})
 }
+
+func TestLimiter(t *testing.T) {
+	now := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	l := NewLimiter(10, 20)
+	for _, c := range []struct {
+		after   time.Duration
+		n, want int
+	}{
+		{0, 15, 15}, {0, 15, 5}, {0, 1, 0},
+		{500 * time.Millisecond, 10, 5}, // 5 back in half a second
+		{-time.Second, 5, 0},            // a clock step back adds nothing
+		{10 * time.Second, 100, 20},     // never more than the burst
+	} {
+		now = now.Add(c.after)
+		if got := l.Take(now, c.n); got != c.want {
+			t.Fatalf("after %v: Take(%d) = %d, want %d", c.after, c.n, got, c.want)
+		}
+	}
+}

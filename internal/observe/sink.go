@@ -50,6 +50,8 @@ func (d Drop) String() string {
 type Tally struct {
 	// Accepted counts the observations applied to at least one contact.
 	Accepted int
+	// BySource counts the accepted ones by source and outcome.
+	BySource [NumSources][NumOutcomes]int
 	// Dropped counts the others by reason.
 	Dropped [NumDrops]int
 }
@@ -57,6 +59,11 @@ type Tally struct {
 // Add adds u to t.
 func (t *Tally) Add(u Tally) {
 	t.Accepted += u.Accepted
+	for s := range u.BySource {
+		for o, n := range u.BySource[s] {
+			t.BySource[s][o] += n
+		}
+	}
 	for i, n := range u.Dropped {
 		t.Dropped[i] += n
 	}

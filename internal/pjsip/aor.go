@@ -51,6 +51,9 @@ var aorOptions = map[string]aorOption{
 	"qualify_false_outages_per_day": setFalseOutages,
 	"qualify_failure_window":        setInterval(func(a *AoR, d time.Duration) { a.Policy.FailureWindow = d }),
 	"qualify_success_codes":         setSuccessCodes,
+	"qualify_quiet_only":            setBool(func(a *AoR, b bool) { a.Policy.QuietOnly = b }),
+	"qualify_call_failure_codes":    setCallFailureCodes,
+	"qualify_drain_max":             setDrainMax,
 	"qualify_successes":             setCount(func(a *AoR, n int) { a.Policy.Successes = n }),
 	"qualify_retry_interval":        setInterval(func(a *AoR, d time.Duration) { a.Policy.RetryInterval = d }),
 	"qualify_down_interval":         setInterval(func(a *AoR, d time.Duration) { a.Policy.DownInterval = d }),
@@ -158,6 +161,25 @@ func setSuccessCodes(a *AoR, v string) error {
 	}
 	a.Policy.SuccessCodes = c
 	return nil
+}
+
+// setCallFailureCodes reads qualify_call_failure_codes: the final
+// responses to a call that make a contact suspect (qualify-semantics
+// §11.2).
+func setCallFailureCodes(a *AoR, v string) error {
+	c, err := qualify.ParseCodes(v)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrValue, err)
+	}
+	a.Policy.CallFailureCodes = c
+	return nil
+}
+
+// setDrainMax reads qualify_drain_max: whole seconds, 1..86400.
+func setDrainMax(a *AoR, v string) error {
+	n, err := parseRange(v, 1, 86400)
+	a.Policy.DrainMax = seconds(float64(n))
+	return err
 }
 
 // set2xxOnly reads qualify_2xx_only, which qualify_success_codes excludes.

@@ -25,6 +25,9 @@ var qualifydAoROptions = map[string]bool{
 	"qualify_false_outages_per_day": true,
 	"qualify_failure_window":        true,
 	"qualify_success_codes":         true,
+	"qualify_quiet_only":            true,
+	"qualify_call_failure_codes":    true,
+	"qualify_drain_max":             true,
 }
 
 // asteriskReads reports whether Asterisk reads file too: pjsip.conf,

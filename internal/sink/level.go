@@ -73,15 +73,15 @@ type Key struct {
 	URI string
 }
 
-// contactLevel is one contact's level: Unknown while NonQualified, Down
-// when Unreachable and not latency-only, else Up
-// (docs/qualify-semantics.md §6).
+// contactLevel is one contact's level: Down when Unreachable or draining
+// and not latency-only, Unknown while NonQualified, else Up
+// (docs/qualify-semantics.md §6, §11.4).
 func contactLevel(c *engine.ContactSnapshot) Level {
 	switch {
+	case (c.Status == qualify.Unreachable || c.Phase == qualify.Draining) && !c.LatencyOnly:
+		return Down
 	case c.Status == qualify.NonQualified:
 		return Unknown
-	case c.Status == qualify.Unreachable && !c.LatencyOnly:
-		return Down
 	}
 	return Up
 }

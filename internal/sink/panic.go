@@ -118,11 +118,11 @@ const (
 )
 
 // healthOf returns c's health. A latency-only contact is never failing:
-// its failures never take it out of routing.
+// its failures never take it out of routing; nor is a draining one.
 func healthOf(c *engine.ContactSnapshot) health {
 	switch {
-	case c.LatencyOnly:
-		return healthy
+	case c.LatencyOnly, c.Phase == qualify.Draining:
+		return healthy // a draining peer answered: no failure (qualify-semantics §11.4)
 	case contactLevel(c) == Down:
 		return down
 	case c.Phase == qualify.Suspect:

@@ -139,3 +139,25 @@ func TestUnsetTimeoutIsTheTransactionTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainingIsDownNotFailing: a draining contact (qualify-semantics
+// §11.4) is out of routing, unless latency-only, whatever its status,
+// and never failing for the panic.
+func TestDrainingIsDownNotFailing(t *testing.T) {
+	for _, c := range []struct {
+		c    engine.ContactSnapshot
+		want Level
+	}{
+		{engine.ContactSnapshot{Status: qualify.Reachable, Phase: qualify.Draining}, Down},
+		{engine.ContactSnapshot{Status: qualify.NonQualified, Phase: qualify.Draining}, Down},
+		{engine.ContactSnapshot{Status: qualify.Reachable, Phase: qualify.Draining, LatencyOnly: true}, Up},
+		{engine.ContactSnapshot{Status: qualify.Reachable, Phase: qualify.Healthy}, Up},
+	} {
+		if got := contactLevel(&c.c); got != c.want {
+			t.Errorf("%+v: level %v, want %v", c.c, got, c.want)
+		}
+		if h := healthOf(&c.c); c.c.Phase == qualify.Draining && h != healthy {
+			t.Errorf("%+v: health %v, want healthy", c.c, h)
+		}
+	}
+}

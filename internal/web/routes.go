@@ -36,6 +36,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/events", s.events)
 	s.mux.Handle("POST /api/v1/aors/{name}/qualify", s.authorize(http.HandlerFunc(s.qualify)))
 	s.mux.Handle("POST /api/v1/reload", s.authorize(http.HandlerFunc(s.reload)))
+	s.mux.Handle("POST /api/v1/observations", s.authorize(noParams(s.observations)))
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/endpoint"
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/observe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -72,6 +73,12 @@ type Config struct {
 	// error is reported to the client as 422 with its text; the running
 	// configuration must then stay in force. Nil answers 501.
 	Reload func(ctx context.Context, force bool) error
+	// Observations, if set, takes the batches of POST
+	// /api/v1/observations; nil answers 501 there.
+	Observations observe.Sink
+	// ObservationsRefused, if set, counts the observations of a body the
+	// server dropped whole (malformed or oversized).
+	ObservationsRefused func(observe.Tally)
 	// Token, if not empty, is the bearer token POST routes require.
 	Token string
 	// Gatherer, if set, is served at /metrics; nil answers 404 there.
@@ -174,8 +181,9 @@ func (s *Server) Handler() http.Handler {
 	return s.recover(http.HandlerFunc(s.serve))
 }
 
-// maxBody bounds request bodies; no route reads one today.
-const maxBody = 64 << 10
+// maxBody bounds request bodies: POST /api/v1/observations' is the only
+// one read.
+const maxBody = observe.MaxBody
 
 // serve dispatches r, answering the mux's own 404 and 405 in JSON.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,73 @@
+package web
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/observe"
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// post serves one POST of body to target; header is name, value pairs.
+func (v *env) post(target, body string, header ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest("POST", target, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	v.h.ServeHTTP(w, r)
+	return w
+}
+
+// TestObservationsRoute: POST /api/v1/observations takes a batch with
+// the token, applies it to the engine and says what it took and
+// dropped; a body it cannot read is refused whole and counted.
+func TestObservationsRoute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var refused observe.Tally
+		cfg := Config{Token: "tok", ObservationsRefused: func(t observe.Tally) { refused.Add(t) }}
+		p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second}
+		v := newEnv(t, cfg, engine.Config{}, engine.AoR{Name: "carrier", Contacts: []string{"sip:gw@192.0.2.7"}, Policy: &p})
+		v.srv.cfg.Observations = sinkFunc(v.e.Observe)
+		auth := []string{"Authorization", "Bearer tok"}
+		body := `{"source":"kamailio","observations":[{"destination":"192.0.2.7","outcome":"failed","code":503,"retry_after":20},
+			{"destination":"192.0.2.8","outcome":"answered"},{"aor":"carrier","outcome":"bogus"}]}`
+		if w := v.post("/api/v1/observations", body); w.Code != 401 {
+			t.Fatalf("without the token: %d", w.Code)
+		}
+		w := v.post("/api/v1/observations", body, auth...)
+		if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != `{"accepted":1,"dropped":{"malformed":1,"unknown":1}}` {
+			t.Fatalf("got %d %s", w.Code, got)
+		}
+		if a, _ := v.e.AoR("carrier"); a.Contacts[0].Phase != qualify.Draining || a.Contacts[0].Routable {
+			t.Errorf("the 503 with Retry-After did not drain the contact: %+v", a.Contacts[0])
+		}
+		for _, c := range []struct {
+			body string
+			code int
+			drop observe.Drop
+		}{
+			{`{"observations":`, 400, observe.DropMalformed},
+			{`{"observations":[` + strings.Repeat(" ", observe.MaxBody) + `]}`, 413, observe.DropOversized},
+		} {
+			refused = observe.Tally{}
+			if w := v.post("/api/v1/observations", c.body, auth...); w.Code != c.code || !strings.Contains(w.Body.String(), `"error"`) {
+				t.Errorf("got %d %s, want %d", w.Code, w.Body, c.code)
+			}
+			if refused.Dropped[c.drop] != 1 {
+				t.Errorf("refused %+v, want one %v", refused, c.drop)
+			}
+		}
+		if w := v.post("/api/v1/observations?x=1", `{"observations":[]}`, auth...); w.Code != 400 {
+			t.Errorf("a parameter: %d, want 400", w.Code)
+		}
+	})
+}
+
+type sinkFunc func([]observe.Observation) observe.Tally
+
+func (f sinkFunc) Observe(b []observe.Observation) observe.Tally { return f(b) }
