@@ -693,6 +693,44 @@ func TestPanicLetsAThirdGoDown(t *testing.T) {
 	})
 }
 
+// TestPanicWaitEndsOnTime: a Down held by the lower mark reaches the
+// router when its wait (H, 60 s here) ends, not at the next look at the
+// awaited objects: held half a second after such a look, it is pushed at
+// H after its verdict, with no Set or probe in between.
+func TestPanicWaitEndsOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, src, f := liveTrunks(t, 30, pjsip.Panic{})
+		time.Sleep(awaitEvery / 2)
+		for i := range 10 {
+			src.suspect(fmt.Sprintf("trunk%d", i))
+			g.AoRChanged(fmt.Sprintf("trunk%d", i))
+			if i == 2 {
+				for j := range 3 {
+					setTrunk(g, src, j, qualify.Unreachable)
+				}
+			}
+		}
+		for i := 3; i < 10; i++ {
+			setTrunk(g, src, i, qualify.Unreachable)
+		}
+		synctest.Wait()
+		if got, want := devices(f, 30), "UUU"+strings.Repeat(".", 27); got != want || !g.Panic().Waiting {
+			t.Fatalf("devices %s, panic %+v: want 3 down at once, 7 waiting", got, g.Panic())
+		}
+		held := time.Now()
+		time.Sleep(time.Minute - time.Millisecond)
+		synctest.Wait()
+		if got := devices(f, 30); got != "UUU"+strings.Repeat(".", 27) {
+			t.Fatalf("devices %s before the wait is over", got)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got, want := devices(f, 30), strings.Repeat("U", 10)+strings.Repeat(".", 20); got != want {
+			t.Fatalf("devices %s %v after the verdicts: want the seven pushed when their wait (60 s) ends", got, time.Since(held))
+		}
+	})
+}
+
 // TestPanicSingleTrunkNotDelayed: among 10 destinations, one trunk
 // failing is 10%, not above the lower mark: its Down is pushed at once,
 // and so is one at panic_hold_threshold=100, above any share.
