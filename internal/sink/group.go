@@ -71,6 +71,9 @@ type Group struct {
 	// contact still down publishes nothing.
 	awaiting map[string]struct{}
 	notes    []func() // log lines to write outside mu
+	// holding wakes Run (capacity 1) when the lower mark holds an
+	// object, so that its timer is armed at the earliest wait's end.
+	holding chan struct{}
 }
 
 // sink is one configured sink.
@@ -88,7 +91,9 @@ type Status struct {
 }
 
 // NewGroup returns a group without sinks.
-func NewGroup(cfg Config) *Group { return &Group{cfg: cfg, clock: newClock(cfg.Clock)} }
+func NewGroup(cfg Config) *Group {
+	return &Group{cfg: cfg, clock: newClock(cfg.Clock), holding: make(chan struct{}, 1)}
+}
 
 // Configure applies conf's sinks: a sink Equal to its previous
 // definition keeps running with its objects; one changed but for the
@@ -271,6 +276,10 @@ func (g *Group) setLevel(s *sink, k Key) {
 	l, reason, since := s.plan.level(k, g.cfg.Source)
 	fresh := g.panic.Active || !since.Before(g.calm())
 	if s.rec.set(k, l, reason, fresh) && !g.panic.Active {
+		select {
+		case g.holding <- struct{}{}:
+		default:
+		}
 		if g.awaiting == nil {
 			g.awaiting = map[string]struct{}{}
 		}
@@ -506,15 +515,20 @@ func (g *Group) Run(ctx context.Context) {
 	}
 	g.mu.Unlock()
 	tick := time.NewTicker(awaitEvery)
+	ends := time.NewTimer(0) // the earliest end of a lower mark's wait
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
 		case <-tick.C:
 			g.recheck()
+		case <-g.holding:
+		case <-ends.C:
 		}
+		g.expire(ends)
 	}
 	tick.Stop()
+	ends.Stop()
 	g.mu.Lock()
 	// One step, so that a Configure while the loops stop finds neither a
 	// release to run nor a loop to stop: a sink it removes now has
@@ -525,6 +539,25 @@ func (g *Group) Run(ctx context.Context) {
 	}
 	g.mu.Unlock()
 	wg.Wait()
+}
+
+// expire pushes down the lower mark's holds whose wait has ended, in
+// every sink, and arms t at the earliest wait still running (see
+// Reconciler.expire).
+func (g *Group) expire(t *time.Timer) {
+	g.mu.Lock()
+	var next int64
+	found := false
+	for _, s := range g.sinks {
+		if n, ok := s.rec.expire(); ok && (!found || n < next) {
+			next, found = n, true
+		}
+	}
+	g.mu.Unlock()
+	t.Stop()
+	if found {
+		t.Reset(time.Duration(next - g.clock.mono()))
+	}
 }
 
 // Objects returns the state and the objects of the sink named name, or

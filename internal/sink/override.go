@@ -2,6 +2,7 @@ package sink
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"slices"
 	"time"
@@ -88,6 +89,55 @@ func (r *Reconciler) Wait(on bool, bound time.Duration) {
 	r.mu.Lock()
 	r.waiting, r.waitFor = on, bound
 	r.mu.Unlock()
+}
+
+// expire pushes down every object the lower mark held whose wait has
+// ended (see holds), at once rather than at its next Set, and returns
+// the clock's mono reading when the next wait ends (false: none). A hold
+// the panic has taken over, or whose object was set since, is left to
+// its own rule. O(log n) per hold.
+func (r *Reconciler) expire() (next int64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.mono()
+	for len(r.expiries) > 0 && r.expiries[0].due <= now {
+		e := heap.Pop(&r.expiries).(expiry)
+		o, ok := r.objs[e.key]
+		if !ok || o.seq != e.seq || o.want != Down || o.flags&held == 0 || r.holds(o, true, Down, false) {
+			continue
+		}
+		r.count(o, -1, true)
+		r.seq++
+		o.seq = r.seq
+		o.flags &^= held
+		r.store(e.key, o)
+	}
+	if len(r.expiries) == 0 {
+		return 0, false
+	}
+	return r.expiries[0].due, true
+}
+
+// expiry is when the lower mark's hold of key, set at seq, ends: due, a
+// mono reading (see clock.mono).
+type expiry struct {
+	due int64
+	key Key
+	seq uint64
+}
+
+// expiries is a min-heap of expiry by due (container/heap).
+type expiries []expiry
+
+func (h expiries) Len() int           { return len(h) }
+func (h expiries) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h expiries) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiries) Push(x any)        { *h = append(*h, x.(expiry)) }
+func (h *expiries) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }
 
 // isHeld reports whether k is held.

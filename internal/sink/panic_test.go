@@ -654,8 +654,8 @@ func clockedTrunks(t *testing.T, n int, rule pjsip.Panic, clock Clock) (*Group, 
 // destinations (a carrier's site), each failing its first probe and then
 // going down, makes no panic; above the lower mark (10%) each Down waits
 // for one, pushed Up, and reaches the router when its wait ends: the
-// longest F + T of the qualified AoRs (60 s here) after its verdict, at
-// most a second later. The three that went down while at most 10%
+// longest F + T of the qualified AoRs (60 s here) after its verdict
+// (TestPanicWaitEndsOnTime: not a second later). The three that went down while at most 10%
 // failed are pushed at once.
 func TestPanicLetsAThirdGoDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

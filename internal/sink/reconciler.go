@@ -2,6 +2,7 @@ package sink
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"log/slog"
 	"math/rand/v2"
@@ -163,8 +164,11 @@ type Reconciler struct {
 	waiting bool          // above the lower mark: a new Down waits (see holds)
 	waitFor time.Duration // how long a Down waits at most
 	calm    time.Time     // the clock's Mono reading when the last panic ended; zero before any
-	stats   Stats
-	wake    chan struct{} // capacity 1: a Set since the loop last looked
+	// expiries are the lower mark's holds by when their wait ends
+	// (expire): a heap, earliest first.
+	expiries expiries
+	stats    Stats
+	wake     chan struct{} // capacity 1: a Set since the loop last looked
 	// clock is where the holds read the time; set before the first use
 	// (a group shares its own among its reconcilers).
 	clock *clock
@@ -194,7 +198,8 @@ func (r *Reconciler) set(k Key, l Level, reason qualify.Reason, fresh bool) bool
 	defer r.mu.Unlock()
 	o, ok := r.objs[k]
 	h := r.holds(o, ok, l, fresh)
-	if ok && o.want == l && (l == Down && o.flags&held != 0) == h && o.flags&retire == 0 {
+	wasHeld := ok && o.want == Down && o.flags&held != 0
+	if ok && o.want == l && wasHeld == h && o.flags&retire == 0 {
 		return h
 	}
 	r.count(o, -1, ok)
@@ -203,6 +208,9 @@ func (r *Reconciler) set(k Key, l Level, reason qualify.Reason, fresh bool) bool
 	o.flags &^= retire | held
 	if h {
 		o.flags |= held
+	}
+	if h && !wasHeld && !r.hold { // the lower mark's: it ends at o.at + waitFor
+		heap.Push(&r.expiries, expiry{due: o.at + int64(r.waitFor), key: k, seq: o.seq})
 	}
 	r.store(k, o)
 	return h
@@ -500,7 +508,7 @@ func (r *Reconciler) adopt(prev *Reconciler) {
 		o.flags &^= dirty
 		objs[k] = o
 	}
-	seq, calm := prev.seq, prev.calm
+	seq, calm, ends := prev.seq, prev.calm, slices.Clone(prev.expiries)
 	prev.mu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -510,5 +518,8 @@ func (r *Reconciler) adopt(prev *Reconciler) {
 	}
 	for k, o := range objs {
 		r.store(k, o)
+	}
+	for _, e := range ends {
+		heap.Push(&r.expiries, e)
 	}
 }
