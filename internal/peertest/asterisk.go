@@ -2,6 +2,7 @@ package peertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -39,7 +40,19 @@ type Asterisk struct {
 	t    testing.TB
 	conf string
 	cmd  *exec.Cmd
+	// exited is closed when the process has ended, waitErr then its
+	// status; both are replaced at each Start.
+	exited  chan struct{}
+	waitErr error
 }
+
+// bootBound bounds Asterisk's boot: a quiet machine boots it in well
+// under a second, a loaded one (a build beside it) in seconds; the bound
+// only stops a broken start, and a boot over slowBoot is reported.
+const (
+	bootBound = 60 * time.Second
+	slowBoot  = 5 * time.Second
+)
 
 // AMISecret is the Manager user qualifyd's secret.
 const AMISecret = "s3cret"
@@ -60,7 +73,7 @@ func NewAsteriskFrom(t testing.TB, env string) *Asterisk {
 	if _, err := os.Stat(filepath.Join(prefix, "sbin", "asterisk")); prefix == "" || err != nil {
 		t.Fatalf("no Asterisk: %s=%q (make deps builds it; run the tests through make test or set it): %v", env, prefix, err)
 	}
-	a := &Asterisk{Prefix: prefix, Dir: t.TempDir(), AMIPort: FreePort(t, "tcp"), SIPPort: FreePort(t, "udp"), t: t}
+	a := &Asterisk{Prefix: prefix, Dir: t.TempDir(), AMIPort: StablePort(t, "tcp"), SIPPort: StablePort(t, "udp"), t: t}
 	a.conf = filepath.Join(a.Dir, "etc", "asterisk.conf")
 	for _, d := range []string{"etc", "lib", "spool", "run", "log", "cache"} {
 		if err := os.MkdirAll(filepath.Join(a.Dir, d), 0o755); err != nil {
@@ -101,36 +114,87 @@ func (a *Asterisk) Write(name, body string) {
 
 // Start runs Asterisk in the foreground (-f) in its own process group
 // and returns once it is fully booted and its Manager accepts
-// connections: well under a second with this build; the 20 s bound only
-// stops a broken start.
+// connections. It first makes sure no earlier Asterisk of the directory
+// still answers on its control socket. A start that fails says which
+// step did not come (the process exited, the control socket, the full
+// boot or the Manager's port, and whether another process holds it),
+// with Asterisk's log file; a boot slower than slowBoot is logged.
 func (a *Asterisk) Start() {
 	a.t.Helper()
+	if err := a.ctlGone(); err != nil {
+		a.t.Fatalf("asterisk restart: %v", err)
+	}
 	a.cmd = exec.Command(filepath.Join(a.Prefix, "sbin", "asterisk"), "-f", "-C", a.conf)
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	a.cmd.WaitDelay = 5 * time.Second
 	a.Log = &Output{}
 	a.cmd.Stdout, a.cmd.Stderr = a.Log, a.Log
 	if err := a.cmd.Start(); err != nil {
+		a.cmd = nil
 		a.t.Fatalf("start asterisk: %v", err)
 	}
-	err := awaitUp(20*time.Second, nil, func(context.Context) error {
+	a.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { a.waitErr = cmd.Wait(); close(exited) }(a.cmd, a.exited)
+	began := time.Now()
+	err := awaitUp(bootBound, a.exited, func(context.Context) error {
 		if _, err := a.CLI("core waitfullybooted"); err != nil {
-			return err
+			return fmt.Errorf("not fully booted: %w", err)
 		}
 		return a.managerUp()
 	})
-	if err != nil {
-		a.t.Fatalf("asterisk did not boot: %v\n%s", err, a.Log)
+	took := time.Since(began).Round(10 * time.Millisecond)
+	switch {
+	case errors.Is(err, errExited):
+		a.t.Fatalf("asterisk exited %v into its boot (%v)\n%s", took, a.waitErr, a.logs())
+	case err != nil:
+		a.t.Fatalf("asterisk did not boot within %v (a bound, not a race: no earlier Asterisk answered): %v (%s)\n%s",
+			bootBound, err, a.portHeld(), a.logs())
+	case took > slowBoot:
+		a.t.Logf("asterisk booted in %v (slow: the machine is loaded)", took)
 	}
+}
+
+// ctlGone returns an error when an Asterisk still answers on the
+// directory's control socket (an earlier one not yet gone); a socket
+// file left by a killed one is no error: Asterisk replaces it.
+func (a *Asterisk) ctlGone() error {
+	ctl := filepath.Join(a.Dir, "run", "asterisk.ctl")
+	c, err := net.DialTimeout("unix", ctl, time.Second)
+	if err != nil {
+		return nil
+	}
+	c.Close()
+	return fmt.Errorf("an earlier Asterisk still answers on %s", ctl)
+}
+
+// logs is what Asterisk wrote: its output and its log file.
+func (a *Asterisk) logs() string {
+	file, err := os.ReadFile(filepath.Join(a.Dir, "log", "messages"))
+	if err != nil {
+		file = []byte(err.Error())
+	}
+	return fmt.Sprintf("asterisk output:\n%s\nlog/messages:\n%s", a.Log, file)
 }
 
 // managerUp reports whether the Manager accepts a connection.
 func (a *Asterisk) managerUp() error {
 	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", a.AMIPort), time.Second)
-	if err == nil {
-		c.Close()
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
 	}
-	return err
+	c.Close()
+	return nil
+}
+
+// portHeld says, after a failed boot, whether another socket holds the
+// Manager's port (so that Asterisk could not bind it).
+func (a *Asterisk) portHeld() string {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", a.AMIPort))
+	if err != nil {
+		return fmt.Sprintf("the Manager's port is held: %v", err)
+	}
+	l.Close()
+	return "the Manager's port is free"
 }
 
 // Stop stops Asterisk (`core stop now`, then SIGKILL of its group if it
@@ -141,15 +205,13 @@ func (a *Asterisk) Stop() {
 		return
 	}
 	_, cliErr := a.CLI("core stop now")
-	done := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = a.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-a.exited:
 	case <-time.After(5 * time.Second):
 		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		<-a.exited
 	}
+	waitErr := a.waitErr
 	if a.t.Failed() {
 		// An Asterisk that had died before the stop (killed by another
 		// program's `killall asterisk`, say) refuses the CLI and exits

@@ -15,8 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -64,7 +66,70 @@ func FreePort(t testing.TB, network string) int {
 	return 0
 }
 
-// handed records the ports FreePort has returned.
+// StablePort is FreePort for a peer that restarts on its ports (Asterisk
+// in TestAsteriskRestartReasserts): a port below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range), which no bind of port 0 and no
+// outgoing connection of another program takes while the peer is down.
+// A port of the ephemeral range can be: Asterisk, restarted, then runs
+// without its Manager ("Unable to bind AMI server") and writes nothing
+// to its output.
+func StablePort(t testing.TB, network string) int {
+	t.Helper()
+	low := ephemeralLow()
+	handed.mu.Lock()
+	defer handed.mu.Unlock()
+	for range 1000 {
+		port := low - 1 - rand.IntN(low-stableFloor)
+		key := network + ":" + strconv.Itoa(port)
+		if handed.ports[key] || !bindable(network, port) {
+			continue
+		}
+		handed.ports[key] = true
+		return port
+	}
+	t.Fatalf("no free %s port on loopback in %d-%d", network, stableFloor, low-1)
+	return 0
+}
+
+// stableFloor is the lowest port StablePort hands out.
+const stableFloor = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range
+// (Linux's default 32768 when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= stableFloor+1000 {
+		return 32768
+	}
+	return n
+}
+
+// bindable reports whether port of network binds on loopback now.
+func bindable(network string, port int) bool {
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	if network == "udp" {
+		c, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		ln.Close()
+	}
+	return err == nil
+}
+
+// handed records the ports FreePort and StablePort have returned.
 var handed = struct {
 	mu    sync.Mutex
 	ports map[string]bool
