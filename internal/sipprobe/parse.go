@@ -21,6 +21,7 @@ type message struct {
 	cseqMethod []byte
 	wwwAuth    []byte // first WWW-Authenticate value
 	proxyAuth  []byte // first Proxy-Authenticate value
+	retryAfter uint16 // Retry-After delta-seconds, 0 when absent or unreadable
 	contentLen int    // -1 when absent
 	headerLen  int    // bytes up to and including the empty line
 }
@@ -107,6 +108,8 @@ func (m *message) parseHeader(line []byte) bool {
 		n, ok := atoi(value)
 		m.contentLen = n
 		return ok
+	case isHeader(name, "Retry-After", ""):
+		m.retryAfter = retryAfter(value)
 	case isHeader(name, "WWW-Authenticate", "") && m.wwwAuth == nil:
 		m.wwwAuth = value
 	case isHeader(name, "Proxy-Authenticate", "") && m.proxyAuth == nil:
@@ -149,6 +152,29 @@ func (m *message) parseCSeq(value []byte) bool {
 	}
 	m.cseq, m.cseqMethod = uint32(n), bytes.TrimSpace(method)
 	return len(m.cseqMethod) > 0
+}
+
+// maxRetryAfter bounds a Retry-After as read: 18 hours, longer than any
+// pause a peer asks for in practice; qualify_drain_max bounds the drain
+// further (300 s by default).
+const maxRetryAfter = 65535
+
+// retryAfter reads a Retry-After value (RFC 3261 section 20.33:
+// delta-seconds, then an optional comment and parameters), capped at
+// maxRetryAfter; 0 for a value that does not begin with digits.
+func retryAfter(value []byte) uint16 {
+	end := 0
+	for end < len(value) && value[end] >= '0' && value[end] <= '9' {
+		end++
+	}
+	if end == 0 {
+		return 0
+	}
+	if end > 6 {
+		return maxRetryAfter
+	}
+	n, _ := atoi(value[:end])
+	return uint16(min(n, maxRetryAfter))
 }
 
 // atoi parses a non-negative decimal of at most 10 digits.

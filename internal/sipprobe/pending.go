@@ -43,6 +43,10 @@ type transaction struct {
 	// its digest retry (see Prober.unref).
 	refs   atomic.Int32
 	active bool // registered: its key finds it
+	// retryAfter is the final response's Retry-After in seconds when it
+	// is a 503 with one, else 0 (qualify-semantics §11.4); in what the
+	// fields above leave of the struct's last word.
+	retryAfter uint16
 }
 
 // txRecord is the request of a transaction and its timing.
@@ -360,10 +364,14 @@ func callMatches(m *message, callID uint64, cseq uint32) bool {
 	return m.cseq == cseq && string(m.cseqMethod) == "OPTIONS" && bytes.Equal(m.callID, appendHex(id[:0], callID))
 }
 
-// answer records when the final response m came, and its challenge if
-// the probe wants one.
+// answer records when the final response m came, a 503's Retry-After,
+// and its challenge if the probe wants one.
 func (tx *transaction) answer(m *message, now instant) {
 	tx.rec.recv = now
+	tx.retryAfter = 0
+	if m.code == 503 {
+		tx.retryAfter = m.retryAfter
+	}
 	e := tx.ext
 	if e == nil || !e.wantChallenge {
 		return

@@ -310,6 +310,7 @@ func (tb *table) result(tx *transaction) qualify.Result {
 	r := qualify.Result{Sent: tb.time(rec.sent), Reason: m.reason, Detail: m.detail.String(), Transport: tx.transport().String(), Dest: rec.dest}
 	if m.reason == qualify.ReasonNone {
 		r.Code, r.RTT = int(m.code), time.Duration(rec.recv-rec.sent)
+		r.RetryAfter = time.Duration(tx.retryAfter) * time.Second
 	}
 	return r
 }

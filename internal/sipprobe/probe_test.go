@@ -349,3 +349,31 @@ func TestUDPICMPErrorIsATimeout(t *testing.T) {
 		t.Fatalf("got %+v, want a timeout", res)
 	}
 }
+
+// TestProbeRetryAfter: a 503's Retry-After reaches the result in whole
+// seconds, a comment and parameters after it ignored, 65535 s at most
+// (qualify-semantics §11.4); another code's is not kept.
+func TestProbeRetryAfter(t *testing.T) {
+	for _, c := range []struct {
+		code  int
+		value string
+		want  time.Duration
+	}{
+		{503, "20", 20 * time.Second},
+		{503, "120 (maintenance);duration=3600", 120 * time.Second},
+		{503, "9999999", 65535 * time.Second},
+		{503, "soon", 0},
+		{486, "20", 0},
+	} {
+		t.Run(fmt.Sprint(c.code, c.value), func(t *testing.T) {
+			r := newUDPResponder(t, func(x *exchange) {
+				x.reply(c.code, func(res *sip.Response) { res.AppendHeader(sip.NewHeader("Retry-After", c.value)) })
+			})
+			p := newProber(t, Config{})
+			res := p.Probe(t.Context(), target(uriOf(r, ""), 3*time.Second))
+			if res.Code != c.code || res.RetryAfter != c.want {
+				t.Fatalf("got code %d Retry-After %v, want %d %v", res.Code, res.RetryAfter, c.code, c.want)
+			}
+		})
+	}
+}
