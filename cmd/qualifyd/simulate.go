@@ -17,7 +17,7 @@ import (
 	"github.com/qualifyd/qualifyd/internal/simulate"
 )
 
-const simulateUsage = `usage: qualifyd simulate [--probe-loss P | --packet-loss P] [--burst MEAN_S] [--days N] [--trials N] [--seed S] [--json] FILE
+const simulateUsage = `usage: qualifyd simulate [--probe-loss P | --packet-loss P] [--burst MEAN_S] [--call-interval C_S [--call-timeout X_S]] [--days N] [--trials N] [--seed S] [--json] FILE
        qualifyd simulate --recommend --probe-loss P --detect-within S [--burst MEAN_S] [--max-probes-per-hour X] [--days N] [--trials N] [--seed S] [FILE]`
 
 // simulateOptions are the flags of "qualifyd simulate".
@@ -31,6 +31,8 @@ type simulateOptions struct {
 	recommend    bool
 	detectWithin float64 // seconds
 	maxProbes    float64
+	callInterval float64 // seconds; 0: no calls
+	callTimeout  float64 // seconds
 	file         string
 }
 
@@ -84,6 +86,8 @@ func parseSimulate(args []string, stderr io.Writer) (simulateOptions, error) {
 	fs.BoolVar(&o.recommend, "recommend", false, "search qualify_failures, retry and down interval for the given bounds")
 	fs.Float64Var(&o.detectWithin, "detect-within", 0, "with --recommend: worst detection time in seconds")
 	fs.Float64Var(&o.maxProbes, "max-probes-per-hour", 0, "with --recommend: probe rate bound, healthy and dead (0: none)")
+	fs.Float64Var(&o.callInterval, "call-interval", 0, "a call to the trunk every this many seconds, reported as observations: how much they shorten detection and what qualify_quiet_only saves (0: none)")
+	fs.Float64Var(&o.callTimeout, "call-timeout", 32, "with --call-interval: seconds until the router sees a call to a dead trunk fail (Timer B, fr_timer)")
 	fs.Usage = func() { fmt.Fprintln(stderr, simulateUsage); fs.PrintDefaults() }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -109,6 +113,10 @@ func (o *simulateOptions) combine(fs *flag.FlagSet, pos []string) error {
 		return fmt.Errorf("%w: --recommend takes neither --packet-loss nor --json", errSimulateUsage)
 	case !o.recommend && (set["detect-within"] || set["max-probes-per-hour"]):
 		return fmt.Errorf("%w: --detect-within and --max-probes-per-hour need --recommend", errSimulateUsage)
+	case o.recommend && set["call-interval"]:
+		return fmt.Errorf("%w: --recommend takes no --call-interval", errSimulateUsage)
+	case set["call-timeout"] && !set["call-interval"]:
+		return fmt.Errorf("%w: --call-timeout needs --call-interval", errSimulateUsage)
 	}
 	if len(pos) == 1 {
 		o.file = pos[0]
@@ -139,6 +147,12 @@ func (o *simulateOptions) validate() error {
 	}
 	if !(o.maxProbes >= 0 && !math.IsInf(o.maxProbes, 1)) {
 		return fmt.Errorf("--max-probes-per-hour %v: want 0 or more", o.maxProbes)
+	}
+	if !(o.callInterval == 0 || o.callInterval >= 0.1 && o.callInterval <= qualify.MaxInterval.Seconds()) {
+		return fmt.Errorf("--call-interval %v: want 0 or 0.1 to %v seconds", o.callInterval, qualify.MaxInterval.Seconds())
+	}
+	if !(o.callTimeout >= 0 && o.callTimeout <= qualify.MaxInterval.Seconds()) {
+		return fmt.Errorf("--call-timeout %v: want 0 to %v seconds", o.callTimeout, qualify.MaxInterval.Seconds())
 	}
 	return nil
 }
@@ -180,15 +194,25 @@ func simulateFile(ctx context.Context, o simulateOptions, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
+	var calls []callsResult
+	if o.callInterval > 0 {
+		if calls, err = simulateCalls(ctx, o, aors, rs); err != nil {
+			return err
+		}
+	}
 	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			AoRs []simulate.Result `json:"aors"`
-		}{rs})
+			AoRs  []simulate.Result `json:"aors"`
+			Calls []callsResult     `json:"calls,omitempty"`
+		}{rs, calls})
 	}
 	fmt.Fprintf(stdout, "%s; %g days healthy, %d deaths per AoR; seed %d\n", describeLoss(o.loss), o.days, o.trials, o.seed)
-	return writeResults(stdout, rs)
+	if err := writeResults(stdout, rs); err != nil || calls == nil {
+		return err
+	}
+	return writeCalls(stdout, o, calls)
 }
 
 // describeLoss says what the peer's path loses, in words.

@@ -49,6 +49,9 @@ func TestSimulateGolden(t *testing.T) {
 		// The policies of README's detection table, briefly: auto and the
 		// window against the request's policy under 10 s bursts.
 		"detection.txt": {"--probe-loss", "0.05", "--burst", "10", "--days", "30", "--trials", "100", "testdata/simulate/detection.conf"},
+		// Calls as evidence (qualify-semantics §11): a call every 5 s seen
+		// failing after 2 s, and what qualify_quiet_only saves.
+		"calls.txt": {"--call-interval", "5", "--call-timeout", "2", "--probe-loss", "0.01", "--days", "10", "--trials", "100", "--seed", "3", trunksConf},
 		// auto proposed at 1% loss, and the window it needs under bursts.
 		"recommend-burst.txt": {"--recommend", "--probe-loss", "0.01", "--detect-within", "45", "--burst", "10", "--days", "30", "--trials", "100"},
 	}
@@ -107,6 +110,10 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"--recommend", "--probe-loss", "0.1"}, 2, "needs --probe-loss and --detect-within"},
 		{[]string{"--recommend", "--probe-loss", "0.1", "--detect-within", "40", "--json"}, 2, "neither"},
 		{[]string{"--detect-within", "40", trunksConf}, 2, "need --recommend"},
+		{[]string{"--call-timeout", "2", trunksConf}, 2, "--call-timeout needs --call-interval"},
+		{[]string{"--recommend", "--probe-loss", "0.1", "--detect-within", "40", "--call-interval", "5"}, 2, "takes no --call-interval"},
+		{[]string{"--call-interval", "-1", trunksConf}, 1, "--call-interval -1"},
+		{[]string{"--call-interval", "5", "--call-timeout", "-2", trunksConf}, 1, "--call-timeout -2"},
 		{[]string{"--probe-loss", "1.5", trunksConf}, 1, "probe loss 1.5 is not in [0, 1]"},
 		{[]string{"--packet-loss", "-0.1", trunksConf}, 1, "packet loss -0.1 is not in [0, 1]"},
 		{[]string{"--probe-loss", "NaN", trunksConf}, 1, "not in [0, 1]"},

@@ -93,12 +93,11 @@ func (p *Policy) Drain(s State, now time.Time, retryAfter time.Duration) Step {
 
 // Pull returns when the next probe of a contact in state s is due after
 // a call that indicts its peer (CallSuspect), observed at now: at once,
-// as after a failed probe, but no sooner than R (the retry interval, F
-// when unset) after the end of its last probe, last, so that a burst of
-// failed calls costs a probe every R at most; never later than due, the
-// probe already scheduled. A contact that is down, recovering or
-// draining keeps due: its probes already decide (qualify-semantics
-// §11.2).
+// as after a failed probe, but no sooner than PullGap after the end of
+// its last probe, last, so that a burst of failed calls costs a probe
+// every PullGap at most; never later than due, the probe already
+// scheduled. A contact that is down, recovering or draining keeps due:
+// its probes already decide (qualify-semantics §11.2).
 func (p *Policy) Pull(s State, last, due, now time.Time) time.Time {
 	switch s.Phase() {
 	case Down, Recovering, Draining:
@@ -106,12 +105,24 @@ func (p *Policy) Pull(s State, last, due, now time.Time) time.Time {
 	}
 	at := now
 	if !last.IsZero() {
-		at = maxTime(now, last.Add(p.Effective().RetryInterval))
+		at = maxTime(now, last.Add(p.PullGap()))
 	}
 	if !due.IsZero() && due.Before(at) {
 		return due
 	}
 	return at
+}
+
+// PullGap is the least time from the end of a contact's last probe to a
+// probe a failed call brings forward: the retry interval R or the probe
+// timeout T, whichever is shorter (T when R is unset), so that calls
+// never probe a trunk faster than its own fast retry would, nor a
+// trunk without one more than once a timeout.
+func (p *Policy) PullGap() time.Duration {
+	if p.RetryInterval > 0 {
+		return min(p.RetryInterval, p.ProbeTimeout())
+	}
+	return p.ProbeTimeout()
 }
 
 // Quiet reports whether a periodic probe of a contact in state s, due at

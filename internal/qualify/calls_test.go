@@ -146,3 +146,19 @@ func TestQuiet(t *testing.T) {
 		}
 	}
 }
+
+func TestPullGap(t *testing.T) {
+	for _, c := range []struct {
+		r, t, want time.Duration
+	}{
+		{2 * time.Second, 3 * time.Second, 2 * time.Second},
+		{10 * time.Second, 3 * time.Second, 3 * time.Second},
+		{0, 3 * time.Second, 3 * time.Second},
+		{0, 0, SIPTransactionTimeout},
+	} {
+		p := Policy{Frequency: 60 * time.Second, RetryInterval: c.r, Timeout: c.t}
+		if got := p.PullGap(); got != c.want {
+			t.Errorf("R %v T %v: PullGap %v, want %v", c.r, c.t, got, c.want)
+		}
+	}
+}

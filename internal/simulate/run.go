@@ -50,6 +50,19 @@ type Config struct {
 	RTT time.Duration
 	// Workers bounds the experiments run at once; zero means GOMAXPROCS.
 	Workers int
+	// Calls, if its Interval is set, places a call every Interval to the
+	// peer and reports its outcome to the engine as an observation
+	// (qualify-semantics §11).
+	Calls Calls
+}
+
+// Calls is the traffic a trunk carries: a call every Interval, from a
+// random phase, answered at once while the peer lives and seen failing
+// (a transaction timeout) Timeout after it began while the peer is dead:
+// the router's X, Timer B or fr_timer. Calls never fail on a lossy path
+// to a live peer, whose INVITE retransmissions get through.
+type Calls struct {
+	Interval, Timeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -186,7 +199,10 @@ func parallel(n, workers int, f func(int)) {
 // random stream) and fills its half of r.
 func experiment(ctx context.Context, a AoR, cfg Config, stream uint64, r *Result, dead bool) error {
 	rng := rand.New(rand.NewPCG(cfg.Seed, stream))
-	s, err := newSim(ctx, a, newPeer(cfg.Loss, cfg.RTT, rng), rng)
+	// The calls' phase comes from a stream of its own, so that a run with
+	// calls meets the same deaths as one without.
+	calls := newCaller(cfg.Calls, rand.New(rand.NewPCG(cfg.Seed, stream|1<<63)))
+	s, err := newSim(ctx, a, newPeer(cfg.Loss, cfg.RTT, rng), rng, calls)
 	if err != nil {
 		return fmt.Errorf("AoR %q: %w", a.Name, err)
 	}

@@ -32,6 +32,8 @@ type sim struct {
 	flight  []inFlight                   // probes in flight, by end time
 	w       watch
 	started int // probes started
+	calls   caller
+	name    string // the AoR's
 }
 
 // inFlight is a started probe whose outcome the peer decided.
@@ -42,8 +44,8 @@ type inFlight struct {
 }
 
 // newSim applies one AoR to a fresh engine at the epoch.
-func newSim(ctx context.Context, a AoR, p *peer, rng *rand.Rand) (*sim, error) {
-	s := &sim{now: epoch, peer: p}
+func newSim(ctx context.Context, a AoR, p *peer, rng *rand.Rand, calls caller) (*sim, error) {
+	s := &sim{now: epoch, peer: p, name: a.Name, calls: calls}
 	// A simulation keeps no history: it runs for virtual years and reads
 	// only the events.
 	e, err := engine.New(engine.Config{Prober: s, Rand: rng.Float64, Now: func() time.Time { return s.now }, HistoryAoRs: -1})
@@ -78,6 +80,11 @@ func (s *sim) runWhile(cond func() bool, limit time.Time) bool {
 // completion may move it.
 func (s *sim) step(limit time.Time) bool {
 	due, ok := s.d.Next()
+	if at, call := s.calls.next(); call && !at.After(limit) && (!ok || !due.Before(at)) &&
+		(len(s.flight) == 0 || s.flight[0].end.After(at)) {
+		s.call(at)
+		return true
+	}
 	if len(s.flight) > 0 && (!ok || !s.flight[0].end.After(due)) {
 		if s.flight[0].end.After(limit) {
 			return false
@@ -120,6 +127,11 @@ func (s *sim) complete() {
 	s.flight = append(s.flight[:0], s.flight[1:]...)
 	s.now = f.end
 	s.done(f.tag, f.res)
+	s.drain()
+}
+
+// drain reads the edges the engine published.
+func (s *sim) drain() {
 	for {
 		select {
 		case ev := <-s.sub.C:
