@@ -12,7 +12,7 @@ import (
 // is dead.
 type caller struct {
 	cfg     Calls
-	placed  time.Time    // the next call's start; zero without calls
+	placed  time.Time   // the next call's start; zero without calls
 	pending []heardCall // outcomes to report, by time
 }
 
