@@ -71,7 +71,8 @@ func (p *clockProber) Start(_ context.Context, t probe.Target, tag uint64, done 
 // or back, 0.3 s after the engine (and the prober) started; the first
 // probes are due at 0.5 s. F = 1 s, timeout 1 s, R = 1 s. The live
 // contact must be probed every second (0.5, 1.5, 2.5 s) with an RTT of
-// 50 ms; the dead one's probe at 0.5 s times out at 1.5 s, its next one
+// 50 ms, its last probe's end kept on the monotonic clock (2.55 s after
+// the epoch, not an hour off); the dead one's probe at 0.5 s times out at 1.5 s, its next one
 // is at 2.5 s, and the send time the engine gives its failure is its
 // start on the monotonic clock: the slots keep time on the monotonic
 // clock, as the scheduler does.
@@ -125,6 +126,16 @@ func wallClockStep(t *testing.T, base time.Time, step time.Duration) {
 	}
 	if dead := p.sent[deadURI]; !slices.Equal(dead, durations(0.5, 2.5)) {
 		t.Errorf("dead contact probed at %v, want 0.5, 2.5 s", dead)
+	}
+	// The live contact's last probe, sent at 2.5 s, ended at 2.55 s on the
+	// monotonic clock: its end reads as the epoch's wall time plus that
+	// span, whatever the wall clock read at the end.
+	a, _ := e.AoR("a")
+	for _, c := range a.Contacts {
+		if want := base.Add(2550 * time.Millisecond); c.URI == liveURI && c.Last.At.UnixNano() != want.UnixNano() {
+			t.Errorf("live contact's last probe ended at %v, want %v: the epoch's wall plus 2.55 s on the monotonic clock",
+				c.Last.At.Sub(base), want.Sub(base))
+		}
 	}
 	sub.Close()
 	var failedSent []time.Duration
