@@ -393,7 +393,7 @@ func (s clusterSource) AoR(name string) (engine.AoRSnapshot, bool) {
 		return a, false
 	}
 	a.Available = false
-	now := time.Now()
+	now := s.eng.Now() // the sinks' wall clock, as the engine's probe ends are
 	for i := range a.Contacts {
 		ct := &a.Contacts[i]
 		ct.Status = s.c.Status(ContactKey(a.Name, ct.URI))

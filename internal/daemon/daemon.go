@@ -171,7 +171,11 @@ func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) 
 		return err
 	}
 	d.endpoints = endpoint.New(d.eng)
-	scfg := sink.Config{Source: d.eng, Notice: d.log.Notice, Dial: d.cfg.SinkDial, Vouch: d.vouch}
+	// The sinks read the engine's clock as their wall clock: a probe's
+	// end (ContactSnapshot.Last.At) is on it, so that a step of the system
+	// clock moves neither.
+	scfg := sink.Config{Source: d.eng, Notice: d.log.Notice, Dial: d.cfg.SinkDial, Vouch: d.vouch,
+		Clock: sink.Clock{Wall: d.eng.Now}}
 	if clustered {
 		if d.cluster, err = newNode(d, ccfg, conf.Cluster.Options); err != nil {
 			return err

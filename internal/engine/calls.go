@@ -108,10 +108,7 @@ func (e *Engine) pull(id uint32, now time.Time) {
 		return
 	}
 	due := e.timeOf(c.due())
-	var last time.Time
-	if c.last.at != 0 {
-		last = now.Add(-time.Duration(now.UnixNano() - c.last.at))
-	}
+	last := e.timeOf(c.last.at)
 	if next := c.policy.Pull(c.state, last, due, now); next.Before(due) {
 		c.urgent = true
 		c.wait(e.stamp(next))

@@ -143,7 +143,7 @@ func (e *Engine) observe(name string, res qualify.Result, step qualify.Step) {
 func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify.Result) {
 	c := &e.slots[id]
 	c.wait(e.stamp(step.Next))
-	c.last = lastResult{at: end.UnixNano(), rtt: c.last.rtt, code: int16(res.Code), reason: step.Reason, ok: step.OK, detail: res.Detail}
+	c.last = lastResult{at: e.stamp(end), rtt: c.last.rtt, code: int16(res.Code), reason: step.Reason, ok: step.OK, detail: res.Detail}
 	if step.OK {
 		c.last.rtt = rttMicros(res.RTT)
 	}

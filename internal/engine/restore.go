@@ -147,7 +147,7 @@ func (e *Engine) fresh(id uint32) bool {
 // the AoR's availability. Called with mu held.
 func (e *Engine) restore(id uint32, s *Saved, now time.Time) {
 	c := &e.slots[id]
-	c.last = lastResult{at: s.Last.At.UnixNano(), rtt: rttMicros(s.RTT), code: int16(s.Last.Code), reason: s.Last.Reason, ok: s.Last.OK, detail: s.Last.Detail}
+	c.last = lastResult{at: mono(s.Last.At.UnixNano()), rtt: rttMicros(s.RTT), code: int16(s.Last.Code), reason: s.Last.Reason, ok: s.Last.OK, detail: s.Last.Detail}
 	c.stats = statsOf(s.Stats)
 	step := qualify.Step{State: s.State, From: c.state.Status, OK: s.Last.OK, Reason: s.Last.Reason}
 	res := qualify.Result{Code: s.Last.Code, Detail: s.Last.Detail}

@@ -83,7 +83,7 @@ func (c *contact) wait(due mono) { c.running, c.when = false, due }
 
 // lastResult is the latest applied probe result of a contact.
 type lastResult struct {
-	at     int64  // when it ended
+	at     mono   // when it ended, on the engine's clock (a restored one: the state file's time)
 	rtt    uint32 // of the last success, in microseconds; kept across failures
 	code   int16
 	reason qualify.Reason
@@ -100,7 +100,7 @@ func (l *lastResult) RTT() time.Duration { return micros(l.rtt) }
 
 // public returns l as snapshots show it.
 func (l *lastResult) public() LastResult {
-	return LastResult{At: fromUnixNano(l.at), OK: l.ok, Reason: l.reason, Code: int(l.code), Detail: l.detail}
+	return LastResult{At: l.at.wall(), OK: l.ok, Reason: l.reason, Code: int(l.code), Detail: l.detail}
 }
 
 // alloc returns a free slot for a new contact of a. Called with mu held.
@@ -157,6 +157,12 @@ func (e *Engine) timeOf(m mono) time.Time {
 	}
 	return e.epoch.Add(time.Duration(int64(m) - e.epochUnix))
 }
+
+// Now returns the engine's time now, as its snapshots give times (a
+// probe's end, ContactSnapshot.Last.At): the wall clock's reading when
+// the engine was made plus the monotonic time since, in UTC. A step of
+// the system clock moves neither it nor them.
+func (e *Engine) Now() time.Time { return e.stamp(e.cfg.Now()).wall() }
 
 // wall returns m as a wall-clock time in UTC, for snapshots and events.
 func (m mono) wall() time.Time { return fromUnixNano(int64(m)) }

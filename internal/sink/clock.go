@@ -4,8 +4,10 @@ import "time"
 
 // Clock is where the sinks read the time. Wall is the wall clock: the
 // times that leave qualifyd (a webhook's change time) and those the
-// engine's snapshots give (a probe's end) are on it, and it may step
-// (chrony at boot, a VM resumed). Mono is read only for spans, the
+// source's snapshots give (a probe's end) are on it; the daemon gives
+// the engine's (engine.Engine.Now), which does not step, and a Wall that
+// steps (chrony at boot, a VM resumed) is compared right with a probe's
+// end read after the step. Mono is read only for spans, the
 // panic's holds and deadlines, and its readings are compared only with
 // each other: it must not step. A nil field is time.Now, whose monotonic
 // reading Go's Sub, Before and After use when both sides carry one.
