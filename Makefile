@@ -36,7 +36,7 @@ export QUALIFYD_ASTERISK_QUALIFY ?= $(ASTERISK_QUALIFY)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit testsuite smoke lab deb man deb-test lossy blip dropflow fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
+.PHONY: all build test deps vet unit testsuite asterisk-branches smoke lab deb man deb-test lossy blip dropflow fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
 
 all: build
 
@@ -122,6 +122,18 @@ unit:
 # 5038: it runs alone, after unit, and two runs on one machine take turns.
 testsuite:
 	ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/testsuite.sh
+
+# asterisk-branches applies upstream PR #2041 and contrib/asterisk's series
+# with git am to Asterisk's 22 and 20 branches from ASTERISK_SRC, builds
+# each with --enable-dev-mode and the test framework, and runs the series'
+# unit tests in it, with main (49fe30d0ff) built the same way as the
+# baseline of the build times (contrib/asterisk/branches.sh, one build at a
+# time under nice -n 15 with make -j2: about 5 minutes each here; nothing
+# for a branch whose stamp matches). Not part of test.
+# ASTERISK_BRANCHES_FORCE=1 builds them all again for fresh times;
+# contrib/asterisk/branches.sh TARBALL checks any other Asterisk source.
+asterisk-branches:
+	ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/branches.sh main 22 20
 
 # lab is the short lossy-network run (about a minute, see lossy) beside the
 # short blip run (about 2.5 minutes, see blip) and the dropped-flow run
