@@ -2,8 +2,8 @@
 # Applies the series (the 000*.patch files beside this script) to other Asterisk branches and
 # builds each with --enable-dev-mode (warnings are errors), as the `cherry-pick-to:` lines of an
 # upstream pull request promise. For each BRANCH (default: main 22 20, the shared peers'
-# tarballs in ASTERISK_SRC, default the checkout's sibling shared/peers/asterisk; or the path of
-# any Asterisk source tarball, such as a 23 release) the source is extracted and committed to a
+# tarballs in ASTERISK_SRC, default peers/asterisk in contrib/shared-dir.sh's directory; or the
+# path of any Asterisk source tarball, such as a 23 release) the source is extracted and committed to a
 # fresh git repository; upstream PR #2041 ($ASTERISK_SRC/pr-2041-e183ff09d5.patch) is applied
 # with `git am` when the tree lacks it, then the series with `git am`; the tree is configured and
 # built with build.sh's flags and modules plus the test framework and app_userevent (as
@@ -18,7 +18,8 @@
 # Usage: branches.sh [main|22|20|TARBALL ...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-src=${ASTERISK_SRC:-$here/../../../shared/peers/asterisk}
+src=${ASTERISK_SRC:-}
+if [ -z "$src" ]; then src=$("$here/../shared-dir.sh")/peers/asterisk; fi
 out=${ASTERISK_BRANCHES_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/qualifyd}
 force=${ASTERISK_BRANCHES_FORCE:-0}
 pr2041=$src/pr-2041-e183ff09d5.patch
