@@ -10,7 +10,8 @@
 # ASTERISK_DEVMODE=1 build.sh), installed into
 # ${XDG_CACHE_HOME:-$HOME/.cache}/qualifyd/asterisk-branch-NAME (ASTERISK_BRANCHES_DIR= to move
 # them), and the series' unit tests run there (unit.sh). main (49fe30d0ff, #2041 merged) is the
-# baseline: each other build's time is printed as a ratio to main's in the same run.
+# baseline: each other build's wall and CPU time (user + system of configure and make) is
+# printed as a ratio to main's in the same run.
 # Builds run one at a time under `nice -n 15` with `make -j2` (the machine is shared).
 # A build whose PREFIX/.stamp names it (tarball, #2041, menuselect.args, patches, this script)
 # is not made again: the result of the build that made it is printed, marked cached;
@@ -83,9 +84,9 @@ apply() {
 }
 
 # build PREFIX WORK: configures (dev mode), builds and installs the tree in WORK/asterisk,
-# printing the build's wall time (configure to the end of make) and its warnings.
+# printing the build's wall and CPU time (configure to the end of make) and its warnings.
 build() {
-  local prefix=$1 work=$2 t0 t1
+  local prefix=$1 work=$2 t0 t1 cpu
   cd "$work/asterisk" || return 1
   mkdir -p "$work/cache" && cp "$src/pjproject-2.17.tar.bz2" "$work/cache/" || return 1
   t0=$(date +%s)
@@ -100,8 +101,12 @@ build() {
   nice -n 15 make -s -j2 > "$work/build.log" 2>&1 \
     || { grep -E 'error|warning' "$work/build.log" | head -30; echo "  dev-mode build FAILED"; return 1; }
   t1=$(date +%s)
-  echo "  dev-mode build: ok in $((t1 - t0)) s, $(grep -c 'warning:' "$work/build.log" || true) warnings (load average at the end $(cut -d' ' -f1-3 /proc/loadavg))"
-  echo "$((t1 - t0))" > "$work/seconds"
+  # CPU: user + system of configure and make (this subshell's children), less sensitive than the
+  # wall time to what else the machine runs (times in this shell: a pipe's subshell counts none).
+  times > "$work/times"
+  cpu=$(tail -1 "$work/times" | awk '{ for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%d", n }')
+  echo "  dev-mode build: ok in $((t1 - t0)) s wall, $cpu s CPU, $(grep -c 'warning:' "$work/build.log" || true) warnings (load average at the end $(cut -d' ' -f1-3 /proc/loadavg))"
+  echo "$((t1 - t0)) $cpu" > "$work/seconds"
   nice -n 15 make -s install > "$work/install.log" 2>&1 || { tail -20 "$work/install.log"; return 1; }
 }
 
@@ -154,11 +159,11 @@ for b in "${branches[@]}"; do
   one "$b" || failed=1
   took[$b]=$secs old[$b]=$cached
 done
-base=${took[main]:-}
+read -r wall cpu <<< "${took[main]:-}"
 for b in "${branches[@]}"; do
-  [ "$b" != main ] && [ -n "$base" ] && [ -n "${took[$b]}" ] || continue
+  [ "$b" != main ] && [ -n "${wall:-}" ] && [ -n "${took[$b]}" ] || continue
   note=
   if [ -n "${old[$b]}${old[main]}" ]; then note=" (not one run: ASTERISK_BRANCHES_FORCE=1 builds both again)"; fi
-  echo "$b: build time ${took[$b]} s against main's $base s: $(awk -v a="${took[$b]}" -v m="$base" 'BEGIN { printf "%.2f", a / m }')x$note"
+  echo "$b against main: $(echo "${took[$b]} $wall $cpu" | awk '{ printf "wall %d s / %d s = %.2f, CPU %d s / %d s = %.2f", $1, $3, $1 / $3, $2, $4, $2 / $4 }')$note"
 done
 exit $failed
