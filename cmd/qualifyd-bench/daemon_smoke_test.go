@@ -93,9 +93,9 @@ func baseRSS(t *testing.T, bin string) int64 {
 }
 
 // historyBound is what the histories of the default --history-aors
-// (1000 AoRs) may take beside the contacts: at most 29 KiB each, a day's
+// (1000 AoRs) may take beside the contacts: at most 35 KiB each, a day's
 // buckets and 200 changes (README, "History and statistics").
-const historyBound = 1000 * 29 << 10
+const historyBound = 1000 * 35 << 10
 
 // qualifydBinary returns QUALIFYD_BIN, or builds cmd/qualifyd for the test.
 func qualifydBinary(t *testing.T) string {

@@ -209,6 +209,8 @@ type Bucket struct {
 	Start           Time    `json:"start"`
 	Probes          int     `json:"probes"`
 	Failures        int     `json:"failures"`
+	Calls           int     `json:"calls,omitempty"`
+	CallFailures    int     `json:"call_failures,omitempty"`
 	RTTMinUsec      int64   `json:"rtt_min_usec"`
 	RTTP50Usec      int64   `json:"rtt_p50_usec"`
 	RTTMaxUsec      int64   `json:"rtt_max_usec"`

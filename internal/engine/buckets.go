@@ -54,28 +54,32 @@ type history struct {
 type bucket struct {
 	rttMin, rttP50, rttMax uint32 // microseconds; 0 without a success
 	probes, failures       uint16 // saturating
+	calls, callFailures    uint16 // saturating
 	routable               uint32 // milliseconds
 }
 
-// packed is a closed bucket in 12 bytes: its RTTs as f16, its routable
+// packed is a closed bucket in 16 bytes: its RTTs as f16, its routable
 // time in units of history.unit.
 type packed struct {
-	probes, failures uint16
-	routable         uint16
-	rtt              [3]f16 // minimum, median, maximum
+	probes, failures    uint16
+	calls, callFailures uint16
+	routable            uint16
+	rtt                 [3]f16 // minimum, median, maximum
 }
 
 // pack returns b packed, its routable time in units of unit.
 func (b *bucket) pack(unit int64) packed {
 	ms := int64(time.Millisecond)
-	return packed{probes: b.probes, failures: b.failures, routable: uint16((int64(b.routable)*ms + unit/2) / unit),
-		rtt: [3]f16{toF16(b.rttMin), toF16(b.rttP50), toF16(b.rttMax)}}
+	return packed{probes: b.probes, failures: b.failures, calls: b.calls, callFailures: b.callFailures,
+		routable: uint16((int64(b.routable)*ms + unit/2) / unit),
+		rtt:      [3]f16{toF16(b.rttMin), toF16(b.rttP50), toF16(b.rttMax)}}
 }
 
 // unpack is the inverse of pack, the RTTs to f16's precision.
 func (p *packed) unpack(unit int64) bucket {
-	return bucket{probes: p.probes, failures: p.failures, routable: uint32(int64(p.routable) * unit / int64(time.Millisecond)),
-		rttMin: p.rtt[0].usec(), rttP50: p.rtt[1].usec(), rttMax: p.rtt[2].usec()}
+	return bucket{probes: p.probes, failures: p.failures, calls: p.calls, callFailures: p.callFailures,
+		routable: uint32(int64(p.routable) * unit / int64(time.Millisecond)),
+		rttMin:   p.rtt[0].usec(), rttP50: p.rtt[1].usec(), rttMax: p.rtt[2].usec()}
 }
 
 // f16 is an RTT in microseconds in 16 bits: a 12-bit mantissa m and a
@@ -210,6 +214,16 @@ func (h *history) probe(ok bool, rtt time.Duration) {
 	h.rtts.add(r)
 }
 
+// call counts a call's outcome in the current bucket: failed when it
+// indicts the peer (qualify-semantics §11).
+func (h *history) call(failed bool) {
+	b := &h.now
+	b.calls = satInc(b.calls)
+	if failed {
+		b.callFailures = satInc(b.callFailures)
+	}
+}
+
 func satInc(v uint16) uint16 {
 	if v == ^uint16(0) {
 		return v
@@ -245,6 +259,7 @@ func (h *history) public(p *History, aor string) {
 		}
 		p.Buckets = append(p.Buckets, Bucket{
 			Start: fromUnixNano(k * h.width), Probes: int(b.probes), Failures: int(b.failures),
+			Calls: int(b.calls), CallFailures: int(b.callFailures),
 			RTTMin: micros(b.rttMin), RTTP50: micros(b.rttP50), RTTMax: micros(b.rttMax),
 			Routable: time.Duration(b.routable) * time.Millisecond,
 		})
@@ -288,6 +303,8 @@ func (h *history) restoreBucket(s *Bucket) {
 	b := h.get(k)
 	b.probes = satAdd(b.probes, s.Probes)
 	b.failures = satAdd(b.failures, s.Failures)
+	b.calls = satAdd(b.calls, s.Calls)
+	b.callFailures = satAdd(b.callFailures, s.CallFailures)
 	if s.RTTMax > 0 {
 		lo, hi := usec(s.RTTMin), usec(s.RTTMax)
 		p50 := min(max(usec(s.RTTP50), lo), hi)

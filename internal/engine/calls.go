@@ -73,7 +73,11 @@ func (e *Engine) hear(id uint32, o *observe.Observation, now time.Time) int {
 		at = now
 	}
 	r := callResult(o)
-	switch c.policy.JudgeCall(r) {
+	verdict := c.policy.JudgeCall(r)
+	if c.hist {
+		c.aor.noteCall(now, verdict == qualify.CallSuspect)
+	}
+	switch verdict {
 	case qualify.CallAlive:
 		c.alive = max(c.alive, e.stamp(at))
 	case qualify.CallSuspect:

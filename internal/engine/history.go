@@ -35,6 +35,10 @@ type Bucket struct {
 	// Probes and Failures count the probes of the AoR's contacts that
 	// ended in the bucket.
 	Probes, Failures int
+	// Calls counts the calls' outcomes applied to the AoR's contacts in
+	// the bucket (qualify-semantics §11), CallFailures those that
+	// indicted the peer. A state file does not keep them.
+	Calls, CallFailures int
 	// RTTMin, RTTP50 and RTTMax are the smallest, median (an estimate)
 	// and largest RTT of the bucket's successful probes; zero without one.
 	// A closed bucket keeps them to 0.025% past 4.096 ms.
@@ -123,6 +127,14 @@ func (e *Engine) RestoreHistory(saved []History) int {
 func (a *aorState) noteProbe(end time.Time, ok bool, rtt time.Duration) {
 	a.hist.advance(end.UnixNano())
 	a.hist.probe(ok, rtt)
+}
+
+// noteCall records a call's outcome applied to a contact of a at now,
+// failed when it indicted the peer. Called with mu held, only for AoRs
+// with a history.
+func (a *aorState) noteCall(now time.Time, failed bool) {
+	a.hist.advance(now.UnixNano())
+	a.hist.call(failed)
 }
 
 // noteAvailable records a's availability from now on, when it has a

@@ -11,7 +11,7 @@ func newHistory(h *engine.History) api.History {
 	j := api.History{AoR: h.AoR, WidthSeconds: h.Width.Seconds(),
 		Buckets: make([]api.Bucket, len(h.Buckets)), Changes: make([]api.Change, len(h.Changes))}
 	for i, b := range h.Buckets {
-		j.Buckets[i] = api.Bucket{Start: api.At(b.Start), Probes: b.Probes, Failures: b.Failures,
+		j.Buckets[i] = api.Bucket{Start: api.At(b.Start), Probes: b.Probes, Failures: b.Failures, Calls: b.Calls, CallFailures: b.CallFailures,
 			RTTMinUsec: b.RTTMin.Microseconds(), RTTP50Usec: b.RTTP50.Microseconds(), RTTMaxUsec: b.RTTMax.Microseconds(),
 			RoutableSeconds: b.Routable.Seconds()}
 	}

@@ -65,6 +65,18 @@ func TestObservationsRoute(t *testing.T) {
 		if w := v.post("/api/v1/observations?x=1", `{"observations":[]}`, auth...); w.Code != 400 {
 			t.Errorf("a parameter: %d, want 400", w.Code)
 		}
+		// The AoR's page counts the calls beside its probes.
+		if w := v.post("/api/v1/observations", `{"observations":[{"aor":"carrier","outcome":"timeout"}]}`, auth...); w.Code != 200 {
+			t.Fatalf("timeout: %d %s", w.Code, w.Body)
+		}
+		page := v.do("GET", "/aors/carrier").Body.String()
+		if !strings.Contains(page, "calls <b>2</b> (1 failed)") || !strings.Contains(page, "(draining)</span>") {
+			t.Errorf("the AoR's page does not count the calls:\n%s", page)
+		}
+		h := v.do("GET", "/api/v1/aors/carrier/history").Body.String()
+		if !strings.Contains(h, `"calls":2,"call_failures":1`) {
+			t.Errorf("history %s", h)
+		}
 	})
 }
 

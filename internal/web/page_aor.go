@@ -29,8 +29,12 @@ type rowData struct {
 	Contacts   int
 	Counts     []statusCount // the statuses present, worst first
 	RTT, Loss  string        // the best latest RTT, the loss over the recent probes
-	Chart      chart
-	HasChart   bool
+	// Probes, Calls and CallsFailed count the probes and the calls'
+	// outcomes over the chart's span, and the calls that indicted the
+	// peer (qualify-semantics §11); Calls is empty without any.
+	Probes, ProbesFailed, Calls, CallsFailed string
+	Chart                                    chart
+	HasChart                                 bool
 }
 
 // row returns a's row of GET /, its chart drawn in buf.
@@ -60,8 +64,22 @@ func (s *Server) rowSized(a *engine.AoRSnapshot, now time.Time, sz chartSize, bu
 	}
 	if h, ok := s.pageHistory(a.Name); ok && len(h.Buckets) > 0 {
 		r.Chart, r.HasChart = drawChart(&h, sz, now, buf), true
+		r.countDay(&h)
 	}
 	return r
+}
+
+// countDay fills r's counts of the probes and the calls over h's buckets.
+func (r *rowData) countDay(h *engine.History) {
+	var probes, failed, calls, callsFailed int
+	for i := range h.Buckets {
+		b := &h.Buckets[i]
+		probes, failed, calls, callsFailed = probes+b.Probes, failed+b.Failures, calls+b.Calls, callsFailed+b.CallFailures
+	}
+	r.Probes, r.ProbesFailed = itoa(probes), itoa(failed)
+	if calls > 0 {
+		r.Calls, r.CallsFailed = itoa(calls), itoa(callsFailed)
+	}
 }
 
 // countStatuses counts cs by status, in statusOrder, leaving out zeros.
@@ -115,6 +133,8 @@ type contactRow struct {
 	SRTT, RTTVar, Min, Max              string
 	Probes, FailuresTotal, Loss         string
 	LatencyOnly                         bool
+	// Draining: the peer asked for a pause (qualify-semantics §11.4).
+	Draining bool
 	// NotProbedHere marks a contact another node probes (cluster mode).
 	NotProbedHere bool
 	// Cluster is the cluster's status, "" outside cluster mode; Votes
@@ -167,6 +187,7 @@ func newContactRow(c *engine.ContactSnapshot, now time.Time) contactRow {
 	st := &c.Stats
 	p := contactRow{URI: c.URI, Status: c.Status.String(), Phase: c.Phase.String(),
 		RTT: "–", Last: "never", Next: "–", LatencyOnly: c.LatencyOnly, NotProbedHere: c.Elsewhere,
+		Draining: c.Phase == qualify.Draining,
 		Failures: counter(c.Failures, c.FailureThreshold), Successes: counter(c.Successes, c.SuccessThreshold),
 		SRTT: rttText(st.SRTT), RTTVar: rttText(st.RTTVar), Min: rttText(st.RTTMin), Max: rttText(st.RTTMax),
 		Probes: strconv.FormatUint(st.Probes, 10), FailuresTotal: strconv.FormatUint(st.Failures, 10), Loss: "–"}
