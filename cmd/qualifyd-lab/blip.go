@@ -194,6 +194,16 @@ func blip(ctx context.Context, s blipSettings, progress io.Writer) (rows []blipR
 	if err := r.awaitBefore(ctx, time.Duration(3*s.Frequency)*time.Second+30*time.Second); err != nil {
 		return nil, err
 	}
+	// The dead trunks were dead before the trouble, as an operator's are:
+	// their streaks began more than the panic's wait H = F + T before the
+	// first blip, so the panic's take-back (qualify-semantics §6.1) keeps
+	// them down. A blip within H of their first failures could not tell
+	// them from its own event.
+	h := time.Duration(s.Frequency)*time.Second + s.Timeout
+	fmt.Fprintf(progress, "%s the dead are down: %v more, the panic's wait, before the first blip\n", stamp(time.Now()), h)
+	if !sleepCtx(ctx, h) {
+		return nil, ctx.Err()
+	}
 	for _, b := range s.Blips {
 		row, err := r.runBlip(ctx, b, progress)
 		if err != nil {
