@@ -341,7 +341,9 @@ func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestVouchFailsWhenTheSchedulerIsStuck(t *testing.T) {
 	conf := pbx07()
 	conf.MaxInitialQualifyTime = time.Millisecond
-	d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0", stalledAfter: 100 * time.Millisecond})
+	// A fresh daemon vouches however slowly the machine got here: its
+	// probes are overdue by less than an hour.
+	d, err := New(Config{Load: func() (*pjsip.Config, error) { return conf, nil }, SIPBind: "127.0.0.1:0", stalledAfter: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,8 +352,9 @@ func TestVouchFailsWhenTheSchedulerIsStuck(t *testing.T) {
 	if err := d.vouch(); err != nil {
 		t.Fatalf("a fresh daemon does not vouch: %v", err)
 	}
-	// The probes fall due within 1 ms and 100 ms later are overdue
-	// enough; the bound only stops a broken run.
+	// The probes fall due within 1 ms, nothing runs them, and 100 ms
+	// later they are overdue enough; the bound only stops a broken run.
+	d.cfg.stalledAfter = 100 * time.Millisecond
 	bound := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
