@@ -8,30 +8,15 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-	"unsafe"
 
+	"github.com/qualifyd/qualifyd/internal/enginetest"
 	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// stepWall returns t with its wall clock reading moved by d and its
-// monotonic reading kept: what time.Now returns after the system clock
-// was stepped by d (NTP step at boot, an operator's date -s, VM resume).
-func stepWall(t time.Time, d time.Duration) time.Time {
-	type layout struct {
-		wall uint64
-		ext  int64
-		loc  *time.Location
-	}
-	mono := (*layout)(unsafe.Pointer(&t)).ext
-	u := t.Add(d)
-	(*layout)(unsafe.Pointer(&u)).ext = mono
-	return u
-}
-
 func TestStepWallHelper(t *testing.T) {
 	a := time.Now()
-	b := stepWall(a, time.Hour)
+	b := enginetest.StepWall(a, time.Hour)
 	if b.Sub(a) != 0 || b.UnixNano()-a.UnixNano() != int64(time.Hour) {
 		t.Fatalf("helper: monotonic difference %v, wall difference %v; want 0 and 1h", b.Sub(a), time.Duration(b.UnixNano()-a.UnixNano()))
 	}
@@ -91,7 +76,7 @@ func TestWallClockStep(t *testing.T) {
 func wallClockStep(t *testing.T, base time.Time, step time.Duration) {
 	t0 := time.Now()
 	var offset atomic.Int64
-	clock := func() time.Time { return stepWall(base.Add(time.Since(t0)), time.Duration(offset.Load())) }
+	clock := func() time.Time { return enginetest.StepWall(base.Add(time.Since(t0)), time.Duration(offset.Load())) }
 	var rtts []time.Duration
 	var mu sync.Mutex
 	// The prober's clock: its epoch, taken before the step, plus the

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -96,4 +97,19 @@ func WatchLock(lock, each func()) (stop func() time.Duration) {
 		close(done)
 		return <-longest
 	}
+}
+
+// StepWall returns t with its wall clock reading moved by d and its
+// monotonic reading kept: what time.Now returns after the system clock
+// was stepped by d (NTP step at boot, an operator's date -s, VM resume).
+func StepWall(t time.Time, d time.Duration) time.Time {
+	type layout struct {
+		wall uint64
+		ext  int64
+		loc  *time.Location
+	}
+	mono := (*layout)(unsafe.Pointer(&t)).ext
+	u := t.Add(d)
+	(*layout)(unsafe.Pointer(&u)).ext = mono
+	return u
 }

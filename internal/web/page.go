@@ -154,7 +154,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	now := time.Now()
+	now := s.cfg.Engine.Now() // the engine's clock, as its snapshots' times: a step of the system clock moves neither
 	if r.URL.Query().Get("fragment") == "summary" {
 		render(w, r, "summary", s.summary(now))
 		return

@@ -156,7 +156,7 @@ func (s *Server) aorPage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown AoR "+quote(r.PathValue("name")))
 		return
 	}
-	now := time.Now()
+	now := s.cfg.Engine.Now() // the engine's clock, as its snapshots' times: a step of the system clock moves neither
 	switch r.URL.Query().Get("fragment") {
 	case "row":
 		render(w, r, "row", s.row(&a, now, new(chartBuf)))

@@ -8,11 +8,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/enginetest"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -290,6 +292,26 @@ func TestPageAssets(t *testing.T) {
 			if w := v.do("GET", target); w.Code != http.StatusNotFound {
 				t.Errorf("%s: %d, want 404", target, w.Code)
 			}
+		}
+	})
+}
+
+// TestPageAgoAfterClockStep: the page says how long ago a contact was
+// probed on the engine's clock, so a step of the system clock (chrony at
+// boot, a resumed VM) moves neither the probe's time nor the "ago".
+func TestPageAgoAfterClockStep(t *testing.T) {
+	base := time.Now() // a reading with the monotonic clock, which synctest's times lack
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		var step atomic.Int64
+		now := func() time.Time { return enginetest.StepWall(base.Add(time.Since(t0)), time.Duration(step.Load())) }
+		v := scenarioEnvOf(t, Config{}, engine.Config{Now: now})
+		ago := regexp.MustCompile(`ok 200, [0-9]s ago`) // the scenario's last probe of pbx07: seconds ago
+		before := ago.FindString(v.do("GET", "/aors/pbx07?fragment=detail").Body.String())
+		step.Store(int64(-time.Hour))
+		after := ago.FindString(v.do("GET", "/aors/pbx07?fragment=detail").Body.String())
+		if before == "" || after != before {
+			t.Errorf("last probe %q before the clock stepped back an hour, %q after: want the same few seconds", before, after)
 		}
 	})
 }

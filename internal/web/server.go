@@ -24,6 +24,8 @@ type Engine interface {
 	Summary() engine.Summary
 	Qualify(ctx context.Context, aor string) ([]engine.ContactResult, error)
 	Subscribe(buffer int) *engine.Subscription
+	// Now is the engine's time, in which its snapshots give times.
+	Now() time.Time
 }
 
 // Endpoints is what the server needs from the daemon's endpoint table,
@@ -143,7 +145,7 @@ func New(cfg Config) (*Server, error) {
 	s.sub = cfg.Engine.Subscribe(cfg.RingSize)
 	s.ring = newRing(cfg.RingSize, s.sub.Seq)
 	s.routes()
-	s.summary(time.Now()) // the first sample of the page's rates
+	s.summary(cfg.Engine.Now()) // the first sample of the page's rates
 	return s, nil
 }
 
