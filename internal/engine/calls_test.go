@@ -283,3 +283,27 @@ func TestObserveDrops(t *testing.T) {
 		}
 	})
 }
+
+// TestFailedCallWithoutRetryInterval: an AoR without
+// qualify_retry_interval (Asterisk's F = 60 s, N = 1) has a failed call's
+// probe brought forward too, no sooner than T after its last probe
+// (qualify-semantics §11.2): a dead trunk carrying calls is found within
+// C + X + T, not F + T.
+func TestFailedCallWithoutRetryInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := qualify.Policy{Frequency: 60 * time.Second, Timeout: 3 * time.Second, Failures: 1}
+		h := newHarness(t, Config{}, answersUntil(time.Second))
+		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: &p})
+		h.until(time.Second) // Reachable since 0.01 s
+		h.e.Observe([]observe.Observation{call(observe.Timeout, 0)})
+		h.until(2 * time.Second)
+		h.e.Observe([]observe.Observation{call(observe.Timeout, 0)}) // a probe is already due at 3.01 s
+		h.until(10 * time.Second)
+		if got, want := h.prober.sentTo(trunk), durations(0, 3.01); !slices.Equal(got, want) {
+			t.Errorf("probes at %v, want %v", got, want)
+		}
+		if at, ok := unreachableAt(h); !ok || at != secs(6.01) {
+			t.Errorf("Unreachable at %v (%v), want 6.01s", at, ok)
+		}
+	})
+}
