@@ -70,7 +70,8 @@ func TestObservationsRoute(t *testing.T) {
 			t.Fatalf("timeout: %d %s", w.Code, w.Body)
 		}
 		page := v.do("GET", "/aors/carrier").Body.String()
-		if !strings.Contains(page, "calls <b>2</b> (1 failed)") || !strings.Contains(page, "(draining)</span>") {
+		if !strings.Contains(page, "calls <b>2</b> (1 failed)") || !strings.Contains(page, "(draining)</span>") ||
+			!strings.Contains(page, "<b>1</b> draining</span>") {
 			t.Errorf("the AoR's page does not count the calls:\n%s", page)
 		}
 		h := v.do("GET", "/api/v1/aors/carrier/history").Body.String()

@@ -17,6 +17,9 @@ type summaryData struct {
 	AoRs, Available, Unavailable int
 	Contacts                     int
 	ByStatus                     []statusCount // worst first
+	// Draining counts the contacts whose peer asked for a pause
+	// (qualify-semantics §11.4), shown only when some are.
+	Draining int
 	// Rate and Loss are the probes a second and the share failed over
 	// the recent Window; empty when unknown.
 	Rate, Loss, Window string
@@ -90,6 +93,7 @@ func (s *Server) summary(now time.Time) summaryData {
 		d.Contacts += n[k]
 	}
 	d.ByStatus = statusCounts(n)
+	d.Draining = sum.Draining
 	if s.cfg.Sinks != nil {
 		for _, st := range s.cfg.Sinks.Status() {
 			d.Sinks = append(d.Sinks, newSinkTile(st))
