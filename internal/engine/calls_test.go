@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -306,4 +307,42 @@ func TestFailedCallWithoutRetryInterval(t *testing.T) {
 			t.Errorf("Unreachable at %v (%v), want 6.01s", at, ok)
 		}
 	})
+}
+
+// BenchmarkObserve is one observation by destination applied to an
+// engine of 1000 AoRs with a day's history each, in batches of 256
+// (the API's largest): answered calls (a stamp), failed ones (the
+// probe brought forward, at most one pending), against BenchmarkProbe's
+// cost of a probe in the same run.
+func BenchmarkObserve(b *testing.B) {
+	for _, out := range []observe.Outcome{observe.Answered, observe.Timeout} {
+		b.Run(out.String(), func(b *testing.B) {
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			e, err := New(Config{Prober: instant{}, Now: func() time.Time { return now }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := referencePolicy()
+			aors := make([]AoR, 1000)
+			batch := make([]observe.Observation, 256)
+			for i := range aors {
+				u := "sip:c" + strconv.Itoa(i) + "@192.0.2." + strconv.Itoa(i%250+1) + ":" + strconv.Itoa(5060+i)
+				aors[i] = AoR{Name: u[4:], Contacts: []string{u}, Policy: &p}
+			}
+			for i := range batch {
+				batch[i] = observe.Observation{Destination: "192.0.2." + strconv.Itoa(i%250+1) + ":" + strconv.Itoa(5060+i), Outcome: out}
+			}
+			if err := e.Apply(aors); err != nil {
+				b.Fatal(err)
+			}
+			e.Observe(batch[:1]) // the index of destinations
+			b.ReportAllocs()
+			for b.Loop() {
+				if t := e.Observe(batch); t.Accepted != len(batch) {
+					b.Fatalf("%+v", t)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/observation")
+		})
+	}
 }
