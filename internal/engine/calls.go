@@ -83,7 +83,7 @@ func (e *Engine) hear(id uint32, o *observe.Observation, now time.Time) int {
 	case qualify.CallSuspect:
 		e.pull(id, now)
 	case qualify.CallDrain:
-		e.drain(id, at, r)
+		e.drain(id, at, now, r)
 	}
 	return 1
 }
@@ -121,20 +121,25 @@ func (e *Engine) pull(id uint32, now time.Time) {
 	}
 }
 
-// drain applies a call's 503 with Retry-After, answered at at, to slot
-// id: the contact drains until its next probe (qualify.Policy.Drain).
-// A probe in flight decides nothing before the drain ends (held).
-// Called with mu held.
-func (e *Engine) drain(id uint32, at time.Time, r qualify.Result) {
+// drain applies a call's 503 with Retry-After, answered at at and
+// taken at now, to slot id: the contact drains until its next probe
+// (qualify.Policy.Drain). A probe in flight decides nothing before the
+// drain ends (held). A pause already over when taken (a late report)
+// only proves the peer alive. Called with mu held.
+func (e *Engine) drain(id uint32, at, now time.Time, r qualify.Result) {
 	c := &e.slots[id]
 	step := c.policy.Drain(c.state, at, r.RetryAfter)
+	if !step.Next.After(now) {
+		c.alive = max(c.alive, e.stamp(at))
+		return
+	}
 	c.until = e.stamp(step.Next)
 	if !c.running {
 		c.urgent = false
 		c.wait(c.until)
 		e.sched.Set(id, step.Next)
 	}
-	e.transition(id, step, edgeKind(c.state, step), r, at)
+	e.transition(id, step, edgeKind(c.state, step), r, now)
 }
 
 // held reports whether the result res of slot id's probe, ended at end,

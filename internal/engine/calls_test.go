@@ -242,6 +242,25 @@ func TestDrainByCall(t *testing.T) {
 	})
 }
 
+// TestDrainReportedLate: a call's 503 with Retry-After: 20 reported 30 s
+// after it was answered asks for a pause already over: no drain.
+func TestDrainReportedLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, answersUntil(time.Hour))
+		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())})
+		h.until(40 * time.Second)
+		late := call(observe.Failed, 503)
+		late.RetryAfter, late.Time = 20*time.Second, time.Now().Add(-30*time.Second)
+		if tally := h.e.Observe([]observe.Observation{late}); tally.Accepted != 1 {
+			t.Fatalf("%+v", tally)
+		}
+		checkDraining(t, h, false)
+		if evs := h.eventsOf(DrainChanged); len(evs) != 0 {
+			t.Errorf("drain events %+v", evs)
+		}
+	})
+}
+
 // checkDraining checks trunk's phase and routability.
 func checkDraining(t *testing.T, h *harness, want bool) {
 	t.Helper()
