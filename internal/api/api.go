@@ -176,7 +176,10 @@ type ContactEvent struct {
 	Code             int    `json:"code"`
 	RTTUsec          int64  `json:"rtt_usec"`
 	NextProbeAt      Time   `json:"next_probe_at"`
-	Line             string `json:"line,omitempty"` // Asterisk's log line, when it writes one
+	// Draining: the peer asked for a pause (qualify-semantics §11.4);
+	// left out when false.
+	Draining bool   `json:"draining,omitempty"`
+	Line     string `json:"line,omitempty"` // Asterisk's log line, when it writes one
 }
 
 // AvailabilityEvent is the data of the event stream's availability

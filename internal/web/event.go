@@ -22,7 +22,7 @@ func eventData(ev *engine.Event) any {
 		Failures: ev.Failures, FailureThreshold: ev.FailureThreshold,
 		Successes: ev.Successes, SuccessThreshold: ev.SuccessThreshold,
 		Reason: reasonText(ev.Reason, ev.Result.Code), Code: ev.Result.Code,
-		RTTUsec: ev.Result.RTT.Microseconds(), NextProbeAt: api.At(ev.Next), Line: line,
+		RTTUsec: ev.Result.RTT.Microseconds(), NextProbeAt: api.At(ev.Next), Draining: ev.Draining, Line: line,
 	}
 }
 

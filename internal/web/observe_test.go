@@ -84,3 +84,18 @@ func TestObservationsRoute(t *testing.T) {
 type sinkFunc func([]observe.Observation) observe.Tally
 
 func (f sinkFunc) Observe(b []observe.Observation) observe.Tally { return f(b) }
+
+// TestDrainEventData: the event stream's draining event says so, with
+// its log line.
+func TestDrainEventData(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	ev := engine.Event{Seq: 7, Kind: engine.DrainChanged, Time: t0, AoR: "pbx07", URI: "sip:pbx07@192.0.2.7",
+		From: qualify.Reachable, To: qualify.Reachable, Draining: true, Next: t0.Add(20 * time.Second), Reason: qualify.ReasonDraining}
+	got := string(encodeEvent(ev).data)
+	for _, want := range []string{"event: draining\n", `"kind":"draining"`, `"draining":true`, `"reason":"draining"`,
+		`"next_probe_at":"2026-12-07T06:00:20.000Z"`, `is draining (503 with Retry-After): out of routing for 20s`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("frame lacks %q:\n%s", want, got)
+		}
+	}
+}

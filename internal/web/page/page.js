@@ -62,7 +62,7 @@
     if (el) setAvailable(el, d.available);
     queue(d.aor);
   });
-  ["status", "failure", "recovery", "cleared"].forEach(function (kind) {
+  ["status", "failure", "recovery", "cleared", "draining"].forEach(function (kind) {
     es.addEventListener(kind, function (e) { queue(JSON.parse(e.data).aor); });
   });
   setInterval(function () {
