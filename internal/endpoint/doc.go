@@ -9,10 +9,11 @@
 //     endpoint without an AoR is not available. See qualify-semantics §6.
 //   - The log's view, as Asterisk's persistent endpoint state
 //     (res_pjsip/pjsip_options.c): it starts offline and goes online when
-//     one of its AoRs has a Reachable contact, or has qualify off and at
-//     least one contact; it goes offline when the last such contact stops
-//     being Reachable. It only decides the "Endpoint NAME is now ..." log
-//     lines. See qualify-semantics §10.
+//     one of its AoRs has a contact in service (Reachable, or Unreachable
+//     with qualify_latency_only), or has qualify off and at least one
+//     contact; it goes offline when the last such contact leaves service.
+//     It only decides the "Endpoint NAME is now ..." log lines. See
+//     qualify-semantics §10.
 //
 // Table is safe for concurrent use. Its update methods are meant for one
 // goroutine, the consumer of the engine's events, which calls them in

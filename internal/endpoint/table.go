@@ -55,15 +55,20 @@ type Table struct {
 	byAoR     map[string][]string // AoR -> endpoints listing it, sorted
 	available map[string]bool     // endpoint -> availability
 	online    map[string]bool     // endpoint -> log view
-	reachable map[string]int      // AoR listed by an endpoint -> Reachable contacts, counted from events
+	reachable map[string]int      // AoR listed by an endpoint -> contacts in service, counted from events
+	down      map[contactKey]bool // latency-only contacts counted in reachable while Unreachable
 	always    map[string]bool     // AoRs with qualify off and a contact: online for the log
 }
 
 // New returns an empty table reading AoRs from aors.
 func New(aors AoRs) *Table {
 	return &Table{aors: aors, aorsOf: map[string][]string{}, byAoR: map[string][]string{},
-		available: map[string]bool{}, online: map[string]bool{}, reachable: map[string]int{}, always: map[string]bool{}}
+		available: map[string]bool{}, online: map[string]bool{}, reachable: map[string]int{},
+		down: map[contactKey]bool{}, always: map[string]bool{}}
 }
+
+// contactKey names a contact in the log view's count.
+type contactKey struct{ aor, uri string }
 
 // Configure replaces the endpoint list with eps, read after the engine
 // applied the matching AoRs. Availability is read from the engine; the log
@@ -111,12 +116,17 @@ func (t *Table) readAoRs(prev map[string][]string) map[string]bool {
 		up[a] = ok && s.Available
 		t.always[a] = ok && !s.Policy.Enabled() && len(s.Contacts) > 0
 		if _, counted := prev[a]; !counted {
-			t.reachable[a] = countReachable(s.Contacts)
+			t.count(a, s.Contacts)
 		}
 	}
 	for a, n := range t.reachable {
 		if _, listed := t.byAoR[a]; !listed || n == 0 {
 			delete(t.reachable, a)
+		}
+	}
+	for k := range t.down {
+		if _, listed := t.byAoR[k.aor]; !listed {
+			delete(t.down, k)
 		}
 	}
 	return up
@@ -139,19 +149,30 @@ func (t *Table) add(ep pjsip.Endpoint) {
 // ContactChanged follows one StatusChanged event in the log's view and
 // returns the endpoints whose view it changed, in name order.
 func (t *Table) ContactChanged(ev engine.Event) []LogChange {
-	delta := 0
-	switch {
-	case ev.To == qualify.Reachable && ev.From != qualify.Reachable:
-		delta = 1
-	case ev.From == qualify.Reachable && ev.To != qualify.Reachable:
-		delta = -1
-	default:
-		return nil
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.byAoR[ev.AoR]) == 0 {
 		return nil // no endpoint lists it: not counted
+	}
+	// A latency-only contact stays in service while Unreachable; whether
+	// it was counted so is remembered, as the AoR's option may have
+	// changed since (a reload).
+	k := contactKey{ev.AoR, ev.URI}
+	was := ev.From == qualify.Reachable || (ev.From == qualify.Unreachable && t.down[k])
+	now := ev.To == qualify.Reachable || (ev.To == qualify.Unreachable && ev.LatencyOnly)
+	if now && ev.To == qualify.Unreachable {
+		t.down[k] = true
+	} else {
+		delete(t.down, k)
+	}
+	delta := 0
+	switch {
+	case now && !was:
+		delta = 1
+	case was && !now:
+		delta = -1
+	default:
+		return nil
 	}
 	if n := t.reachable[ev.AoR] + delta; n > 0 {
 		t.reachable[ev.AoR] = n
@@ -181,9 +202,10 @@ func (t *Table) Resync(at time.Time) ([]Change, []LogChange) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	clear(t.reachable)
+	clear(t.down)
 	for a := range t.byAoR {
 		if s, ok := t.aors.AoR(a); ok {
-			t.reachable[a] = countReachable(s.Contacts)
+			t.count(a, s.Contacts)
 		}
 	}
 	var lines []LogChange
@@ -193,15 +215,21 @@ func (t *Table) Resync(at time.Time) ([]Change, []LogChange) {
 	return t.reread(t.names, at, nil), lines
 }
 
-// countReachable counts the Reachable contacts of cs.
-func countReachable(cs []engine.ContactSnapshot) int {
+// count sets the log view's count of AoR a from its contacts cs: those
+// in service, Reachable or latency-only Unreachable (as Asterisk's
+// persistent endpoint state). Called with mu held.
+func (t *Table) count(a string, cs []engine.ContactSnapshot) {
 	n := 0
 	for i := range cs {
-		if cs[i].Status == qualify.Reachable {
+		switch {
+		case cs[i].Status == qualify.Reachable:
+			n++
+		case cs[i].Status == qualify.Unreachable && cs[i].LatencyOnly:
+			t.down[contactKey{a, cs[i].URI}] = true
 			n++
 		}
 	}
-	return n
+	t.reachable[a] = n
 }
 
 // reread re-reads the availability of names and appends the changes to

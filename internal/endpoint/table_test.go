@@ -115,6 +115,46 @@ func TestLogView(t *testing.T) {
 	}
 }
 
+// TestLogViewLatencyOnly: a latency-only contact stays in service while
+// Unreachable, so its endpoint stays online, as Asterisk's endpoint state
+// with qualify_latency_only (qualify-semantics §10); whether it was counted
+// so is remembered when the option changes, and a resync counts it.
+func TestLogViewLatencyOnly(t *testing.T) {
+	aors := fakeAoRs{"x": aor("x", time.Second, qualify.NonQualified)}
+	tb := New(aors)
+	tb.Configure([]pjsip.Endpoint{{Name: "ep", AoRs: []string{"x"}}}, t0)
+	up, down := []LogChange{{Name: "ep", Reachable: true}}, []LogChange{{Name: "ep"}}
+	for i, tc := range []struct {
+		from, to qualify.Status
+		latency  bool
+		want     []LogChange
+	}{
+		{qualify.NonQualified, qualify.Unreachable, true, up},
+		{qualify.Unreachable, qualify.Reachable, true, nil},
+		{qualify.Reachable, qualify.Unreachable, true, nil},
+		{qualify.Unreachable, qualify.NonQualified, false, down},
+		{qualify.NonQualified, qualify.Reachable, false, up},
+		{qualify.Reachable, qualify.Unreachable, false, down},
+		{qualify.Unreachable, qualify.Reachable, true, up},
+		{qualify.Reachable, qualify.Unreachable, true, nil},
+		{qualify.Unreachable, qualify.Removed, true, down},
+	} {
+		got := tb.ContactChanged(engine.Event{Kind: engine.StatusChanged, AoR: "x", URI: "sip:x@192.0.2.1", From: tc.from, To: tc.to, LatencyOnly: tc.latency})
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("step %d: %v -> %v (latency only %v): lines %+v, want %+v", i, tc.from, tc.to, tc.latency, got, tc.want)
+		}
+	}
+	a := aor("x", time.Second, qualify.Unreachable)
+	a.Contacts[0].LatencyOnly, a.Contacts[0].URI = true, "sip:x@192.0.2.1"
+	aors["x"] = a
+	if _, lines := tb.Resync(t0); !reflect.DeepEqual(lines, up) {
+		t.Fatalf("resync lines %+v, want %+v", lines, up)
+	}
+	if got := tb.ContactChanged(engine.Event{Kind: engine.StatusChanged, AoR: "x", URI: "sip:x@192.0.2.1", From: qualify.Unreachable, To: qualify.NonQualified}); !reflect.DeepEqual(got, down) {
+		t.Fatalf("reset after resync: lines %+v, want %+v", got, down)
+	}
+}
+
 // TestLogViewQualifyOff: an AoR with qualify off and a contact puts its
 // endpoints online at configuration, as Asterisk's unqualified AoRs; one
 // without a contact does not.
