@@ -661,11 +661,11 @@ func TestAsteriskQualifyBadValues(t *testing.T) {
 	}
 }
 
-// Revisions of the patches' Alembic scripts: Asterisk main's head, which
-// the first patch revises, and the last patch's.
+// Revisions of the patches' Alembic script: Asterisk main's head, which
+// it revises, and its own (one for the series, which each patch extends).
 const (
 	alembicMain = "2285f2ace275"
-	alembicHead = "e3f0a8c51d92"
+	alembicHead = "7c4a1f9e2b30"
 )
 
 // qualifyColumns are the columns the patches add to ps_aors.

@@ -47,6 +47,10 @@ new=(
   tests/channels/pjsip/qualify/down_interval
   tests/channels/pjsip/qualify/successes
   tests/channels/pjsip/qualify/latency_only
+  tests/channels/pjsip/qualify/latency_only_registered
+  tests/channels/pjsip/qualify/reload_failures
+  tests/channels/pjsip/qualify/endpoint_reload
+  tests/channels/pjsip/qualify/reregister
 )
 
 deps() {
