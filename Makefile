@@ -118,8 +118,9 @@ unit:
 # and patched, side by side (the patched build must pass every test the
 # unpatched one passes), and the patch's new tests, which must pass on the
 # patched build and fail on the unpatched one (contrib/asterisk/testsuite.sh,
-# about 4 minutes). The suite binds 127.0.0.1:5060-5062 and the Manager's
-# 5038: it runs alone, after unit, and two runs on one machine take turns.
+# about 5 minutes with the builds cached). The suite binds
+# 127.0.0.1:5060-5062 and the Manager's 5038: it runs alone, after unit, and
+# two runs on one machine take turns.
 testsuite:
 	ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/testsuite.sh
 
