@@ -345,6 +345,9 @@ func (e *Engine) adopt(r *reload, a, old *aorState, uris []string, prev []uint32
 	a.noteAvailable(r.now)
 	r.sum.AoRs++
 	r.sum.Routable += int(a.routable)
+	if a.drainHeld() {
+		r.sum.AoRsDrainHeld++
+	}
 	if a.available() {
 		r.sum.AoRsAvailable++
 	}
@@ -370,6 +373,9 @@ func (e *Engine) keep(a *aorState, id uint32) {
 	a.ids = append(a.ids, id)
 	if e.routable(id) {
 		a.routable++
+	}
+	if e.slots[id].state.Draining {
+		a.draining++
 	}
 }
 

@@ -261,13 +261,15 @@ func TestDrainReportedLate(t *testing.T) {
 	})
 }
 
-// checkDraining checks trunk's phase and routability.
+// checkDraining checks trunk's phase and routability, and that its AoR
+// (of one contact) counts as held out by a drain.
 func checkDraining(t *testing.T, h *harness, want bool) {
 	t.Helper()
 	synctest.Wait()
 	a, _ := h.e.AoR("pbx07")
 	c := a.Contacts[0]
-	if (c.Phase == qualify.Draining) != want || c.Routable == want || (h.e.Summary().Draining == 1) != want {
+	sum := h.e.Summary()
+	if (c.Phase == qualify.Draining) != want || c.Routable == want || (sum.Draining == 1) != want || (sum.AoRsDrainHeld == 1) != want {
 		t.Errorf("at %v: phase %v routable %v; want draining %v", time.Since(h.t0), c.Phase, c.Routable, want)
 	}
 }

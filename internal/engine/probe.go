@@ -167,11 +167,13 @@ func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify
 // availability when it flips. Called with mu held.
 func (e *Engine) transition(id uint32, step qualify.Step, kind EventKind, res qualify.Result, at time.Time) {
 	c := &e.slots[id]
-	wasRoutable := e.routable(id)
+	wasRoutable, wasHeld := e.routable(id), c.aor.drainHeld()
 	e.sum.ByStatus[c.state.Status]--
 	e.sum.ByStatus[step.State.Status]++
 	if c.state.Draining != step.State.Draining {
-		e.sum.Draining += drainDelta(step.State.Draining)
+		d := drainDelta(step.State.Draining)
+		e.sum.Draining += d
+		c.aor.draining += int32(d)
 	}
 	if pinned(c.state) != pinned(step.State) {
 		e.durable++
@@ -187,6 +189,9 @@ func (e *Engine) transition(id uint32, step qualify.Step, kind EventKind, res qu
 	}
 	if now := e.routable(id); now != wasRoutable {
 		e.shiftRoutable(c.aor, now, at)
+	}
+	if held := c.aor.drainHeld(); held != wasHeld {
+		e.sum.AoRsDrainHeld += drainDelta(held)
 	}
 }
 

@@ -237,6 +237,9 @@ type Summary struct {
 	// Draining counts the contacts whose peer asked for a pause (a 503
 	// with Retry-After), out of routing until it ends.
 	Draining int
+	// AoRsDrainHeld counts the AoRs unavailable while a contact of theirs
+	// drains: out of routing at a peer's request, not for a failure.
+	AoRsDrainHeld int
 }
 
 // Summary returns the aggregate counts at one instant. They are kept up to

@@ -15,11 +15,17 @@ type aorState struct {
 	probe    *probe.Options
 	ids      []uint32 // contact slots, in configuration order
 	routable int32    // how many of the contacts are routable
+	draining int32    // how many of the contacts are draining
 	rank     int32    // its index in Engine.order
 	hist     *history // nil unless the AoR is one of Config.HistoryAoRs
 }
 
 func (a *aorState) available() bool { return a.routable > 0 }
+
+// drainHeld reports whether a is unavailable while a contact of it
+// drains: out of routing at its peer's request (qualify-semantics
+// §11.4), not for a failure.
+func (a *aorState) drainHeld() bool { return !a.available() && a.draining > 0 }
 
 // contact is one slot of the table: 192 bytes (TestSlotSize), a million
 // of them in one slice. Its times are mono values, 0 for none.

@@ -130,7 +130,7 @@ func TestEvents(t *testing.T) {
 }
 
 func TestScrapeGauges(t *testing.T) {
-	sum := engine.Summary{ByStatus: [4]int{1, 5, 2, 0}, Routable: 6, AoRs: 3, AoRsAvailable: 2, Draining: 1}
+	sum := engine.Summary{ByStatus: [4]int{1, 5, 2, 0}, Routable: 6, AoRs: 3, AoRsAvailable: 2, Draining: 1, AoRsDrainHeld: 1}
 	sip := SIPStats{Requests: 10, Retransmissions: 4, Redials: 3, Dropped: map[string]uint64{"late": 2, "malformed": 1}}
 	_, reg := newWatched(t, Options{Version: "v1.2.3"}, Sources{
 		Summary:  func() engine.Summary { return sum },
@@ -144,6 +144,9 @@ qualifyd_aors 3
 # HELP qualifyd_aors_available AoRs with at least one routable contact.
 # TYPE qualifyd_aors_available gauge
 qualifyd_aors_available 2
+# HELP qualifyd_aors_unavailable_draining AoRs without a routable contact while one of theirs drains: out of routing at a peer's request, not for a failure.
+# TYPE qualifyd_aors_unavailable_draining gauge
+qualifyd_aors_unavailable_draining 1
 # HELP qualifyd_contacts Configured contacts by status (NonQualified, Reachable, Unreachable).
 # TYPE qualifyd_contacts gauge
 qualifyd_contacts{status="NonQualified"} 1
@@ -172,7 +175,7 @@ qualifyd_sip_retransmissions_total 4
 # TYPE qualifyd_sip_redials_total counter
 qualifyd_sip_redials_total 3
 `
-	names := []string{"qualifyd_aors", "qualifyd_aors_available", "qualifyd_contacts", "qualifyd_contacts_routable",
+	names := []string{"qualifyd_aors", "qualifyd_aors_available", "qualifyd_aors_unavailable_draining", "qualifyd_contacts", "qualifyd_contacts_routable",
 		"qualifyd_contacts_draining", "qualifyd_probes_in_flight", "qualifyd_sip_dropped_total", "qualifyd_sip_requests_total", "qualifyd_sip_retransmissions_total", "qualifyd_sip_redials_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,8 @@ var (
 		"Configured AoRs.", nil, nil)
 	descAvailable = prometheus.NewDesc("qualifyd_aors_available",
 		"AoRs with at least one routable contact.", nil, nil)
+	descDrainHeld = prometheus.NewDesc("qualifyd_aors_unavailable_draining",
+		"AoRs without a routable contact while one of theirs drains: out of routing at a peer's request, not for a failure.", nil, nil)
 	descInFlight = prometheus.NewDesc("qualifyd_probes_in_flight",
 		"Probes running now.", nil, nil)
 	descRequests = prometheus.NewDesc("qualifyd_sip_requests_total",
@@ -58,7 +60,7 @@ type scrapeCollector struct {
 
 // Describe implements prometheus.Collector.
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descContacts, descRoutable, descDraining, descAoRs, descAvailable,
+	for _, d := range []*prometheus.Desc{descContacts, descRoutable, descDraining, descAoRs, descAvailable, descDrainHeld,
 		descInFlight, descRequests, descRetrans, descRedials, descDropped} {
 		ch <- d
 	}
@@ -85,6 +87,7 @@ func collectSummary(ch chan<- prometheus.Metric, s engine.Summary) {
 	ch <- prometheus.MustNewConstMetric(descDraining, prometheus.GaugeValue, float64(s.Draining))
 	ch <- prometheus.MustNewConstMetric(descAoRs, prometheus.GaugeValue, float64(s.AoRs))
 	ch <- prometheus.MustNewConstMetric(descAvailable, prometheus.GaugeValue, float64(s.AoRsAvailable))
+	ch <- prometheus.MustNewConstMetric(descDrainHeld, prometheus.GaugeValue, float64(s.AoRsDrainHeld))
 }
 
 func collectSIP(ch chan<- prometheus.Metric, s SIPStats) {
