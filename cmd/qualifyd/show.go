@@ -291,9 +291,15 @@ func contactRow(prefix string, c api.Contact, width int, now time.Time) string {
 }
 
 // shortStatus is Asterisk's short status label; latency-only contacts that
-// failed show as Unavail* (still routable).
+// failed show as Unavail* (still routable), draining ones as Drain
+// (qualify-semantics §11.4; Drain* when latency-only, still routable).
 func shortStatus(c api.Contact) string {
-	if c.Status == "Unreachable" && c.Routable {
+	switch {
+	case c.Phase == "draining" && c.Routable:
+		return "Drain*"
+	case c.Phase == "draining":
+		return "Drain"
+	case c.Status == "Unreachable" && c.Routable:
 		return "Unavail*"
 	}
 	return shortLabel(c.Status)

@@ -258,3 +258,22 @@ func TestShowSinksPanic(t *testing.T) {
 		t.Fatalf("printed %q, want %q", b.String(), want)
 	}
 }
+
+// TestShortStatus: a draining contact shows as Drain in the contacts
+// table, Drain* when latency-only (still routable).
+func TestShortStatus(t *testing.T) {
+	for _, c := range []struct {
+		c    api.Contact
+		want string
+	}{
+		{api.Contact{Status: "Reachable", Phase: "healthy", Routable: true}, "Avail"},
+		{api.Contact{Status: "Reachable", Phase: "draining"}, "Drain"},
+		{api.Contact{Status: "Reachable", Phase: "draining", Routable: true}, "Drain*"},
+		{api.Contact{Status: "Unreachable", Phase: "down", Routable: true}, "Unavail*"},
+		{api.Contact{Status: "Unreachable", Phase: "down"}, "Unavail"},
+	} {
+		if got := shortStatus(c.c); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.c, got, c.want)
+		}
+	}
+}
