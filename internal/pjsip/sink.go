@@ -54,6 +54,10 @@ type Sink struct {
 	// Method is "devstate" (Setvar DEVICE_STATE, the default) or
 	// "maintenance" (PJSIPSetMaintenance; ami).
 	Method string
+	// ObserveCalls hears the outcome of Asterisk's outgoing calls to the
+	// qualified endpoints over a Manager session of its own, as evidence
+	// for qualify (observe_calls=yes; ami; off by default).
+	ObserveCalls bool
 	// HeartbeatInterval is how often the heartbeat is sent: the astdb
 	// DBPut of an ami sink, the htable item of a kamailio sink, the
 	// heartbeat POST of a webhook (heartbeat_interval, default 10 s; 0
@@ -139,6 +143,7 @@ var sinkOptions = map[string]map[string]sinkOption{
 		"auth":               oneOf(func(s *Sink) *string { return &s.Auth }, "md5", "plain"),
 		"device_prefix":      setPrefix,
 		"method":             oneOf(func(s *Sink) *string { return &s.Method }, "devstate", "maintenance"),
+		"observe_calls":      func(r *sinkReader, v string) (err error) { r.s.ObserveCalls, err = parseBool(v); return err },
 		"heartbeat_interval": sinkHeartbeat,
 		"failopen_after":     sinkFailOpen,
 	},

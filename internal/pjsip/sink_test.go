@@ -36,6 +36,10 @@ func TestSinkErrors(t *testing.T) {
 			`pjsip.conf:5: section "a": option "secret_file": invalid value: cannot read /etc/none.secret: file does not exist`},
 		{"empty secret file", "[a]\ntype=sink\ndriver=webhook\nurl=http://h/\nsecret_file=empty.secret", ErrValue,
 			`pjsip.conf:5: section "a": option "secret_file": invalid value: empty.secret: the secret is empty`},
+		{"observe_calls on a kamailio sink", "[a]\ntype=sink\ndriver=kamailio\nurl=http://h/\nobserve_calls=yes", ErrUnknownOption,
+			`pjsip.conf:5: section "a": option "observe_calls": unknown option: a kamailio sink has no option "observe_calls"`},
+		{"bad observe_calls", "[a]\ntype=sink\ndriver=ami\naddress=h:1\nusername=q\nsecret=x\nobserve_calls=maybe", ErrValue,
+			`pjsip.conf:7: section "a": option "observe_calls": invalid value: "maybe" is not a boolean (yes or no)`},
 		{"bad address", "[a]\ntype=sink\ndriver=ami\naddress=localhost", ErrValue,
 			`pjsip.conf:4: section "a": option "address": invalid value: "localhost" is not host:port`},
 		{"bad port", "[a]\ntype=sink\ndriver=ami\naddress=h:70000", ErrValue,
@@ -93,6 +97,7 @@ driver=ami
 address=127.0.0.1:5038
 username=qualifyd
 secret_file=ami.secret
+observe_calls=yes
 [edge]
 type=sink
 driver=kamailio
@@ -113,11 +118,11 @@ secret=k
 		{Name: "asterisk", Driver: "ami", File: "pjsip.conf", Line: 5, ReassertInterval: 300 * time.Second,
 			Timeout: 5 * time.Second, Address: "127.0.0.1:5038", Username: "qualifyd", Secret: "s3cret",
 			SecretFile: "ami.secret", Auth: "md5", DevicePrefix: "Custom:", Method: "devstate", HeartbeatInterval: 10 * time.Second,
-			FailOpenAfter: 30 * time.Second},
-		{Name: "edge", Driver: "kamailio", File: "pjsip.conf", Line: 11, AoRs: []string{"pbx07"},
+			FailOpenAfter: 30 * time.Second, ObserveCalls: true},
+		{Name: "edge", Driver: "kamailio", File: "pjsip.conf", Line: 12, AoRs: []string{"pbx07"},
 			ReassertInterval: 300 * time.Second, Timeout: 2500 * time.Millisecond, URL: "http://127.0.0.1:5071/RPC",
 			ResyncInterval: 30 * time.Second, HeartbeatInterval: 10 * time.Second, FailOpenAfter: 30 * time.Second},
-		{Name: "alerts", Driver: "webhook", File: "pjsip.conf", Line: 17, Timeout: 5 * time.Second,
+		{Name: "alerts", Driver: "webhook", File: "pjsip.conf", Line: 18, Timeout: 5 * time.Second,
 			URL: "https://hooks.example.net/qualifyd", Secret: "k", HeartbeatInterval: 10 * time.Second,
 			FailOpenAfter: 30 * time.Second},
 	}

@@ -41,6 +41,9 @@ type AMI struct {
 	Timeout time.Duration
 	// Dial, if set, replaces the network dial (tests).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Events is the login's Events field: the classes of events the
+	// session receives, "off" when empty.
+	Events string
 
 	conn    net.Conn
 	rd      *bufio.Reader
@@ -100,7 +103,7 @@ func (a *AMI) dial(ctx context.Context) (net.Conn, error) {
 	return tc, nil
 }
 
-// login logs in with Events: off, by MD5 challenge or plain secret. A
+// login logs in with Events (off by default), by MD5 challenge or plain secret. A
 // refusal is an error: the session cannot start.
 func (a *AMI) login() error {
 	fields := []string{"Username", a.Username}
@@ -114,7 +117,7 @@ func (a *AMI) login() error {
 	} else {
 		fields = append(fields, "Secret", a.Secret)
 	}
-	_, err := a.action("Login", append(fields, "Events", "off")...)
+	_, err := a.action("Login", append(fields, "Events", cmpOr(a.Events, "off"))...)
 	var rej *Rejected
 	if errors.As(err, &rej) {
 		return rej.Err
