@@ -150,6 +150,7 @@ func TestReferenceSinkOptions(t *testing.T) {
 		"auth":               ami.Auth,
 		"method":             ami.Method,
 		"device_prefix":      ami.DevicePrefix,
+		"observe_calls":      ami.ObserveCalls,
 		"heartbeat_interval": ami.HeartbeatInterval.Seconds(),
 		"failopen_after":     ami.FailOpenAfter.Seconds(),
 		"url":                docref.Required{},
