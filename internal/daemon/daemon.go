@@ -38,7 +38,8 @@ type Daemon struct {
 	eng       *engine.Engine
 	endpoints *endpoint.Table
 	sinks     *sink.Group
-	observer  *observer // the calls' outcomes in (observe.Sink)
+	observer  *observer      // the calls' outcomes in (observe.Sink)
+	calls     *sink.Watchers // the ami sinks' calls (observe_calls=yes), into observer
 	reg       *prometheus.Registry
 	metrics   *metrics.Metrics
 	events    *engine.Subscription // the log's
@@ -190,6 +191,7 @@ func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) 
 		}
 	}
 	d.sinks = sink.NewGroup(scfg)
+	d.calls = sink.NewWatchers(d.observer, d.cfg.SinkDial, d.log.Notice)
 	if err := watchSinks(d.metrics, d.reg, d.sinks); err != nil {
 		return err
 	}
@@ -272,6 +274,7 @@ func (d *Daemon) apply(conf *pjsip.Config) error {
 		d.log.endpoint(c, engine.Event{Time: time.Now()})
 	}
 	d.sinks.Configure(conf)
+	d.calls.Configure(conf)
 	if d.cluster != nil {
 		d.cluster.configured(conf)
 	}
@@ -425,6 +428,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		wg.Go(func() { d.cluster.runSinks(runCtx) })
 	} else {
 		wg.Go(func() { d.sinks.Run(runCtx) })
+		wg.Go(func() { d.calls.Run(runCtx) })
 	}
 	wg.Go(func() { d.feedWatchdog(runCtx) })
 	wg.Go(func() { d.refreshSources(runCtx) })

@@ -43,6 +43,10 @@ type CallStats struct {
 	Taken observe.Tally
 }
 
+// refuser is an observe.Sink that also counts what its sources dropped
+// before handing a batch over (the daemon's).
+type refuser interface{ Refused(observe.Tally) }
+
 // pingEvery is how often an idle session is pinged; a session that reads
 // nothing, not even the pings' replies, for 3 pings is broken.
 const pingEvery = 20 * time.Second
@@ -129,11 +133,20 @@ func (c *Calls) session(ctx context.Context, step *int) error {
 	}
 }
 
-// feed hands the observations of message m to the sink.
+// feed hands the observations of message m to the sink. An event of a
+// followed leg that could not be read is counted as a malformed
+// observation where the sink counts what its sources refused.
 func (c *Calls) feed(batch []observe.Observation, m map[string]string) []observe.Observation {
 	c.mu.Lock()
+	dropped := c.legs.Stats.Dropped
 	batch = c.legs.Event(batch, time.Now(), m)
+	dropped = c.legs.Stats.Dropped - dropped
 	c.mu.Unlock()
+	if r, ok := c.to.(refuser); ok && dropped > 0 {
+		var t observe.Tally
+		t.Dropped[observe.DropMalformed] = int(dropped)
+		r.Refused(t)
+	}
 	if len(batch) == 0 {
 		return batch
 	}
