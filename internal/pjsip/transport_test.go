@@ -43,11 +43,7 @@ func tlsFixtures(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	//lint:ignore SA1019 OpenSSL's legacy PEM encryption, which the reader must read
-	enc, err := x509.EncryptPEMBlock(rand.Reader, "EC PRIVATE KEY", keyDER, []byte("s3cret"), x509.PEMCipherAES256)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := encryptedKey(t, keyDER)
 	otherDER, err := x509.MarshalECPrivateKey(newTestKey(t))
 	if err != nil {
 		t.Fatal(err)
@@ -239,5 +235,25 @@ func TestTLSProfileID(t *testing.T) {
 	x, y, z := probe.Options{TLS: a}, probe.Options{TLS: rotated}, probe.Options{TLS: renamed}
 	if !x.Equal(&y) || x.Equal(&z) || x.Equal(&probe.Options{}) {
 		t.Errorf("Equal: same settings %v, renamed %v, none %v", x.Equal(&y), x.Equal(&z), x.Equal(&probe.Options{}))
+	}
+}
+
+// encryptedKey returns keyDER in OpenSSL's legacy PEM encryption with
+// the password s3cret, of a random IV that the wrong password "nope"
+// is told from: the format checks only the padding, so one IV in about
+// 256 decrypts with any password to padding that looks right, and the
+// reader then fails on the key itself instead.
+func encryptedKey(t *testing.T, keyDER []byte) *pem.Block {
+	t.Helper()
+	for {
+		//lint:ignore SA1019 OpenSSL's legacy PEM encryption, which the reader must read
+		enc, err := x509.EncryptPEMBlock(rand.Reader, "EC PRIVATE KEY", keyDER, []byte("s3cret"), x509.PEMCipherAES256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		//lint:ignore SA1019 as above
+		if _, err := x509.DecryptPEMBlock(enc, []byte("nope")); errors.Is(err, x509.IncorrectPasswordError) {
+			return enc
+		}
 	}
 }
