@@ -44,7 +44,7 @@ func (e *Engine) Observe(batch []observe.Observation) observe.Tally {
 func (e *Engine) hearAll(o *observe.Observation, now time.Time) int {
 	n := 0
 	if o.AoR == "" {
-		for _, id := range e.destination(o.Destination) {
+		for _, id := range e.destinationOf(o.Destination) {
 			n += e.hear(id, o, now)
 		}
 		return n
@@ -153,6 +153,19 @@ func (e *Engine) held(id uint32, end time.Time, res qualify.Result) bool {
 		return false
 	}
 	return e.stamp(end) < c.until && !(res.Code == 503 && res.RetryAfter > 0)
+}
+
+// destinationOf returns the slots of the contacts at d, written as
+// HostPort writes it or, failing that, as observe.Destination reads it
+// (a host without its port, a SIP URI). Called with mu held.
+func (e *Engine) destinationOf(d string) []uint32 {
+	if ids := e.destination(d); len(ids) > 0 {
+		return ids
+	}
+	if nd, ok := observe.Destination(d); ok && nd != d {
+		return e.destination(nd)
+	}
+	return nil
 }
 
 // destination returns the slots of the contacts whose URI has the

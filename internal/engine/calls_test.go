@@ -287,6 +287,7 @@ func TestObserveDrops(t *testing.T) {
 			{Destination: "192.0.2.8:5060", Outcome: observe.Answered},
 			{Destination: "192.0.2.9:5060", Outcome: observe.Answered}, // qualify off
 			{AoR: "pbx07", Outcome: observe.Answered, Source: observe.SourceAMI},
+			{Destination: "sip:192.0.2.7", Outcome: observe.Answered, Source: observe.SourceAMI},
 			{AoR: "pbx07", Contact: trunk, Outcome: observe.Timeout, Source: observe.SourceKamailio},
 			{AoR: "pbx07", Contact: "sip:other", Outcome: observe.Answered},
 			{AoR: "nope", Outcome: observe.Answered},
@@ -294,8 +295,8 @@ func TestObserveDrops(t *testing.T) {
 			{Destination: trunkDest, Outcome: observe.Failed},
 		})
 		var want observe.Tally
-		want.Accepted = 2
-		want.BySource[observe.SourceAMI][observe.Answered] = 1
+		want.Accepted = 3
+		want.BySource[observe.SourceAMI][observe.Answered] = 2
 		want.BySource[observe.SourceKamailio][observe.Timeout] = 1
 		want.Dropped[observe.DropUnknown] = 4
 		want.Dropped[observe.DropStale] = 1

@@ -104,8 +104,9 @@ func ParseSource(s string) (Source, bool) {
 type Observation struct {
 	// Destination is where the call went, "host:port" as Destination
 	// writes it (the kamailio sink's dispatcher destination): it applies
-	// to every qualified contact whose URI has that host and port. Empty
-	// when AoR names the AoR instead.
+	// to every qualified contact whose URI has that host and port. A
+	// host without its port or a SIP URI is read as Destination reads
+	// it. Empty when AoR names the AoR instead.
 	Destination string
 	// AoR names an AoR instead of a destination: the observation applies
 	// to its contacts, or with Contact to the one whose URI is Contact.
