@@ -91,8 +91,8 @@ func bucketCause(err error) string {
 // bucket creates or opens one bucket, bounded by the retry period's few
 // multiples so that a JetStream without a leader does not hold it. A
 // bucket that exists with other replicas than the file's is updated to
-// them (nodes= grew or shrank), and so is the members bucket's TTL; the
-// lease bucket's TTL is the holder's to set (lease.follow).
+// them (nodes= grew or shrank); the lease and members buckets' TTLs are
+// the leader's to set (lease.follow, followMembersTTL).
 func (c *Cluster) bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, 8*bucketRetry)
 	defer cancel()
@@ -112,7 +112,7 @@ func (c *Cluster) bucket(ctx context.Context, js jetstream.JetStream, cfg jetstr
 		return kv, nil
 	}
 	have, want := bs.Config(), cfg
-	if cfg.Bucket == bucketLease {
+	if cfg.Bucket == bucketLease || cfg.Bucket == bucketMembers {
 		want.TTL, want.LimitMarkerTTL = have.TTL, have.LimitMarkerTTL
 	}
 	if sameSettings(have, want) {

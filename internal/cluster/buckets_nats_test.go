@@ -120,9 +120,9 @@ func TestBucketFailureLoggedOncePerCause(t *testing.T) {
 }
 
 // TestBucketSettingsFollowTheFile: buckets found with another TTL than
-// the file's: the members bucket is updated at start, the lease bucket
-// by the node once it holds the lease, which then leads by the file's
-// lease_ttl; each change is logged.
+// the file's: the lease and members buckets are updated by the node once
+// it holds the lease, which then leads by the file's lease_ttl; each
+// change is logged.
 func TestBucketSettingsFollowTheFile(t *testing.T) {
 	url := natsServer(t, true)
 	nc, err := nats.Connect(url)
@@ -148,9 +148,10 @@ func TestBucketSettingsFollowTheFile(t *testing.T) {
 		t.Errorf("leads for %v after a renewal, want 2/3 of the file's lease_ttl %v", term, 2*testTTL)
 	}
 	for b, line := range map[string]string{
-		bucketMembers: "cluster: bucket qualifyd_members: settings updated from replicas 1, TTL 3s to the file's replicas 1, TTL 6s",
+		bucketMembers: "cluster: bucket qualifyd_members: TTL updated from 3s to the file's member_ttl 6s",
 		bucketLease:   "cluster: bucket qualifyd_lease: TTL updated from 3s to the file's lease_ttl 6s",
 	} {
+		waitFor(t, 10*testTTL, "the log says "+line, func() bool { return log.has(line) })
 		kv, err := js.KeyValue(ctx, b)
 		if err != nil {
 			t.Fatal(err)
@@ -158,9 +159,6 @@ func TestBucketSettingsFollowTheFile(t *testing.T) {
 		st, err := kv.Status(ctx)
 		if err != nil || st.TTL() != 2*testTTL {
 			t.Errorf("bucket %s: TTL %v (%v), want the file's %v", b, st.TTL(), err, 2*testTTL)
-		}
-		if !log.has(line) {
-			t.Errorf("no %q in the log %q", line, log.lines)
 		}
 	}
 }

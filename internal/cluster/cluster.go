@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,8 @@ type Member struct {
 	// Digest is what it said of its configuration (SetDigest): the
 	// daemon's hash of the AoRs it assigns, "" for none said.
 	Digest string
+	// run is the run it announced (announcement.Run).
+	run string
 }
 
 // View is the cluster as this node sees it.
@@ -100,6 +103,7 @@ type Cluster struct {
 	lease  term
 	member term
 	start  time.Time
+	run    string        // this run's name, announced with the membership and carried by each vote
 	wake   chan struct{} // the publisher's, capacity 1
 	vacant chan struct{} // the candidate's, capacity 1
 	ready  chan struct{} // closed once the verdicts are read back
@@ -108,6 +112,7 @@ type Cluster struct {
 	mu         sync.Mutex // guards the fields below
 	members    map[string]Member
 	memberSent time.Time // send time of this node's last renewal that succeeded
+	memberLife time.Duration // the members bucket's TTL as last read, 0 before the first read
 	selfSeen   time.Time // when the members watch last delivered this node's key
 	leader     string
 	leaderRev  uint64 // the revision of the lease key leader was read from
@@ -147,7 +152,7 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: the configuration was not finished (Config.Finish): %v", err)
 	}
 	c := &Cluster{cfg: cfg, hooks: hooks, lease: term{cfg.LeaseTTL}, member: term{cfg.MemberTTL},
-		start: time.Now(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1), yield: make(chan struct{}, 1),
+		start: time.Now(), run: newRun(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1), yield: make(chan struct{}, 1),
 		ready: make(chan struct{}), members: map[string]Member{},
 		tally: newTally(cfg.Quorum, cfg.Vantages), recorded: map[string]qualify.Status{},
 		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, echo: map[string]qualify.Status{}}
@@ -156,6 +161,14 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// newRun names a run of a node: 48 random bits, so that a node that
+// restarts never meets its previous run's name.
+func newRun() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // connect reads the options' files, starts the embedded server if there
@@ -290,7 +303,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 	wg.Go(func() { c.watchLease(ctx, b.lease) })
 	wg.Go(func() { c.publish(ctx, b) })
 	wg.Go(func() { c.watchVerdicts(ctx, b, announced) })
-	wg.Go(func() { c.yieldStreams(ctx, b.js) })
+	wg.Go(func() { c.yieldStreams(ctx, b) })
 	wg.Go(func() { c.newLease(ctx, b).run(ctx) })
 	wg.Wait()
 	return ctx.Err()
@@ -377,7 +390,7 @@ func (c *Cluster) View() View {
 	defer c.mu.Unlock()
 	now := time.Now()
 	v := View{Self: c.cfg.Self, Leading: c.leadingAt(now),
-		InCluster: !c.memberSent.IsZero() && now.Before(c.member.deadline(c.memberSent))}
+		InCluster: !c.memberSent.IsZero() && now.Before(c.memberTermLocked().deadline(c.memberSent))}
 	switch {
 	case v.Leading:
 		v.Leader = c.cfg.Self // known from the lease's own write, before its watch delivers it
@@ -476,7 +489,7 @@ func (c *Cluster) Vouch() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if c.memberSent.IsZero() || !now.Before(c.member.deadline(c.memberSent)) {
+	if c.memberSent.IsZero() || !now.Before(c.memberTermLocked().deadline(c.memberSent)) {
 		return errors.New("this node is out of the cluster: its verdicts may be stale")
 	}
 	if stalled := now.Sub(c.echoAt); len(c.echo) > 0 && stalled > c.member.ttl {

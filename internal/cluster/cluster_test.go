@@ -510,7 +510,7 @@ func sortedVotes(v Verdict) Verdict {
 func (n *testNode) vote(contact, node string) qualify.Status {
 	n.c.mu.Lock()
 	defer n.c.mu.Unlock()
-	return n.c.tally.votes[contact][node]
+	return n.c.tally.counted(contact, node)
 }
 
 // TestRestartTakesVerdictsBack: a node restarted while the votes alone

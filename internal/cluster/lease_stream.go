@@ -32,24 +32,32 @@ const handOnActive = 1500 * time.Millisecond
 
 // yieldStreams waits for yield, poked at each renewal the lease took,
 // and then has each bucket's stream led elsewhere if this node's own
-// server leads it, until ctx ends. With an external NATS it does
-// nothing: no server dies with this node.
-func (c *Cluster) yieldStreams(ctx context.Context, js jetstream.JetStream) {
-	if c.srv == nil {
-		return
-	}
-	account := c.srv.GlobalAccount().GetName()
+// server leads it (none with an external NATS: no server dies with this
+// node), then sets the members bucket's TTL to the file's
+// (followMembersTTL), until ctx ends.
+func (c *Cluster) yieldStreams(ctx context.Context, bs *buckets) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.yield:
 		}
-		for _, b := range []string{bucketLease, bucketMembers, bucketVotes, bucketVerdicts} {
-			stream := "KV_" + b
-			if c.srv.JetStreamIsStreamLeader(account, stream) && c.handOn(ctx, js, stream) {
-				c.stepDowns.Add(1)
-			}
+		c.handOnStreams(ctx, bs.js)
+		c.followMembersTTL(ctx, bs)
+	}
+}
+
+// handOnStreams has each bucket's stream that this node's embedded server
+// leads led elsewhere; nothing with an external NATS.
+func (c *Cluster) handOnStreams(ctx context.Context, js jetstream.JetStream) {
+	if c.srv == nil {
+		return
+	}
+	account := c.srv.GlobalAccount().GetName()
+	for _, b := range []string{bucketLease, bucketMembers, bucketVotes, bucketVerdicts} {
+		stream := "KV_" + b
+		if c.srv.JetStreamIsStreamLeader(account, stream) && c.handOn(ctx, js, stream) {
+			c.stepDowns.Add(1)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -14,6 +16,9 @@ type announcement struct {
 	Since  time.Time `json:"since"`
 	Probes int       `json:"probes"`
 	Digest string    `json:"digest,omitempty"`
+	// Run names this run of the node, new at each start: only its votes
+	// cast in it count (tally.mark).
+	Run string `json:"run,omitempty"`
 }
 
 // announce renews this node's membership every MemberTTL/3 until ctx
@@ -23,14 +28,17 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced
 	first := once(announced)
 	for {
 		sent := time.Now()
-		next := c.member.renewAt(sent)
+		t := c.memberTerm()
+		next := t.renewAt(sent)
 		if c.renew(ctx, kv) {
 			c.mu.Lock()
 			c.memberSent = sent
 			c.mu.Unlock()
 			first(nil)
+			c.readMemberLife(ctx, kv)
+			next = c.memberTerm().renewAt(sent)
 		} else {
-			next = sent.Add(c.member.retry())
+			next = sent.Add(t.retry())
 		}
 		if !sleepUntil(ctx, next) {
 			break
@@ -41,13 +49,68 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced
 	_ = kv.Delete(dctx, c.cfg.Self)
 }
 
+// memberTerm is the term of this node's membership: its key lives the
+// members bucket's TTL, which the leader sets to its file's member_ttl
+// (followMembersTTL), so the node renews by the shorter of its own
+// file's and the bucket's.
+func (c *Cluster) memberTerm() term {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.memberTermLocked()
+}
+
+// memberTermLocked is memberTerm; c.mu held.
+func (c *Cluster) memberTermLocked() term {
+	if c.memberLife > 0 && c.memberLife < c.member.ttl {
+		return term{c.memberLife}
+	}
+	return c.member
+}
+
+// readMemberLife reads the members bucket's TTL after a renewal, within
+// a sixth of the term; a read that fails keeps the last one.
+func (c *Cluster) readMemberLife(ctx context.Context, kv jetstream.KeyValue) {
+	ctx, cancel := context.WithTimeout(ctx, c.memberTerm().ttl/6)
+	defer cancel()
+	st, err := kv.Status(ctx)
+	if err != nil || st.TTL() <= 0 {
+		return
+	}
+	c.mu.Lock()
+	c.memberLife = st.TTL()
+	c.mu.Unlock()
+}
+
+// followMembersTTL sets, while this node leads, the members bucket's TTL
+// to the file's member_ttl when it differs, and logs it: as for the
+// lease bucket, only the leader sets it, so that nodes whose files
+// differ (a rolling change of member_ttl) do not set it in turn at each
+// start. A node whose file says more renews by the bucket's
+// (memberTerm) once it has read it after a renewal.
+func (c *Cluster) followMembersTTL(ctx context.Context, b *buckets) {
+	if !c.Leading() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.lease.ttl/3)
+	defer cancel()
+	st, err := b.members.Status(ctx)
+	if err != nil || st.TTL() == c.cfg.MemberTTL {
+		return
+	}
+	if _, err := b.js.UpdateKeyValue(ctx, ttlBucket(bucketMembers, c.cfg.Replicas(), c.cfg.MemberTTL)); err != nil {
+		c.notice(slog.LevelError, fmt.Sprintf("cluster: bucket %s: TTL %v, the file's member_ttl %v: not updated (%v)", bucketMembers, st.TTL(), c.cfg.MemberTTL, err))
+		return
+	}
+	c.notice(slog.LevelInfo, fmt.Sprintf("cluster: bucket %s: TTL updated from %v to the file's member_ttl %v", bucketMembers, st.TTL(), c.cfg.MemberTTL))
+}
+
 // renew writes this node's membership key once.
 func (c *Cluster) renew(ctx context.Context, kv jetstream.KeyValue) bool {
 	c.mu.Lock()
-	a := announcement{Since: c.start, Probes: c.probes, Digest: c.digest}
+	a := announcement{Since: c.start, Probes: c.probes, Digest: c.digest, Run: c.run}
 	c.mu.Unlock()
 	b, _ := json.Marshal(a)
-	ctx, cancel := context.WithTimeout(ctx, c.member.ttl/3)
+	ctx, cancel := context.WithTimeout(ctx, c.memberTerm().ttl/3)
 	defer cancel()
 	_, err := kv.Put(ctx, c.cfg.Self, b)
 	return err == nil
@@ -74,10 +137,11 @@ func (c *Cluster) memberEntry(e jetstream.KeyValueEntry) ([]string, bool) {
 		if json.Unmarshal(e.Value(), &a) != nil {
 			return nil, false
 		}
-		m.Up, m.Since, m.Probes, m.Digest = true, a.Since, a.Probes, a.Digest
+		m.Up, m.Since, m.Probes, m.Digest, m.run = true, a.Since, a.Probes, a.Digest, a.Run
 	}
+	run := c.members[name].run
 	c.members[name] = m
-	if was == m.Up {
+	if was == m.Up && run == m.run {
 		return nil, false
 	}
 	return c.liveLocked(), true
@@ -114,7 +178,13 @@ func (c *Cluster) watchMembers(ctx context.Context, kv jetstream.KeyValue, ready
 // membersChanged decides the verdicts again for the live nodes, then
 // tells the Members hook.
 func (c *Cluster) membersChanged(live []string) {
-	c.decide(func() []Verdict { return c.tally.members(live) })
+	c.decide(func() []Verdict {
+		runs := map[string]string{}
+		for _, n := range live {
+			runs[n] = c.members[n].run
+		}
+		return append(c.tally.incarnate(runs), c.tally.members(live)...)
+	})
 	if c.hooks.Members != nil {
 		c.hooks.Members(live)
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/qualifyd/qualifyd/internal/qualify"
@@ -25,20 +26,33 @@ type Verdict struct {
 }
 
 // tally is the cluster's verdicts, pure: the votes of every node, the
-// live nodes, and the cluster's status of each contact. Each method
-// returns the changes it causes. The Cluster holds its lock around it.
+// live nodes with the run each announced, and the cluster's status of
+// each contact. Each method returns the changes it causes. The Cluster
+// holds its lock around it.
 type tally struct {
 	q        Quorum
 	vantages int
-	live     []string // sorted
-	votes    map[string]map[string]qualify.Status
+	live     []string          // sorted
+	runs     map[string]string // each member's run as it announced it
+	votes    map[string]map[string]mark
 	status   map[string]qualify.Status
+}
+
+// mark is one vote as the votes bucket holds it: the status and the run
+// of the voter that cast it. It counts only while the voter's announced
+// run is the same: a node that restarts starts a new run, and the votes
+// of its previous one, still in the bucket until it withdraws them,
+// never count again (docs/cluster.md: a restarted node takes its
+// verdicts back, it does not replay its old ones).
+type mark struct {
+	status qualify.Status
+	run    string
 }
 
 // newTally returns an empty tally.
 func newTally(q Quorum, vantages int) *tally {
-	return &tally{q: q, vantages: vantages,
-		votes: map[string]map[string]qualify.Status{}, status: map[string]qualify.Status{}}
+	return &tally{q: q, vantages: vantages, runs: map[string]string{},
+		votes: map[string]map[string]mark{}, status: map[string]qualify.Status{}}
 }
 
 // seed sets the cluster's status of contact as the cluster last recorded
@@ -67,16 +81,22 @@ func (t *tally) adopt(contact string, s qualify.Status) (Verdict, bool) {
 	return v, true
 }
 
-// vote records node's status of contact; NonQualified and Removed remove
-// the vote.
+// vote records node's status of contact, cast in no run (a node that
+// announces none); see voteIn.
 func (t *tally) vote(contact, node string, s qualify.Status) (Verdict, bool) {
+	return t.voteIn(contact, node, "", s)
+}
+
+// voteIn records node's status of contact, cast in node's run run;
+// NonQualified and Removed remove the vote.
+func (t *tally) voteIn(contact, node, run string, s qualify.Status) (Verdict, bool) {
 	vs := t.votes[contact]
 	if s == qualify.Reachable || s == qualify.Unreachable {
 		if vs == nil {
-			vs = map[string]qualify.Status{}
+			vs = map[string]mark{}
 			t.votes[contact] = vs
 		}
-		vs[node] = s
+		vs[node] = mark{s, run}
 	} else {
 		delete(vs, node)
 	}
@@ -111,6 +131,33 @@ func (t *tally) members(live []string) []Verdict {
 	return out
 }
 
+// incarnate sets the runs the members announced and returns the
+// contacts whose status that changes: a node's votes count only while
+// the run they were cast in is the one it announces.
+func (t *tally) incarnate(runs map[string]string) []Verdict {
+	if maps.Equal(t.runs, runs) {
+		return nil
+	}
+	t.runs = runs
+	var out []Verdict
+	for contact := range t.votes {
+		if v, ok := t.decide(contact); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// counted is node's vote of contact as it counts: NonQualified for none,
+// or for a vote of another run than node's.
+func (t *tally) counted(contact, node string) qualify.Status {
+	m, ok := t.votes[contact][node]
+	if !ok || m.run != t.runs[node] {
+		return qualify.NonQualified
+	}
+	return m.status
+}
+
 // decide applies the quorum rule to contact's live vantages.
 func (t *tally) decide(contact string) (Verdict, bool) {
 	v := Verdict{Contact: contact, From: t.status[contact], Votes: t.ballot(contact)}
@@ -128,7 +175,7 @@ func (t *tally) ballot(contact string) []Vote {
 	nodes := Assign(contact, t.live, t.vantages)
 	out := make([]Vote, len(nodes))
 	for i, n := range nodes {
-		out[i] = Vote{n, t.votes[contact][n]}
+		out[i] = Vote{n, t.counted(contact, n)}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,12 +86,12 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 	if !ok {
 		return
 	}
-	s := statusOf(e)
+	s, run := markOf(e)
 	if node == c.cfg.Self {
-		c.echoed(contact, s)
+		c.ownVote(contact, s, run)
 	}
 	c.decide(func() []Verdict {
-		if v, changed := c.tally.vote(contact, node, s); changed {
+		if v, changed := c.tally.voteIn(contact, node, run, s); changed {
 			return []Verdict{v}
 		}
 		return nil
@@ -111,6 +112,39 @@ func statusOf(e jetstream.KeyValueEntry) qualify.Status {
 	return s
 }
 
+// markOf is the status and the voter's run a vote holds ("Unreachable
+// RUN"): NonQualified for a removal or a value whose status is not a
+// label, run "" for a vote that names none.
+func markOf(e jetstream.KeyValueEntry) (qualify.Status, string) {
+	if removed(e) {
+		return qualify.NonQualified, ""
+	}
+	label, run, _ := strings.Cut(string(e.Value()), " ")
+	s, _ := qualify.ParseStatus(label)
+	return s, run
+}
+
+// ownVote handles this node's own vote coming back through the votes
+// watch: one of this run, or a withdrawal, is an echo (echoed); one of
+// a previous run is withdrawn, unless a vote of this run is on its way
+// for the contact.
+func (c *Cluster) ownVote(contact string, s qualify.Status, run string) {
+	if vote := s == qualify.Reachable || s == qualify.Unreachable; run == c.run || !vote {
+		c.echoed(contact, s) // a withdrawal names no run
+		return
+	}
+	c.mu.Lock()
+	_, queued := c.votesOut[contact]
+	_, flying := c.echo[contact]
+	if !queued && !flying {
+		c.votesOut[contact] = qualify.Removed
+	}
+	c.mu.Unlock()
+	if !queued && !flying {
+		c.poke()
+	}
+}
+
 // publish writes this node's votes and, while it leads, the cluster's
 // verdicts, until ctx ends: the latest status of each contact, retried
 // until NATS takes it.
@@ -124,13 +158,18 @@ func (c *Cluster) publish(ctx context.Context, b *buckets) {
 		c.mu.Lock()
 		votes, records := c.votesOut, c.recordsOut
 		c.votesOut, c.recordsOut = map[string]qualify.Status{}, map[string]qualify.Status{}
+		until := c.heldUntil
 		if !c.leadingAt(time.Now()) {
 			records = nil // only the leader records verdicts
 		}
 		c.sending = len(votes) + len(records)
 		c.mu.Unlock()
-		failed := c.write(ctx, b.js, bucketVotes, votes, func(contact string) string { return voteKey(contact, c.cfg.Self) })
-		failedRecords := c.write(ctx, b.js, bucketVerdicts, records, contactKey)
+		failed := c.write(ctx, b.js, bucketVotes, votes, func(contact string) string { return voteKey(contact, c.cfg.Self) }, c.run)
+		// Records are fenced as pushes are: none is sent past the
+		// lease's safe deadline, when another node may lead and record.
+		rctx, cancel := context.WithDeadline(ctx, until)
+		failedRecords := c.write(rctx, b.js, bucketVerdicts, records, contactKey, "")
+		cancel()
 		c.sent()
 		if len(failed)+len(failedRecords) > 0 {
 			c.requeue(failed, failedRecords)
@@ -156,11 +195,18 @@ type sent struct {
 // messages are held at a time. Each contact is written once per batch,
 // and a window is acknowledged before the next one is sent, so the
 // latest status of a contact is the one the bucket keeps.
-func (c *Cluster) write(ctx context.Context, js jetstream.JetStream, bucket string, out map[string]qualify.Status, key func(string) string) map[string]qualify.Status {
+//
+// A vote carries run, the voter's run (markOf); a record carries none.
+// Nothing is sent once ctx has ended: what is left comes back as failed.
+func (c *Cluster) write(ctx context.Context, js jetstream.JetStream, bucket string, out map[string]qualify.Status, key func(string) string, run string) map[string]qualify.Status {
 	failed := map[string]qualify.Status{}
 	window := make([]sent, 0, min(len(out), publishWindow))
 	for contact, s := range out {
-		ack, err := js.PublishMsgAsync(kvMsg(bucket, key(contact), s), jetstream.WithStallWait(c.member.ttl/3))
+		if ctx.Err() != nil { // the lease's deadline, for records
+			failed[contact] = s
+			continue
+		}
+		ack, err := js.PublishMsgAsync(kvMsg(bucket, key(contact), s, run), jetstream.WithStallWait(c.member.ttl/3))
 		if err != nil {
 			failed[contact] = s
 			continue
@@ -189,13 +235,17 @@ func awaitAcks(ctx context.Context, window []sent, failed map[string]qualify.Sta
 	}
 }
 
-// kvMsg is the message that puts status under key in bucket, or removes
-// the key for a status that is no vote, as KeyValue's Put and Delete
-// publish them: to the bucket's subject for the key, a removal with the
-// KV-Operation header.
-func kvMsg(bucket, key string, s qualify.Status) *nats.Msg {
+// kvMsg is the message that puts status (and run, if any, after a
+// space) under key in bucket, or removes the key for a status that is no
+// vote, as KeyValue's Put and Delete publish them: to the bucket's
+// subject for the key, a removal with the KV-Operation header.
+func kvMsg(bucket, key string, s qualify.Status, run string) *nats.Msg {
 	if s == qualify.Reachable || s == qualify.Unreachable {
-		return &nats.Msg{Subject: kvSubject(bucket, key), Data: []byte(s.String())}
+		v := s.String()
+		if run != "" {
+			v += " " + run
+		}
+		return &nats.Msg{Subject: kvSubject(bucket, key), Data: []byte(v)}
 	}
 	return &nats.Msg{Subject: kvSubject(bucket, key), Header: nats.Header{kvOperation: {kvDelete}}}
 }

@@ -65,7 +65,7 @@ func TestWriteMessagesAndFailures(t *testing.T) {
 	key := func(contact string) string { return voteKey(contact, "a") }
 	subject := func(contact string) string { return kvSubject(bucketVotes, key(contact)) }
 	js := &fakeJS{refuse: map[string]bool{subject("bulk1"): true}, nack: map[string]bool{subject("down"): true}}
-	failed := c.write(context.Background(), js, bucketVotes, out, key)
+	failed := c.write(context.Background(), js, bucketVotes, out, key, "r1")
 	if len(failed) != 2 || failed["bulk1"] != qualify.Reachable || failed["down"] != qualify.Unreachable {
 		t.Fatalf("failed %v, want bulk1=Reachable and down=Unreachable", failed)
 	}
@@ -79,7 +79,7 @@ func TestWriteMessagesAndFailures(t *testing.T) {
 	for _, m := range js.sent {
 		bySubject[m.Subject] = m
 	}
-	if m := bySubject["$KV.qualifyd_votes."+voteKey("up", "a")]; m == nil || string(m.Data) != "Reachable" || m.Header.Get(kvOperation) != "" {
+	if m := bySubject["$KV.qualifyd_votes."+voteKey("up", "a")]; m == nil || string(m.Data) != "Reachable r1" || m.Header.Get(kvOperation) != "" {
 		t.Errorf("the vote of up: %+v", m)
 	}
 	for _, contact := range []string{"gone", "none"} {
@@ -150,8 +150,8 @@ func TestPublishLatestStatusWins(t *testing.T) {
 			got, err = read(voteKey(contact(i), "a"))
 			return err == nil || errors.Is(err, jetstream.ErrKeyNotFound) // a missing key is an answer
 		})
-		t.Logf("the bucket gave a's vote on %s in %v", contact(i), took)
-		if err != nil || got != want(i).String() {
+		t.Logf("the bucket gave a's vote on %s in %v", contact(i), took) // the status, and the run it was cast in
+		if err != nil || got != want(i).String()+" "+nodes[0].c.run {
 			t.Fatalf("the bucket's vote of a on %s: %q %v, want %v", contact(i), got, err, want(i))
 		}
 	}

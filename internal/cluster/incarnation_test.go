@@ -1,0 +1,46 @@
+package cluster
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// TestRestartedNodesOldVotesDoNotCount: a node's votes of its previous
+// run stay in the votes bucket when it stops (b's Unreachable, as a node
+// cut off would have voted). With quorum=any the trunk comes back up
+// once b's membership lapses; when b starts again, it has probed
+// nothing yet, and its old vote must not take the trunk down again.
+func TestRestartedNodesOldVotesDoNotCount(t *testing.T) {
+	nodes := startCluster(t, 3, Any)
+	const contact = "trunk/sip:192.0.2.7:5060"
+	for _, n := range nodes {
+		n.c.Report(contact, qualify.Reachable)
+	}
+	waitFor(t, 10*testTTL, "a says Reachable", func() bool { return nodes[0].c.Status(contact) == qualify.Reachable })
+	nodes[1].c.Report(contact, qualify.Unreachable)
+	waitFor(t, 10*testTTL, "a says Unreachable", func() bool { return nodes[0].c.Status(contact) == qualify.Unreachable })
+	// b stops as a crashed node does for its votes: they stay.
+	nodes[1].stop()
+	waitFor(t, 10*testTTL, "a counts b out and says Reachable", func() bool { return nodes[0].c.Status(contact) == qualify.Reachable })
+
+	again := startNode(t, nodes[1].cfg)
+	waitFor(t, 10*testTTL, "a counts the restarted b in", func() bool {
+		nodes[0].c.mu.Lock()
+		defer nodes[0].c.mu.Unlock()
+		return slices.Contains(nodes[0].c.tally.live, "b")
+	})
+	if s := nodes[0].c.Status(contact); s != qualify.Reachable {
+		t.Errorf("a says %v once b rejoined: b's vote of its previous run counted", s)
+	}
+	select {
+	case <-again.c.Ready():
+	case <-time.After(4 * testTTL):
+		t.Fatal("the restarted node is not ready")
+	}
+	if s := again.c.Status(contact); s != qualify.Reachable {
+		t.Errorf("the restarted b says %v: its own vote of its previous run counted", s)
+	}
+}
