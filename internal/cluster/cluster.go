@@ -111,9 +111,9 @@ type Cluster struct {
 
 	mu         sync.Mutex // guards the fields below
 	members    map[string]Member
-	memberSent time.Time // send time of this node's last renewal that succeeded
+	memberSent time.Time     // send time of this node's last renewal that succeeded
 	memberLife time.Duration // the members bucket's TTL as last read, 0 before the first read
-	selfSeen   time.Time // when the members watch last delivered this node's key
+	selfSeen   time.Time     // when the members watch last delivered this node's key
 	leader     string
 	leaderRev  uint64 // the revision of the lease key leader was read from
 	held       bool
