@@ -345,6 +345,10 @@ type Cluster struct {
 	// Disagree names the nodes whose configuration would probe or push
 	// otherwise than the leader's (a file not yet reloaded everywhere).
 	Disagree []string `json:"disagree"`
+	// Foreign names the nodes not in nodes= whose membership, votes or
+	// lease this node has seen in the buckets since it started: they
+	// never count, and the leader removes their keys.
+	Foreign []string `json:"foreign"`
 }
 
 // ClusterMember is one configured node.

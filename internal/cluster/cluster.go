@@ -89,6 +89,10 @@ type View struct {
 	Leader string
 	// Members are every configured node, in the file's order.
 	Members []Member
+	// Foreign names, sorted, the nodes not in nodes= whose membership,
+	// votes or lease this node has seen since it started: they never
+	// count, and the leader removes their keys.
+	Foreign []string
 }
 
 // Cluster is one node of a cluster. New starts its embedded server, Run
@@ -123,13 +127,15 @@ type Cluster struct {
 	probes     int
 	digest     string
 	tally      *tally
-	recorded   map[string]qualify.Status // the verdicts bucket, as last seen
-	seeded     bool                      // the first pass over the verdicts bucket is done
-	votesOut   map[string]qualify.Status // this node's votes to publish, by contact
-	recordsOut map[string]qualify.Status // the verdicts to record, by contact (leader)
-	sending    int                       // the votes and verdicts publish is writing now (stats.go)
-	echo       map[string]qualify.Status // this node's votes reported and not yet seen back through the votes watch
-	echoAt     time.Time                 // when one of them last came back, or echo last became non-empty
+	recorded   map[string]qualify.Status            // the verdicts bucket, as last seen
+	seeded     bool                                 // the first pass over the verdicts bucket is done
+	votesOut   map[string]qualify.Status            // this node's votes to publish, by contact
+	recordsOut map[string]qualify.Status            // the verdicts to record, by contact (leader)
+	sending    int                                  // the votes and verdicts publish is writing now (stats.go)
+	echo       map[string]qualify.Status            // this node's votes reported and not yet seen back through the votes watch
+	echoAt     time.Time                            // when one of them last came back, or echo last became non-empty
+	foreign    map[string]bool                      // the nodes not in nodes= seen (foreign.go)
+	strays     map[string]map[string]qualify.Status // by bucket, the keys of foreign nodes the leader removes
 
 	rewatches atomic.Uint64 // counts the times every watch was started again
 	lagged    atomic.Uint64 // counts the watches started again because they lagged
@@ -155,7 +161,8 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 		start: time.Now(), run: newRun(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1), yield: make(chan struct{}, 1),
 		ready: make(chan struct{}), members: map[string]Member{},
 		tally: newTally(cfg.Quorum, cfg.Vantages), recorded: map[string]qualify.Status{},
-		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, echo: map[string]qualify.Status{}}
+		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, echo: map[string]qualify.Status{},
+		foreign: map[string]bool{}, strays: map[string]map[string]qualify.Status{}}
 	if err := c.connect(); err != nil {
 		c.Close()
 		return nil, err
@@ -320,7 +327,8 @@ func (c *Cluster) newLease(ctx context.Context, b *buckets) *lease {
 		t = term{min(ttl, c.cfg.LeaseTTL)}
 	}
 	return &lease{t: t, want: c.cfg.LeaseTTL, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant,
-		set: c.setLeading, bucket: bucket, changed: c.leaseTTLChanged, seen: c.seeLeader}
+		set: c.setLeading, bucket: bucket, changed: c.leaseTTLChanged, seen: c.seeLeader,
+		foreign: func(holder string) bool { return !c.ours(holder) }}
 }
 
 // Ready is closed once the node has read the cluster's verdicts back
@@ -397,6 +405,7 @@ func (c *Cluster) View() View {
 	case v.InCluster:
 		v.Leader = c.leader
 	}
+	v.Foreign = c.foreignLocked()
 	for _, n := range c.cfg.Nodes {
 		m := c.members[n.Name]
 		m.Name = n.Name

@@ -62,6 +62,10 @@ type lease struct {
 	// campaign's retry of its taking the lease even while its watch of
 	// the key is stalled (its consumer was on a server that died).
 	seen func(holder string, rev uint64)
+	// foreign, if set, reports whether a holder is not one of nodes=: a
+	// candidate removes such a holder's key (at its revision) rather than
+	// wait for it, so that only the cluster's own nodes lead.
+	foreign func(holder string) bool
 	// set records whether the node holds the lease, when its last
 	// renewal was sent and until when it may act as the leader; the
 	// Cluster keeps it under its lock.
@@ -113,15 +117,23 @@ func (l *lease) campaign(ctx context.Context) {
 	}
 }
 
-// look reads the key a campaign found held and tells seen its holder.
+// look reads the key a campaign found held and tells seen its holder; a
+// foreign holder's key is removed at the revision read.
 func (l *lease) look(ctx context.Context) {
-	if l.seen == nil {
+	if l.seen == nil && l.foreign == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.t.ttl/3)
 	defer cancel()
-	if e, err := l.kv.Get(ctx, leaseKey); err == nil {
+	e, err := l.kv.Get(ctx, leaseKey)
+	if err != nil {
+		return
+	}
+	if l.seen != nil {
 		l.seen(string(e.Value()), e.Revision())
+	}
+	if l.foreign != nil && l.foreign(string(e.Value())) {
+		_ = l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(e.Revision()))
 	}
 }
 

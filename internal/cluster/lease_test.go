@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -18,6 +19,9 @@ type fakeLease struct {
 	up      bool
 	rev     uint64
 	updates int
+	// holder is the key's holder Get says ("b" when unset); with a
+	// holder set, Delete removes the key.
+	holder string
 }
 
 func (f *fakeLease) wait(ctx context.Context) (bool, error) {
@@ -67,11 +71,16 @@ func (f *fakeLease) Get(ctx context.Context, key string) (jetstream.KeyValueEntr
 	if f.rev == 0 {
 		return nil, jetstream.ErrKeyNotFound
 	}
-	return entry{key: key, value: "b", op: jetstream.KeyValuePut, rev: f.rev}, nil
+	return entry{key: key, value: cmp.Or(f.holder, "b"), op: jetstream.KeyValuePut, rev: f.rev}, nil
 }
 
 func (f *fakeLease) Delete(ctx context.Context, _ string, _ ...jetstream.KVDeleteOpt) error {
 	_, err := f.wait(ctx)
+	f.mu.Lock()
+	if err == nil && f.holder != "" {
+		f.rev = 0
+	}
+	f.mu.Unlock()
 	return err
 }
 
@@ -280,6 +289,29 @@ func TestLeaseCandidateSeesHolder(t *testing.T) {
 		l.campaign(t.Context())
 		if holder != "b" || rev != 7 || l.rev != 0 {
 			t.Fatalf("campaign on a held key: saw %q at revision %d (own revision %d), want b at 7 and not holding", holder, rev, l.rev)
+		}
+	})
+}
+
+// TestLeaseCandidateRemovesForeignHolder: a campaign that finds the key
+// held by a node not in nodes= (another cluster's, on a shared NATS)
+// removes it, and the next campaign takes the lease; a holder of
+// nodes= is waited for.
+func TestLeaseCandidateRemovesForeignHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tt := range []struct {
+			holder string
+			takes  bool
+		}{{"x", true}, {"b", false}} {
+			f := &fakeLease{up: true, rev: 7, holder: tt.holder}
+			l := &lease{t: term{3 * time.Second}, want: 3 * time.Second, self: []byte("a"), kv: f,
+				vacant: make(chan struct{}), set: func(bool, time.Time, time.Time) {},
+				foreign: func(h string) bool { return h != "a" && h != "b" && h != "c" }}
+			l.campaign(t.Context())
+			l.campaign(t.Context())
+			if took := l.rev != 0; took != tt.takes {
+				t.Errorf("held by %s: the candidate took the lease: %v, want %v", tt.holder, took, tt.takes)
+			}
 		}
 	})
 }

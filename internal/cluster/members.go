@@ -123,6 +123,10 @@ func (c *Cluster) memberEntry(e jetstream.KeyValueEntry) ([]string, bool) {
 	if checkName(name) != nil {
 		return nil, false
 	}
+	if !c.ours(name) {
+		c.stray(bucketMembers, name, name, removed(e))
+		return nil, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if name == c.cfg.Self {
@@ -249,7 +253,13 @@ func (c *Cluster) watchLease(ctx context.Context, kv jetstream.KeyValue) {
 // seeLeader records the lease's holder as of revision rev of its key
 // (the watch's entries and a candidate's reads, lease.seen), unless a
 // later revision was seen already: "" for none.
+// A foreign holder is recorded and followed as none: a candidate
+// removes its key (lease.look).
 func (c *Cluster) seeLeader(leader string, rev uint64) {
+	if leader != "" && !c.ours(leader) {
+		c.stray(bucketLease, "", leader, true) // logged; the candidates remove the key
+		leader = ""
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if rev >= c.leaderRev {

@@ -21,6 +21,8 @@ type Stats struct {
 	// embedded server handed on to another node's server at the lease's
 	// renewals (lease_stream.go); always 0 with an external NATS.
 	HandedOn uint64
+	// Foreign counts the nodes not in nodes= seen (View.Foreign).
+	Foreign int
 }
 
 // Stats returns this node's counters now.
@@ -28,7 +30,7 @@ func (c *Cluster) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Stats{Stale: c.rewatches.Load(), Lagged: c.lagged.Load(),
-		Pending: len(c.votesOut) + len(c.recordsOut) + c.sending, Probes: c.probes, HandedOn: c.stepDowns.Load()}
+		Pending: len(c.votesOut) + len(c.recordsOut) + c.sending, Probes: c.probes, HandedOn: c.stepDowns.Load(), Foreign: len(c.foreign)}
 }
 
 // sent records that the publisher's writes have ended; what NATS refused

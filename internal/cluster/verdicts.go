@@ -86,6 +86,10 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 	if !ok {
 		return
 	}
+	if !c.ours(node) {
+		c.stray(bucketVotes, e.Key(), node, removed(e))
+		return
+	}
 	s, run := markOf(e)
 	if node == c.cfg.Self {
 		c.ownVote(contact, s, run)
@@ -171,7 +175,7 @@ func (c *Cluster) publish(ctx context.Context, b *buckets) {
 		failedRecords := c.write(rctx, b.js, bucketVerdicts, records, contactKey, "")
 		cancel()
 		c.sent()
-		if len(failed)+len(failedRecords) > 0 {
+		if !c.purgeStrays(ctx, b) || len(failed)+len(failedRecords) > 0 {
 			c.requeue(failed, failedRecords)
 			sleepUntil(ctx, time.Now().Add(c.member.retry()))
 			c.poke()

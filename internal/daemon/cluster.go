@@ -231,7 +231,7 @@ func (n *node) stats() metrics.ClusterStats {
 		}
 	}
 	s.Probed, s.Stale, s.Lagged, s.Pending = cs.Probes, cs.Stale, cs.Lagged, cs.Pending
-	s.HandedOn = cs.HandedOn
+	s.HandedOn, s.Foreign = cs.HandedOn, cs.Foreign
 	s.CertExpiry = n.c.CertExpiry()
 	return s
 }
@@ -537,6 +537,7 @@ func (n *node) View() api.Cluster {
 	if out.Disagree == nil {
 		out.Disagree = []string{}
 	}
+	out.Foreign = append([]string{}, v.Foreign...)
 	for _, m := range v.Members {
 		out.Members = append(out.Members, api.ClusterMember{Name: m.Name, Up: m.Up, Since: api.At(m.Since), Probes: m.Probes})
 	}

@@ -30,6 +30,10 @@ type ClusterStats struct {
 	// Pending counts the node's votes (and, leading, verdicts) NATS has
 	// not taken yet.
 	Pending int
+	// Foreign counts the nodes not in nodes= whose keys this node has
+	// seen in the buckets since it started (another cluster's on a
+	// shared NATS, or a node removed from nodes=).
+	Foreign int
 	// HandedOn counts the leaderships of the buckets' streams the node's
 	// embedded server handed on to another node's server.
 	HandedOn uint64
@@ -56,6 +60,8 @@ var (
 		"When this node's cluster certificate (tls_cert, or nats_cert) expires, as last read at start or reload, in seconds since the epoch; absent without one.", nil, nil)
 	descHandedOn = prometheus.NewDesc("qualifyd_cluster_stream_handoffs_total",
 		"Leaderships of the cluster buckets' streams this node's embedded server handed on to another node's server, at the lease's renewals; 0 with an external NATS.", nil, nil)
+	descForeign = prometheus.NewDesc("qualifyd_cluster_foreign_nodes",
+		"Nodes not in nodes= whose membership, votes or lease this node has seen in the cluster's buckets since it started: they never count, and the leader removes their keys.", nil, nil)
 	descPending = prometheus.NewDesc("qualifyd_cluster_votes_pending",
 		"This node's votes (and, leading, verdicts) that NATS has not taken yet; grows while NATS is away.", nil, nil)
 )
@@ -67,7 +73,7 @@ func (m *Metrics) WatchCluster(reg prometheus.Registerer, state func() ClusterSt
 		return errors.New("metrics: no registerer or no cluster state")
 	}
 	return reg.Register(funcCollector{
-		descs: []*prometheus.Desc{descTakenBack, descInCluster, descLeading, descMembers, descProbed, descRestarts, descPending, descHandedOn, descCertExpiry},
+		descs: []*prometheus.Desc{descTakenBack, descInCluster, descLeading, descMembers, descProbed, descRestarts, descPending, descHandedOn, descForeign, descCertExpiry},
 		collect: func(ch chan<- prometheus.Metric) {
 			s := state()
 			ch <- prometheus.MustNewConstMetric(descTakenBack, prometheus.GaugeValue, float64(s.Reachable), "Reachable")
@@ -89,6 +95,7 @@ func collectClusterState(ch chan<- prometheus.Metric, s ClusterStats) {
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(s.Lagged), "lagged")
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(s.Pending))
 	ch <- prometheus.MustNewConstMetric(descHandedOn, prometheus.CounterValue, float64(s.HandedOn))
+	ch <- prometheus.MustNewConstMetric(descForeign, prometheus.GaugeValue, float64(s.Foreign))
 	if !s.CertExpiry.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(s.CertExpiry.Unix()))
 	}

@@ -36,5 +36,8 @@ func (s *Server) clusterView() (api.Cluster, bool) {
 	if v.Disagree == nil {
 		v.Disagree = []string{}
 	}
+	if v.Foreign == nil {
+		v.Foreign = []string{}
+	}
 	return v, true
 }
