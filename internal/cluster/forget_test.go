@@ -40,7 +40,8 @@ func voted(contact, node string, s qualify.Status) entry {
 // bare is a Cluster of nodes a, b, c with no server: its state and
 // rules only; leading sets whether it holds the lease.
 func bare(leading bool, configured func(string) bool) *Cluster {
-	c := &Cluster{cfg: Config{Self: "a", Quorum: Majority, Vantages: 3}, hooks: Hooks{Configured: configured},
+	c := &Cluster{cfg: Config{Self: "a", Quorum: Majority, Vantages: 3, Nodes: []Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}},
+		hooks: Hooks{Configured: configured}, foreign: map[string]bool{}, strays: map[string]map[string]qualify.Status{},
 		lease: term{time.Hour}, wake: make(chan struct{}, 1), members: map[string]Member{},
 		tally: newTally(Majority, 3), recorded: map[string]qualify.Status{},
 		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, echo: map[string]qualify.Status{}}
