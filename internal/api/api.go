@@ -349,6 +349,10 @@ type Cluster struct {
 	// lease this node has seen in the buckets since it started: they
 	// never count, and the leader removes their keys.
 	Foreign []string `json:"foreign"`
+	// StoreError is why this node cannot store (its embedded server's
+	// JetStream disabled: a full disk), "" when it can; while it cannot,
+	// in_cluster is false and it does not lead.
+	StoreError string `json:"store_error"`
 }
 
 // ClusterMember is one configured node.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,10 @@ type View struct {
 	Leader string
 	// Members are every configured node, in the file's order.
 	Members []Member
+	// Store is why this node cannot store (its embedded server's
+	// JetStream disabled: a full disk), "" when it can; while it cannot,
+	// it is out of the cluster and does not lead.
+	Store string
 	// Foreign names, sorted, the nodes not in nodes= whose membership,
 	// votes or lease this node has seen since it started: they never
 	// count, and the leader removes their keys.
@@ -99,25 +104,31 @@ type View struct {
 // takes part in the cluster until its context ends; the methods are
 // safe for concurrent use.
 type Cluster struct {
-	cfg    Config
-	hooks  Hooks
-	srv    *server.Server // nil with an external NATS
-	nc     *nats.Conn
-	files  atomic.Pointer[files] // the options' files, as last read (Reload)
-	lease  term
-	member term
-	start  time.Time
-	run    string        // this run's name, announced with the membership and carried by each vote
-	wake   chan struct{} // the publisher's, capacity 1
-	vacant chan struct{} // the candidate's, capacity 1
-	ready  chan struct{} // closed once the verdicts are read back
-	yield  chan struct{} // yieldStreams's, capacity 1
+	cfg   Config
+	hooks Hooks
+	srv   atomic.Pointer[server.Server] // the embedded server; nil with an external NATS
+	// restart starts the embedded server again, with the options it
+	// started with (store.go); nil with an external NATS.
+	restart func() (*server.Server, error)
+	nc      *nats.Conn
+	files   atomic.Pointer[files] // the options' files, as last read (Reload)
+	lease   term
+	member  term
+	start   time.Time
+	run     string        // this run's name, announced with the membership and carried by each vote
+	wake    chan struct{} // the publisher's, capacity 1
+	vacant  chan struct{} // the candidate's, capacity 1
+	ready   chan struct{} // closed once the verdicts are read back
+	yield   chan struct{} // yieldStreams's, capacity 1
 
 	mu         sync.Mutex // guards the fields below
 	members    map[string]Member
-	memberSent time.Time     // send time of this node's last renewal that succeeded
-	memberLife time.Duration // the members bucket's TTL as last read, 0 before the first read
-	selfSeen   time.Time     // when the members watch last delivered this node's key
+	memberSent time.Time                        // send time of this node's last renewal that succeeded
+	memberLife time.Duration                    // the members bucket's TTL as last read, 0 before the first read
+	electing   bool                             // at the last failed renewal this node still reached a majority (inClusterLocked)
+	storeErr   string                           // why this node cannot store now, "" when it can (store.go)
+	free       func(dir string) (uint64, error) // the store's free space (freeSpace; the tests fill it)
+	selfSeen   time.Time                        // when the members watch last delivered this node's key
 	leader     string
 	leaderRev  uint64 // the revision of the lease key leader was read from
 	held       bool
@@ -162,7 +173,7 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 		ready: make(chan struct{}), members: map[string]Member{},
 		tally: newTally(cfg.Quorum, cfg.Vantages), recorded: map[string]qualify.Status{},
 		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, echo: map[string]qualify.Status{},
-		foreign: map[string]bool{}, strays: map[string]map[string]qualify.Status{}}
+		foreign: map[string]bool{}, strays: map[string]map[string]qualify.Status{}, free: freeSpace}
 	if err := c.connect(); err != nil {
 		c.Close()
 		return nil, err
@@ -218,12 +229,30 @@ func (c *Cluster) embed(secret string) ([]nats.Option, error) {
 		tc = routeTLS(c.files.Load, names)
 	}
 	token := rand.Text()
-	srv, err := startServer(&c.cfg, token, tc, secret, c.hooks.ServerLog)
+	c.restart = func() (*server.Server, error) { return startServer(&c.cfg, token, tc, secret, c.hooks.ServerLog) }
+	srv, err := c.restart()
 	if err != nil {
 		return nil, err
 	}
-	c.srv = srv
-	return []nats.Option{nats.InProcessServer(srv), nats.Token(token)}, nil
+	c.srv.Store(srv)
+	return []nats.Option{nats.InProcessServer(inProcess{c}), nats.Token(token)}, nil
+}
+
+// server is the embedded server now, nil with an external NATS.
+func (c *Cluster) server() *server.Server { return c.srv.Load() }
+
+// inProcess connects the node's client to the embedded server in
+// process, to the one running now: a reconnection after the server
+// was started again (store.go) reaches the new one.
+type inProcess struct{ c *Cluster }
+
+// InProcessConn is nats.InProcessConnProvider's.
+func (p inProcess) InProcessConn() (net.Conn, error) {
+	s := p.c.server()
+	if s == nil {
+		return nil, errors.New("cluster: no embedded server")
+	}
+	return s.InProcessConn()
 }
 
 // externalOptions adds an external NATS's TLS and credentials to opts:
@@ -286,9 +315,9 @@ func (c *Cluster) Close() {
 		if c.nc != nil {
 			c.nc.Close()
 		}
-		if c.srv != nil {
-			c.srv.Shutdown()
-			c.srv.WaitForShutdown()
+		if s := c.srv.Swap(nil); s != nil {
+			s.Shutdown()
+			s.WaitForShutdown()
 		}
 	})
 }
@@ -312,6 +341,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 	wg.Go(func() { c.watchVerdicts(ctx, b, announced) })
 	wg.Go(func() { c.yieldStreams(ctx, b) })
 	wg.Go(func() { c.newLease(ctx, b).run(ctx) })
+	wg.Go(func() { c.guardStore(ctx) })
 	wg.Wait()
 	return ctx.Err()
 }
@@ -328,7 +358,7 @@ func (c *Cluster) newLease(ctx context.Context, b *buckets) *lease {
 	}
 	return &lease{t: t, want: c.cfg.LeaseTTL, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant,
 		set: c.setLeading, bucket: bucket, changed: c.leaseTTLChanged, seen: c.seeLeader,
-		foreign: func(holder string) bool { return !c.ours(holder) }}
+		foreign: func(holder string) bool { return !c.ours(holder) }, fit: c.storeFit}
 }
 
 // Ready is closed once the node has read the cluster's verdicts back
@@ -357,7 +387,7 @@ func (c *Cluster) LeadingUntil() (time.Time, bool) {
 
 // leadingAt is Leading at now; c.mu held.
 func (c *Cluster) leadingAt(now time.Time) bool {
-	return c.held && now.Before(c.heldUntil)
+	return c.held && now.Before(c.heldUntil) && c.storeErr == ""
 }
 
 // StartError is why the buckets could not be created or opened yet, ""
@@ -398,14 +428,14 @@ func (c *Cluster) View() View {
 	defer c.mu.Unlock()
 	now := time.Now()
 	v := View{Self: c.cfg.Self, Leading: c.leadingAt(now),
-		InCluster: !c.memberSent.IsZero() && now.Before(c.memberTermLocked().deadline(c.memberSent))}
+		InCluster: c.inClusterLocked(now)}
 	switch {
 	case v.Leading:
 		v.Leader = c.cfg.Self // known from the lease's own write, before its watch delivers it
 	case v.InCluster:
 		v.Leader = c.leader
 	}
-	v.Foreign = c.foreignLocked()
+	v.Foreign, v.Store = c.foreignLocked(), c.storeErr
 	for _, n := range c.cfg.Nodes {
 		m := c.members[n.Name]
 		m.Name = n.Name
@@ -498,7 +528,7 @@ func (c *Cluster) Vouch() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if c.memberSent.IsZero() || !now.Before(c.memberTermLocked().deadline(c.memberSent)) {
+	if !c.inClusterLocked(now) {
 		return errors.New("this node is out of the cluster: its verdicts may be stale")
 	}
 	if stalled := now.Sub(c.echoAt); len(c.echo) > 0 && stalled > c.member.ttl {

@@ -197,7 +197,7 @@ func leaders(nodes []*testNode) []*testNode {
 
 // killServer stops a node's embedded server without letting its Run
 // clean up: the node loses NATS as a crashed host's peers see it.
-func (n *testNode) killServer() { n.c.srv.Shutdown() }
+func (n *testNode) killServer() { n.c.server().Shutdown() }
 
 // stamp is one entry of a bucket's key as a server delivered it: the
 // server's own record of when it wrote it.

@@ -25,6 +25,13 @@ func TestRestartedNodesOldVotesDoNotCount(t *testing.T) {
 	// b stops as a crashed node does for its votes: they stay.
 	nodes[1].stop()
 	waitFor(t, 10*testTTL, "a counts b out and says Reachable", func() bool { return nodes[0].c.Status(contact) == qualify.Reachable })
+	// The restarted b takes the recorded verdict back: wait until the
+	// leader (b itself, maybe, before it stopped) has recorded it.
+	waitFor(t, 10*testTTL, "the cluster records Reachable", func() bool {
+		nodes[0].c.mu.Lock()
+		defer nodes[0].c.mu.Unlock()
+		return nodes[0].c.recorded[contact] == qualify.Reachable
+	})
 
 	again := startNode(t, nodes[1].cfg)
 	waitFor(t, 10*testTTL, "a counts the restarted b in", func() bool {

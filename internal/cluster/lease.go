@@ -66,6 +66,9 @@ type lease struct {
 	// candidate removes such a holder's key (at its revision) rather than
 	// wait for it, so that only the cluster's own nodes lead.
 	foreign func(holder string) bool
+	// fit, if set, reports whether this node may lead: a node that
+	// cannot store gives the lease up and does not campaign.
+	fit func() bool
 	// set records whether the node holds the lease, when its last
 	// renewal was sent and until when it may act as the leader; the
 	// Cluster keeps it under its lock.
@@ -79,14 +82,21 @@ type lease struct {
 // run campaigns and renews until ctx ends, then releases the lease.
 func (l *lease) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		if l.rev == 0 {
+		switch {
+		case !l.fitNow():
+			l.release()
+			sleepUntil(ctx, time.Now().Add(l.t.retry()))
+		case l.rev == 0:
 			l.campaign(ctx)
-			continue
+		default:
+			l.hold(ctx)
 		}
-		l.hold(ctx)
 	}
 	l.release()
 }
+
+// fitNow is fit, true without it.
+func (l *lease) fitNow() bool { return l.fit == nil || l.fit() }
 
 // campaign tries to create the key; on failure it waits until the key is
 // removed or a retry period has passed.
@@ -150,6 +160,9 @@ func (l *lease) hold(ctx context.Context) {
 		if !time.Now().Before(deadline) {
 			l.lose()
 			return
+		}
+		if !l.fitNow() {
+			return // run releases it
 		}
 		now := time.Now()
 		rctx, cancel := context.WithDeadline(ctx, deadline)

@@ -50,13 +50,14 @@ func (c *Cluster) yieldStreams(ctx context.Context, bs *buckets) {
 // handOnStreams has each bucket's stream that this node's embedded server
 // leads led elsewhere; nothing with an external NATS.
 func (c *Cluster) handOnStreams(ctx context.Context, js jetstream.JetStream) {
-	if c.srv == nil {
+	srv := c.server()
+	if srv == nil {
 		return
 	}
-	account := c.srv.GlobalAccount().GetName()
+	account := srv.GlobalAccount().GetName()
 	for _, b := range []string{bucketLease, bucketMembers, bucketVotes, bucketVerdicts} {
 		stream := "KV_" + b
-		if c.srv.JetStreamIsStreamLeader(account, stream) && c.handOn(ctx, js, stream) {
+		if srv.JetStreamIsStreamLeader(account, stream) && c.handOn(ctx, js, stream) {
 			c.stepDowns.Add(1)
 		}
 	}

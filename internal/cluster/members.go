@@ -30,7 +30,9 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced
 		sent := time.Now()
 		t := c.memberTerm()
 		next := t.renewAt(sent)
-		if c.renew(ctx, kv) {
+		if !c.storeFit() { // a node that cannot store lets its membership lapse
+			next = sent.Add(t.retry())
+		} else if c.renew(ctx, kv) {
 			c.mu.Lock()
 			c.memberSent = sent
 			c.mu.Unlock()
@@ -38,6 +40,10 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced
 			c.readMemberLife(ctx, kv)
 			next = c.memberTerm().renewAt(sent)
 		} else {
+			reach := c.reachesMajority()
+			c.mu.Lock()
+			c.electing = reach
+			c.mu.Unlock()
 			next = sent.Add(t.retry())
 		}
 		if !sleepUntil(ctx, next) {
@@ -47,6 +53,50 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced
 	dctx, cancel := context.WithTimeout(context.Background(), c.member.ttl/3)
 	defer cancel()
 	_ = kv.Delete(dctx, c.cfg.Self)
+}
+
+// electionBound is how long JetStream may take to elect a stream's
+// leader after the old one went: NATS's Raft followers wait 4 to 9 s
+// without a heartbeat before they campaign, whatever the TTLs.
+const electionBound = 10 * time.Second
+
+// inClusterLocked reports whether this node is in the cluster at now:
+// its membership was renewed within its term's deadline or, while its
+// renewals fail, the node still reaches a majority of the nodes
+// (electing) and the deadline passed less than an election ago (the
+// longer of electionBound and lease_ttl). A renewal waits while
+// JetStream elects the leader of the members bucket's stream (the
+// server that led it died or was cut off, or a partition healed); that
+// is not a lost cluster, and a node that lost the cluster no longer
+// reaches a majority. c.mu held.
+func (c *Cluster) inClusterLocked(now time.Time) bool {
+	if c.memberSent.IsZero() || c.storeErr != "" {
+		return false
+	}
+	d := c.memberTermLocked().deadline(c.memberSent)
+	return now.Before(d) || (c.electing && now.Before(d.Add(max(electionBound, c.lease.ttl))))
+}
+
+// reachesMajority reports whether this node reaches a majority of the
+// nodes of nodes=, itself included: its embedded server's routes, or,
+// with an external NATS, its connection (the NATS cluster's own routes
+// are not this node's to see).
+func (c *Cluster) reachesMajority() bool {
+	srv := c.server()
+	if srv == nil {
+		return c.nc != nil && c.nc.IsConnected()
+	}
+	rz, err := srv.Routez(nil)
+	if err != nil {
+		return false
+	}
+	peers := map[string]bool{c.cfg.Self: true}
+	for _, r := range rz.Routes {
+		if c.ours(r.RemoteName) {
+			peers[r.RemoteName] = true
+		}
+	}
+	return 2*len(peers) > len(c.cfg.Nodes)
 }
 
 // memberTerm is the term of this node's membership: its key lives the

@@ -148,7 +148,7 @@ func TestRoutesRefuseTheUninvited(t *testing.T) {
 			// (after a TLS handshake that succeeded, as with a wrong
 			// secret); a's side, below, never lists it.
 			waitFor(t, 10*time.Second, "the intruder has no route", func() bool { return s.NumRoutes() == 0 })
-			rz, err := a.srv.Routez(&server.RoutezOptions{})
+			rz, err := a.server().Routez(&server.RoutezOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -222,7 +222,7 @@ func (n *node) stats() metrics.ClusterStats {
 	s := n.taken
 	n.mu.Unlock()
 	v, cs := n.c.View(), n.c.Stats()
-	s.InCluster, s.Leading = v.InCluster, v.Leading
+	s.InCluster, s.Leading, s.StoreOK = v.InCluster, v.Leading, v.Store == ""
 	for _, m := range v.Members {
 		if m.Up {
 			s.Up++
@@ -537,7 +537,7 @@ func (n *node) View() api.Cluster {
 	if out.Disagree == nil {
 		out.Disagree = []string{}
 	}
-	out.Foreign = append([]string{}, v.Foreign...)
+	out.Foreign, out.StoreError = append([]string{}, v.Foreign...), v.Store
 	for _, m := range v.Members {
 		out.Members = append(out.Members, api.ClusterMember{Name: m.Name, Up: m.Up, Since: api.At(m.Since), Probes: m.Probes})
 	}

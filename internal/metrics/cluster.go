@@ -30,6 +30,10 @@ type ClusterStats struct {
 	// Pending counts the node's votes (and, leading, verdicts) NATS has
 	// not taken yet.
 	Pending int
+	// StoreOK is whether the node can store: false while its embedded
+	// server's JetStream is disabled (a full disk), and the node out of
+	// the cluster.
+	StoreOK bool
 	// Foreign counts the nodes not in nodes= whose keys this node has
 	// seen in the buckets since it started (another cluster's on a
 	// shared NATS, or a node removed from nodes=).
@@ -60,6 +64,8 @@ var (
 		"When this node's cluster certificate (tls_cert, or nats_cert) expires, as last read at start or reload, in seconds since the epoch; absent without one.", nil, nil)
 	descHandedOn = prometheus.NewDesc("qualifyd_cluster_stream_handoffs_total",
 		"Leaderships of the cluster buckets' streams this node's embedded server handed on to another node's server, at the lease's renewals; 0 with an external NATS.", nil, nil)
+	descStoreOK = prometheus.NewDesc("qualifyd_cluster_store_ok",
+		"1 while this node can store; 0 while its embedded NATS server's JetStream is disabled (its store full or failing): it has given up the lease and is out of the cluster until it can store again.", nil, nil)
 	descForeign = prometheus.NewDesc("qualifyd_cluster_foreign_nodes",
 		"Nodes not in nodes= whose membership, votes or lease this node has seen in the cluster's buckets since it started: they never count, and the leader removes their keys.", nil, nil)
 	descPending = prometheus.NewDesc("qualifyd_cluster_votes_pending",
@@ -73,7 +79,7 @@ func (m *Metrics) WatchCluster(reg prometheus.Registerer, state func() ClusterSt
 		return errors.New("metrics: no registerer or no cluster state")
 	}
 	return reg.Register(funcCollector{
-		descs: []*prometheus.Desc{descTakenBack, descInCluster, descLeading, descMembers, descProbed, descRestarts, descPending, descHandedOn, descForeign, descCertExpiry},
+		descs: []*prometheus.Desc{descTakenBack, descInCluster, descLeading, descMembers, descProbed, descRestarts, descPending, descHandedOn, descForeign, descStoreOK, descCertExpiry},
 		collect: func(ch chan<- prometheus.Metric) {
 			s := state()
 			ch <- prometheus.MustNewConstMetric(descTakenBack, prometheus.GaugeValue, float64(s.Reachable), "Reachable")
@@ -96,6 +102,7 @@ func collectClusterState(ch chan<- prometheus.Metric, s ClusterStats) {
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(s.Pending))
 	ch <- prometheus.MustNewConstMetric(descHandedOn, prometheus.CounterValue, float64(s.HandedOn))
 	ch <- prometheus.MustNewConstMetric(descForeign, prometheus.GaugeValue, float64(s.Foreign))
+	ch <- prometheus.MustNewConstMetric(descStoreOK, prometheus.GaugeValue, gauge(s.StoreOK))
 	if !s.CertExpiry.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(s.CertExpiry.Unix()))
 	}

@@ -128,7 +128,7 @@ func TestClusterRoute(t *testing.T) {
 		{"no hook", nil, "/api/v1/cluster", 404, notCluster},
 		{"not a cluster", func() (api.Cluster, bool) { return api.Cluster{Node: "x"}, false }, "/api/v1/cluster", 404, notCluster},
 		{"lost NATS, nothing seen", alone, "/api/v1/cluster", 200,
-			`{"node":"a","in_cluster":false,"leading":false,"leader":"","quorum":"any","vantages":1,"members":[],"disagree":[],"foreign":[]}` + "\n"},
+			`{"node":"a","in_cluster":false,"leading":false,"leader":"","quorum":"any","vantages":1,"members":[],"disagree":[],"foreign":[],"store_error":""}` + "\n"},
 		{"a parameter", alone, "/api/v1/cluster?node=b", 400, `{"error":"unknown parameter \"node\": the route takes none"}` + "\n"},
 		{"bad query", alone, "/api/v1/cluster?%zz", 400, `{"error":"bad query: invalid URL escape \"%zz\""}` + "\n"},
 	}

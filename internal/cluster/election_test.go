@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/peertest"
+)
+
+// membersStreamLeader returns the node of nodes whose server leads the
+// members bucket's stream, as ask sees it; nil for none.
+func membersStreamLeader(t *testing.T, nodes []*testNode, ask *testNode) *testNode {
+	t.Helper()
+	name := streamLeader(t, ask, "KV_"+bucketMembers)
+	for _, n := range nodes {
+		if n.cfg.Self == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// vouching is the node that leads and vouches for its verdicts (the
+// sinks' check before a heartbeat), nil for none.
+func vouching(nodes []*testNode) *testNode {
+	for _, n := range nodes {
+		if n.c.Leading() && n.c.Vouch() == nil {
+			return n
+		}
+	}
+	return nil
+}
+
+// TestElectionIsNoLostCluster: the routes of a node that does not lead,
+// and whose server leads the members bucket's stream, are cut (as its
+// peers see a kill -9: their connections to it closed). JetStream elects another leader of the stream, the
+// two others' renewals wait for it meanwhile: neither leaves the
+// cluster at any sample (every 10 ms), and the leader keeps vouching for
+// its verdicts, so that its heartbeats go on.
+func TestElectionIsNoLostCluster(t *testing.T) {
+	nodes, proxies := partitionable(t)
+	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
+	lead := leaders(nodes)[0]
+	var victim *testNode
+	waitFor(t, 10*testTTL, "a node that does not lead leads the members stream", func() bool {
+		victim = membersStreamLeader(t, nodes, lead)
+		return victim != nil && victim != lead
+	})
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != victim {
+			rest = append(rest, n)
+		}
+	}
+	killed := time.Now()
+	cutNode(proxies, victim.cfg.Self, true)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	var unvouched time.Duration
+	last := time.Now()
+	for hold := killed.Add(4 * testTTL); time.Now().Before(hold); <-tick.C {
+		now := time.Now()
+		for _, n := range rest {
+			if !n.c.View().InCluster {
+				t.Fatalf("%s left the cluster %v after %s's server died", n.cfg.Self, now.Sub(killed), victim.cfg.Self)
+			}
+		}
+		if vouching(rest) == nil {
+			unvouched += now.Sub(last)
+		}
+		last = now
+	}
+	// A renewal of the lease that waits for an election may end the
+	// term (docs/cluster.md: the lease's stream); the next leader
+	// vouches within lease_ttl and a third.
+	if bound := testTTL + testTTL/3; unvouched > bound {
+		t.Errorf("no node led and vouched for %v after %s's server died, want at most %v", unvouched, victim.cfg.Self, bound)
+	}
+}
+
+// cutNode cuts (or mends) every route to and from node.
+func cutNode(proxies map[[2]string]*peertest.Proxy, node string, cut bool) {
+	for pair, p := range proxies {
+		if pair[0] == node || pair[1] == node {
+			p.SetCut(cut)
+		}
+	}
+}
+
+// TestFlappingRouteNeverFailsOpen: the leader's routes are cut, then
+// mended and cut again every lease_ttl, four times (a route that
+// flaps). The two nodes that always reach each other never leave the
+// cluster, and at no moment do the routers go longer without a vouching
+// leader (one that leads and vouches for its verdicts, so that it
+// beats) than 2 x lease_ttl: the part of the shortest failopen_after
+// the daemon accepts (heartbeat_interval + 2 x lease_ttl) that is not
+// the heartbeat's own interval.
+func TestFlappingRouteNeverFailsOpen(t *testing.T) {
+	nodes, proxies := partitionable(t)
+	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
+	flapper := leaders(nodes)[0]
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != flapper {
+			rest = append(rest, n)
+		}
+	}
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	var gap, longest time.Duration
+	last := time.Now()
+	cut := false
+	next := time.Now()
+	for end := time.Now().Add(10 * testTTL); time.Now().Before(end); <-tick.C {
+		now := time.Now()
+		if now.After(next) && next.Before(end.Add(-2*testTTL)) {
+			cut = !cut
+			cutNode(proxies, flapper.cfg.Self, cut)
+			next = now.Add(testTTL)
+		}
+		for _, n := range rest {
+			if !n.c.View().InCluster {
+				t.Fatalf("%s left the cluster at %v, the route of %s flapping", n.cfg.Self, now.Sub(end.Add(-10*testTTL)), flapper.cfg.Self)
+			}
+		}
+		if vouching(nodes) == nil {
+			gap += now.Sub(last)
+		} else {
+			gap = 0
+		}
+		longest = max(longest, gap)
+		last = now
+	}
+	t.Logf("the longest time without a vouching leader: %v", longest)
+	if bound := 2 * testTTL; longest > bound {
+		t.Errorf("no vouching leader for %v while a route flapped, want at most %v", longest, bound)
+	}
+}
