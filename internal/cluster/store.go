@@ -44,7 +44,7 @@ func (c *Cluster) guardStore(ctx context.Context) {
 // logging each edge, and enables it again when the store has room.
 func (c *Cluster) checkStore() {
 	srv := c.server()
-	if srv == nil { // closing
+	if srv == nil || !srv.Running() { // closing, or shut down: no store to speak of
 		return
 	}
 	if srv.JetStreamEnabled() {
