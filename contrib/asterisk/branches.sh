@@ -14,7 +14,7 @@
 # printed as a ratio to main's in the same run.
 # Builds run one at a time under `nice -n 15` with `make -j2` (the machine is shared).
 # A build whose PREFIX/.stamp names it (tarball, #2041, menuselect.args, patches, this script)
-# is not made again: the result of the build that made it is printed, marked cached;
+# is not made again: the result of the run that built it is printed, marked cached;
 # ASTERISK_BRANCHES_FORCE=1 builds every one again (fresh times).
 # Usage: branches.sh [main|22|20|TARBALL ...]
 set -euo pipefail
@@ -23,6 +23,7 @@ src=${ASTERISK_SRC:-}
 if [ -z "$src" ]; then src=$("$here/../shared-dir.sh")/peers/asterisk; fi
 out=${ASTERISK_BRANCHES_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/qualifyd}
 force=${ASTERISK_BRANCHES_FORCE:-0}
+run=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 pr2041=$src/pr-2041-e183ff09d5.patch
 patches=("$here"/[0-9][0-9][0-9][0-9]-*.patch)
 export GIT_AUTHOR_NAME=branches.sh GIT_AUTHOR_EMAIL=branches.sh@localhost
@@ -120,23 +121,24 @@ unit() {
 }
 
 # one BRANCH: applies, builds and unit-tests BRANCH unless its stamp matches; prints its result and
-# leaves its build time in $secs (empty when it failed), $cached set when it was not built now.
+# leaves its wall and CPU seconds in $secs (empty when it failed) and the run that built it in $from.
 one() {
-  local b=$1 prefix stamp work rc=0
+  local b=$1 prefix stamp work w c rc=0
   prefix="$out/asterisk-branch-$(label "$b")"
-  secs= cached=
+  secs= from=
   stamp="$(basename "$(tarball "$b")") pjproject-2.17 $(cat "$(tarball "$b")" "$pr2041" "$src/menuselect.args" "${patches[@]}" "$0" | md5sum | cut -c1-8)"
   if [ "$force" != 1 ] && [ -x "$prefix/sbin/asterisk" ] && [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then
-    echo "$b ($(basename "$(tarball "$b")")), cached in $prefix:"; sed -n '2,$p' "$prefix/.result"
-    secs=$(head -1 "$prefix/.result") cached=1; return 0
+    echo "$b ($(basename "$(tarball "$b")")), cached in $prefix (built by the run of $(head -1 "$prefix/.result" | cut -d' ' -f3)):"
+    sed -n '2,$p' "$prefix/.result"
+    read -r w c from < "$prefix/.result"; secs="$w $c"; return 0
   fi
   work=$(mktemp -d /tmp/asterisk-branch-XXXXXX)
   echo "$b ($(basename "$(tarball "$b")")), into $prefix:"
   rm -rf "$prefix" && mkdir -p "$prefix"
   { (apply "$b" "$work") && (build "$prefix" "$work") && unit "$prefix"; } | tee "$work/result" || rc=1
   if [ "$rc" = 0 ] && [ -f "$work/seconds" ]; then
-    secs=$(cat "$work/seconds")
-    { echo "$secs"; cat "$work/result"; } > "$prefix/.result"
+    secs=$(cat "$work/seconds") from=$run
+    { echo "$secs $run"; cat "$work/result"; } > "$prefix/.result"
     echo "$stamp" > "$prefix/.stamp"
   fi
   rm -rf "$work"
@@ -153,17 +155,17 @@ for b in "${branches[@]}"; do
   f=$(tarball "$b") || exit 1
   [ -f "$f" ] || { echo "branches.sh: no $f (branch $b) in the shared peers" >&2; exit 1; }
 done
-declare -A took old
+declare -A took runs
 failed=0
 for b in "${branches[@]}"; do
   one "$b" || failed=1
-  took[$b]=$secs old[$b]=$cached
+  took[$b]=$secs runs[$b]=$from
 done
 read -r wall cpu <<< "${took[main]:-}"
 for b in "${branches[@]}"; do
   [ "$b" != main ] && [ -n "${wall:-}" ] && [ -n "${took[$b]}" ] || continue
   note=
-  if [ -n "${old[$b]}${old[main]}" ]; then note=" (not one run: ASTERISK_BRANCHES_FORCE=1 builds both again)"; fi
+  if [ "${runs[$b]}" != "${runs[main]}" ]; then note=" (not one run: ASTERISK_BRANCHES_FORCE=1 builds both again)"; fi
   echo "$b against main: $(echo "${took[$b]} $wall $cpu" | awk '{ printf "wall %d s / %d s = %.2f, CPU %d s / %d s = %.2f", $1, $3, $1 / $3, $2, $4, $2 / $4 }')$note"
 done
 exit $failed
