@@ -30,8 +30,8 @@ func BenchmarkVerdictLatency(b *testing.B) {
 		case v = <-nodes[2].verdicts:
 		case <-time.After(2 * testTTL):
 			c := nodes[2].c
-			c.mu.Lock()
-			b.Fatalf("no verdict on c for %s: live %v votes %v status %v members %+v", contact, c.tally.live, c.tally.votes[contact], c.tally.status[contact], c.members)
+			c.l.mu.Lock()
+			b.Fatalf("no verdict on c for %s: live %v votes %v status %v members %+v", contact, c.l.tally.live, c.l.tally.votes[contact], c.l.tally.status[contact], c.l.members)
 		}
 		lat = append(lat, time.Since(start))
 		if v.Contact != contact || v.Status != qualify.Unreachable {

@@ -121,8 +121,14 @@ type Cluster struct {
 	ready   chan struct{} // closed once the verdicts are read back
 	yield   chan struct{} // yieldStreams's, capacity 1
 
-	mu         sync.Mutex // guards the fields below
-	members    map[string]Member
+	// l is the cluster's decision state: the members, votes, records
+	// and writes to make (ledger.go). The Cluster holds none of its own.
+	l *ledger
+
+	// mu guards the fields below: the membership's and the lease's
+	// state as the I/O sees it. It is never held together with l.mu or
+	// verdictMu, nor while calling a hook.
+	mu         sync.Mutex
 	memberSent time.Time                        // send time of this node's last renewal that succeeded
 	memberLife time.Duration                    // the members bucket's TTL as last read, 0 before the first read
 	electing   bool                             // at the last failed renewal this node still reached a majority (inClusterLocked)
@@ -137,21 +143,14 @@ type Cluster struct {
 	startErr   string    // why the buckets could not be created yet, "" once they are
 	probes     int
 	digest     string
-	tally      *tally
-	recorded   map[string]qualify.Status            // the verdicts bucket, as last seen
-	seeded     bool                                 // the first pass over the verdicts bucket is done
-	votesOut   map[string]qualify.Status            // this node's votes to publish, by contact
-	recordsOut map[string]qualify.Status            // the verdicts to record, by contact (leader)
-	sending    int                                  // the votes and verdicts publish is writing now (stats.go)
-	echo       map[string]qualify.Status            // this node's votes reported and not yet seen back through the votes watch
-	echoAt     time.Time                            // when one of them last came back, or echo last became non-empty
-	foreign    map[string]bool                      // the nodes not in nodes= seen (foreign.go)
-	strays     map[string]map[string]qualify.Status // by bucket, the keys of foreign nodes the leader removes
 
 	rewatches atomic.Uint64 // counts the times every watch was started again
 	lagged    atomic.Uint64 // counts the watches started again because they lagged
 	stepDowns atomic.Uint64 // counts the buckets' stream leaderships this node's server handed on
 
+	// The lock order: leadingMu, then verdictMu, then l.mu (the
+	// ledger's, innermost); leadingMu, then mu. The Leading hook runs
+	// under leadingMu, the Verdict hook under verdictMu.
 	leadingMu sync.Mutex // serialises the Leading hook
 	verdictMu sync.Mutex // serialises deciding and the Verdict hook, so that edges keep their order
 	closeOnce sync.Once
@@ -168,12 +167,10 @@ func New(cfg Config, hooks Hooks) (*Cluster, error) {
 	if err := cfg.checkTimings(); err != nil || cfg.Vantages < 1 {
 		return nil, fmt.Errorf("cluster: the configuration was not finished (Config.Finish): %v", err)
 	}
+	run := newRun()
 	c := &Cluster{cfg: cfg, hooks: hooks, lease: term{cfg.LeaseTTL}, member: term{cfg.MemberTTL},
-		start: time.Now(), run: newRun(), wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1), yield: make(chan struct{}, 1),
-		ready: make(chan struct{}), members: map[string]Member{},
-		tally: newTally(cfg.Quorum, cfg.Vantages), recorded: map[string]qualify.Status{},
-		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, echo: map[string]qualify.Status{},
-		foreign: map[string]bool{}, strays: map[string]map[string]qualify.Status{}, free: freeSpace}
+		start: time.Now(), run: run, wake: make(chan struct{}, 1), vacant: make(chan struct{}, 1), yield: make(chan struct{}, 1),
+		ready: make(chan struct{}), l: newLedger(cfg.Self, run, cfg.Nodes, cfg.Quorum, cfg.Vantages), free: freeSpace}
 	if err := c.connect(); err != nil {
 		c.Close()
 		return nil, err
@@ -425,7 +422,6 @@ func (c *Cluster) leaseTTLChanged(from, to time.Duration, err error) {
 // View returns the cluster as this node sees it now.
 func (c *Cluster) View() View {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	now := time.Now()
 	v := View{Self: c.cfg.Self, Leading: c.leadingAt(now),
 		InCluster: c.inClusterLocked(now)}
@@ -435,40 +431,20 @@ func (c *Cluster) View() View {
 	case v.InCluster:
 		v.Leader = c.leader
 	}
-	v.Foreign, v.Store = c.foreignLocked(), c.storeErr
-	for _, n := range c.cfg.Nodes {
-		m := c.members[n.Name]
-		m.Name = n.Name
-		v.Members = append(v.Members, m)
-	}
+	v.Store = c.storeErr
+	c.mu.Unlock()
+	c.l.view(&v, c.cfg.Nodes)
 	return v
 }
 
 // Status returns the cluster's status of contact (NonQualified when it
 // has none).
-func (c *Cluster) Status(contact string) qualify.Status {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.tally.status[contact]
-}
+func (c *Cluster) Status(contact string) qualify.Status { return c.l.status(contact) }
 
 // Verdicts counts the contacts the cluster has a verdict of (Reachable
 // or Unreachable) as this node holds them now, and of those the
 // Unreachable.
-func (c *Cluster) Verdicts() (total, unreachable int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.tally.status {
-		switch s {
-		case qualify.Unreachable:
-			unreachable++
-			total++
-		case qualify.Reachable:
-			total++
-		}
-	}
-	return total, unreachable
-}
+func (c *Cluster) Verdicts() (total, unreachable int) { return c.l.verdicts() }
 
 // MaxContactLen bounds a contact's key: a NATS subject of more than 4 KiB
 // would close the connection, and base64 makes the key 4/3 as long.
@@ -485,13 +461,7 @@ func (c *Cluster) Report(contact string, s qualify.Status) bool {
 	if len(contact) > MaxContactLen {
 		return false
 	}
-	c.mu.Lock()
-	c.votesOut[contact] = s
-	if len(c.echo) == 0 {
-		c.echoAt = time.Now()
-	}
-	c.echo[contact] = voteOf(s)
-	c.mu.Unlock()
+	c.l.report(contact, s, time.Now())
 	c.poke()
 	return true
 }
@@ -505,19 +475,6 @@ func voteOf(s qualify.Status) qualify.Status {
 	return qualify.NonQualified
 }
 
-// echoed records that this node's vote of contact came back through the
-// votes watch with s.
-func (c *Cluster) echoed(contact string, s qualify.Status) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if want, ok := c.echo[contact]; ok {
-		c.echoAt = time.Now()
-		if want == s {
-			delete(c.echo, contact)
-		}
-	}
-}
-
 // Vouch reports whether this node, as the leader, can vouch for the
 // verdicts it pushes (the sinks' check before each heartbeat): an error
 // when it is out of the cluster, or when its own votes have stopped
@@ -525,14 +482,15 @@ func (c *Cluster) echoed(contact string, s qualify.Status) {
 // MemberTTL), so that the routers fail open instead of holding verdicts
 // that no longer move.
 func (c *Cluster) Vouch() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	now := time.Now()
-	if !c.inClusterLocked(now) {
+	c.mu.Lock()
+	in := c.inClusterLocked(now)
+	c.mu.Unlock()
+	if !in {
 		return errors.New("this node is out of the cluster: its verdicts may be stale")
 	}
-	if stalled := now.Sub(c.echoAt); len(c.echo) > 0 && stalled > c.member.ttl {
-		return fmt.Errorf("%d of this node's votes have not come back through NATS for %v (member_ttl %v): its verdicts may be stale", len(c.echo), stalled.Round(100*time.Millisecond), c.member.ttl)
+	if n, stalled := c.l.stalled(now); n > 0 && stalled > c.member.ttl {
+		return fmt.Errorf("%d of this node's votes have not come back through NATS for %v (member_ttl %v): its verdicts may be stale", n, stalled.Round(100*time.Millisecond), c.member.ttl)
 	}
 	return nil
 }
@@ -557,11 +515,7 @@ func (c *Cluster) SetDigest(d string) {
 // Votes returns the votes of contact's live vantages, in assignment
 // order, as the tally holds them (NonQualified for a vantage that has
 // published none).
-func (c *Cluster) Votes(contact string) []Vote {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.tally.ballot(contact)
-}
+func (c *Cluster) Votes(contact string) []Vote { return c.l.ballot(contact) }
 
 // poke wakes the publisher.
 func (c *Cluster) poke() {
@@ -572,22 +526,24 @@ func (c *Cluster) poke() {
 }
 
 // setLeading is the lease's record of its state; it calls the Leading
-// hook on each edge and, on taking the lease, queues the verdicts the
-// bucket does not hold yet.
+// hook on each edge and, on taking the lease, has the ledger adopt the
+// recorded verdicts and queue those the bucket does not hold.
 func (c *Cluster) setLeading(held bool, sent, until time.Time) {
 	c.leadingMu.Lock()
 	defer c.leadingMu.Unlock()
-	if held && !c.isHeld() {
-		c.decide(c.adoptRecorded)
+	var orphans []string
+	if held {
+		c.verdictMu.Lock()
+		var vs []Verdict
+		vs, orphans = c.l.lead(true) // the adopted verdicts are the records already
+		c.tell(vs)
+		c.verdictMu.Unlock()
+	} else {
+		c.l.lead(false)
 	}
 	c.mu.Lock()
 	edge := held != c.held
 	c.held, c.heldSent, c.heldUntil = held, sent, until
-	var orphans []string
-	if edge && held {
-		c.queueUnrecorded()
-		orphans = c.orphansLocked()
-	}
 	c.mu.Unlock()
 	c.dropOrphans(orphans)
 	if held {
@@ -599,64 +555,22 @@ func (c *Cluster) setLeading(held bool, sent, until time.Time) {
 	c.poke()
 }
 
-// isHeld reports whether the lease's last record was held.
-func (c *Cluster) isHeld() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.held
-}
-
-// adoptRecorded takes the recorded verdict of every contact whose votes
-// decide nothing on their own (the rule keeps whatever status it had):
-// a new leader then keeps what the routers were told, instead of its own
-// tally's previous status, which may differ from the last leader's.
-// c.mu held.
-func (c *Cluster) adoptRecorded() []Verdict {
-	var out []Verdict
-	for contact, s := range c.recorded {
-		if v, ok := c.tally.adopt(contact, s); ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// queueUnrecorded queues every status the verdicts bucket does not hold;
-// c.mu held.
-func (c *Cluster) queueUnrecorded() {
-	for contact, s := range c.tally.status {
-		if c.recorded[contact] != s {
-			c.recordsOut[contact] = s
-		}
-	}
-}
-
-// decide runs f, which changes the tally under c.mu and returns the
-// verdicts it caused, and emits them; one decision at a time, so that the
-// hook sees the edges in the order they were decided.
-func (c *Cluster) decide(f func() []Verdict) {
+// decide runs f, an input to the ledger, and acts on its outcome: a
+// write queued wakes the publisher, the verdicts go to the hook. One
+// decision at a time, so that the hook sees the edges in the order they
+// were decided.
+func (c *Cluster) decide(f func() outcome) {
 	c.verdictMu.Lock()
 	defer c.verdictMu.Unlock()
-	c.mu.Lock()
-	vs := f()
-	c.mu.Unlock()
-	c.emit(vs)
+	o := f()
+	if o.Write {
+		c.poke()
+	}
+	c.tell(o.Verdicts)
 }
 
-// emit hands the verdicts to the hook and, when this node leads, queues
-// them for the verdicts bucket.
-func (c *Cluster) emit(vs []Verdict) {
-	if len(vs) == 0 {
-		return
-	}
-	c.mu.Lock()
-	if c.leadingAt(time.Now()) {
-		for _, v := range vs {
-			c.recordsOut[v.Contact] = v.Status
-		}
-	}
-	c.mu.Unlock()
-	c.poke()
+// tell hands the verdicts to the Verdict hook; verdictMu held.
+func (c *Cluster) tell(vs []Verdict) {
 	if c.hooks.Verdict != nil {
 		for _, v := range vs {
 			c.hooks.Verdict(v)

@@ -411,7 +411,7 @@ func nextVerdict(t *testing.T, o *testNode, step int) Verdict {
 	case v := <-o.verdicts:
 		return v
 	case <-time.After(2 * testTTL):
-		t.Fatalf("step %d: no verdict on %s (status %v)", step, o.cfg.Self, o.c.tally.status)
+		t.Fatalf("step %d: no verdict on %s (status %v)", step, o.cfg.Self, o.c.l.tally.status)
 	}
 	return Verdict{}
 }
@@ -508,9 +508,9 @@ func sortedVotes(v Verdict) Verdict {
 
 // vote is node's vote on contact as n has counted it.
 func (n *testNode) vote(contact, node string) qualify.Status {
-	n.c.mu.Lock()
-	defer n.c.mu.Unlock()
-	return n.c.tally.counted(contact, node)
+	n.c.l.mu.Lock()
+	defer n.c.l.mu.Unlock()
+	return n.c.l.tally.counted(contact, node)
 }
 
 // TestRestartTakesVerdictsBack: a node restarted while the votes alone
@@ -534,9 +534,9 @@ func TestRestartTakesVerdictsBack(t *testing.T) {
 	// not active", the lag check's restart) on the way.
 	waitFor(t, 10*testTTL, "c's vote is withdrawn", func() bool { return nodes[0].vote(contact, "c") == qualify.NonQualified })
 	waitFor(t, 10*testTTL, "c sees the recorded verdict", func() bool {
-		nodes[2].c.mu.Lock()
-		defer nodes[2].c.mu.Unlock()
-		return nodes[2].c.recorded[contact] == qualify.Unreachable
+		nodes[2].c.l.mu.Lock()
+		defer nodes[2].c.l.mu.Unlock()
+		return nodes[2].c.l.recorded[contact] == qualify.Unreachable
 	})
 
 	nodes[2].stop()

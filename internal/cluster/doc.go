@@ -25,15 +25,18 @@
 // The pure parts take no lock, goroutine or I/O and are table-tested:
 // [Config.Set] and [Config.Finish] (the [cluster] section), [Assign]
 // (rendezvous hashing of a contact over the live nodes), [Quorum.Decide]
-// (the vantage quorum rule), the tally that applies it per contact, and
-// the lease's deadline arithmetic.
+// (the vantage quorum rule), the tally that applies it per contact, the
+// ledger that holds every decision's state behind one lock (ledger.go:
+// a vote, a record, a membership change or a leading edge in, the
+// verdicts and the writes to make out), and the lease's deadline
+// arithmetic.
 //
 // A [Cluster] runs them: [New] starts the embedded server (or nothing, with
 // nats_url) and [Cluster.Run] announces the node, campaigns for the lease,
 // publishes this node's votes and watches everyone's, until its context
 // ends. What the daemon reads: [Cluster.View] (members, leader, whether
 // this node is in the cluster), [Cluster.Leading] (whether this node may push
-// the sinks now), [Cluster.Vantages] (who probes a contact) and the [Hooks]
+// the sinks now) and the [Hooks]
 // it is given (leadership and cluster-status edges, and whether the
 // node's configuration has a contact).
 //

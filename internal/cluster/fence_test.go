@@ -39,8 +39,8 @@ func TestRecordsFencedByTheLease(t *testing.T) {
 		c := bare(true, nil)
 		c.member = term{3 * time.Second}
 		c.heldUntil = time.Now().Add(time.Second)
-		c.votesOut["v"] = qualify.Reachable
-		c.recordsOut["r"] = qualify.Unreachable
+		c.l.votesOut["v"] = qualify.Reachable
+		c.l.recordsOut["r"] = qualify.Unreachable
 		js := &slowJS{delay: 2 * time.Second}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -107,9 +107,9 @@ func TestForeignNodesNeverCount(t *testing.T) {
 		if s := n.c.Status(contact); s != qualify.Reachable {
 			t.Errorf("%s says %v: a foreign vote counted", n.cfg.Self, s)
 		}
-		n.c.mu.Lock()
-		live := slices.Clone(n.c.tally.live)
-		n.c.mu.Unlock()
+		n.c.l.mu.Lock()
+		live := slices.Clone(n.c.l.tally.live)
+		n.c.l.mu.Unlock()
 		if slices.Contains(live, "x") {
 			t.Errorf("%s counts x among the live nodes %v", n.cfg.Self, live)
 		}

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"time"
-
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
@@ -28,36 +26,11 @@ func (c *Cluster) withdrawUnconfigured() {
 	if c.hooks.Configured == nil {
 		return
 	}
-	c.mu.Lock()
-	var own []string
-	for contact, votes := range c.tally.votes {
-		if _, ok := votes[c.cfg.Self]; ok {
-			own = append(own, contact)
-		}
-	}
-	c.mu.Unlock()
-	for _, contact := range own {
+	for _, contact := range c.l.ownVotes() {
 		if !c.configured(contact) {
 			c.Report(contact, qualify.Removed)
 		}
 	}
-}
-
-// orphansLocked lists, once each, the contacts with a status or a record
-// that no vote holds; c.mu held.
-func (c *Cluster) orphansLocked() []string {
-	var out []string
-	for contact := range c.tally.status {
-		if len(c.tally.votes[contact]) == 0 {
-			out = append(out, contact)
-		}
-	}
-	for contact := range c.recorded {
-		if _, listed := c.tally.status[contact]; !listed && len(c.tally.votes[contact]) == 0 {
-			out = append(out, contact)
-		}
-	}
-	return out
 }
 
 // dropOrphans queues, when this node leads, the removal of the verdict of
@@ -68,46 +41,14 @@ func (c *Cluster) dropOrphans(contacts []string) {
 		return
 	}
 	var gone []string
-	for _, contact := range c.unheld(contacts) { // the hook only for those no vote holds
+	for _, contact := range c.l.unheld(contacts) { // the hook only for those no vote holds
 		if !c.configured(contact) {
 			gone = append(gone, contact)
 		}
 	}
-	if len(gone) == 0 {
-		return
-	}
-	c.mu.Lock()
-	queued := false
-	if c.leadingAt(time.Now()) {
-		for _, contact := range gone {
-			_, recorded := c.recorded[contact]
-			_, decided := c.tally.status[contact]
-			if len(c.tally.votes[contact]) == 0 && (recorded || decided) {
-				c.recordsOut[contact] = qualify.Removed
-				queued = true
-			}
-		}
-	}
-	c.mu.Unlock()
-	if queued {
+	if len(gone) > 0 && c.l.drop(gone) {
 		c.poke()
 	}
-}
-
-// unheld keeps of contacts those that no vote holds and that have a
-// status or a record, as dropOrphans would remove.
-func (c *Cluster) unheld(contacts []string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, contact := range contacts {
-		_, recorded := c.recorded[contact]
-		_, decided := c.tally.status[contact]
-		if len(c.tally.votes[contact]) == 0 && (recorded || decided) {
-			out = append(out, contact)
-		}
-	}
-	return out
 }
 
 // forget drops the cluster's status of contact once neither a vote nor
@@ -119,17 +60,7 @@ func (c *Cluster) unheld(contacts []string) []string {
 func (c *Cluster) forget(contact string, gone bool) {
 	c.verdictMu.Lock()
 	defer c.verdictMu.Unlock()
-	c.mu.Lock()
-	if gone {
-		delete(c.recorded, contact)
-	}
-	var v Verdict
-	changed := false
-	if _, held := c.recorded[contact]; !held {
-		v, changed = c.tally.forget(contact)
-	}
-	c.mu.Unlock()
-	if changed && c.hooks.Verdict != nil {
+	if v, changed := c.l.forget(contact, gone); changed && c.hooks.Verdict != nil {
 		c.hooks.Verdict(v)
 	}
 }

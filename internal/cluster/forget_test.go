@@ -40,13 +40,12 @@ func voted(contact, node string, s qualify.Status) entry {
 // bare is a Cluster of nodes a, b, c with no server: its state and
 // rules only; leading sets whether it holds the lease.
 func bare(leading bool, configured func(string) bool) *Cluster {
-	c := &Cluster{cfg: Config{Self: "a", Quorum: Majority, Vantages: 3, Nodes: []Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}},
-		hooks: Hooks{Configured: configured}, foreign: map[string]bool{}, strays: map[string]map[string]qualify.Status{},
-		lease: term{time.Hour}, wake: make(chan struct{}, 1), members: map[string]Member{},
-		tally: newTally(Majority, 3), recorded: map[string]qualify.Status{},
-		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, echo: map[string]qualify.Status{}}
-	c.tally.members([]string{"a", "b", "c"})
+	cfg := Config{Self: "a", Quorum: Majority, Vantages: 3, Nodes: []Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
+	c := &Cluster{cfg: cfg, hooks: Hooks{Configured: configured}, lease: term{time.Hour}, wake: make(chan struct{}, 1),
+		l: newLedger(cfg.Self, "", cfg.Nodes, cfg.Quorum, cfg.Vantages), free: freeSpace}
+	c.l.tally.members([]string{"a", "b", "c"})
 	if leading {
+		c.l.leading = true
 		c.held, c.heldSent = true, time.Now()
 		c.heldUntil = c.lease.deadline(c.heldSent)
 	}
@@ -74,7 +73,7 @@ func TestOrphanedVerdictRule(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := bare(tt.leading, func(string) bool { return tt.configured })
-			c.recorded[k] = qualify.Reachable
+			c.l.recorded[k] = qualify.Reachable
 			for _, n := range []string{"a", "b", "c"} {
 				c.voteEntry(voted(k, n, qualify.Reachable))
 			}
@@ -83,8 +82,8 @@ func TestOrphanedVerdictRule(t *testing.T) {
 					c.voteEntry(voted(k, n, qualify.NonQualified))
 				}
 			}
-			if dropped := c.recordsOut[k] == qualify.Removed; dropped != tt.drop {
-				t.Fatalf("records to write %v, want the verdict's removal queued: %v", c.recordsOut, tt.drop)
+			if dropped := c.l.recordsOut[k] == qualify.Removed; dropped != tt.drop {
+				t.Fatalf("records to write %v, want the verdict's removal queued: %v", c.l.recordsOut, tt.drop)
 			}
 		})
 	}
@@ -102,17 +101,17 @@ func TestVerdictRemovalForgetsStatus(t *testing.T) {
 	for _, k := range []string{gone, held} {
 		c.recordEntry(entry{key: contactKey(k), value: "Unreachable", op: jetstream.KeyValuePut})
 	}
-	c.seeded = true
+	c.l.seeded = true
 	c.voteEntry(voted(held, "b", qualify.Unreachable))
 	heard = nil
 	for _, k := range []string{gone, held} {
 		c.recordEntry(entry{key: contactKey(k), op: jetstream.KeyValueDelete})
 	}
-	if _, ok := c.tally.status[gone]; ok || c.Status(held) != qualify.Unreachable {
-		t.Fatalf("statuses %v, want %s forgotten and %s kept", c.tally.status, gone, held)
+	if _, ok := c.l.tally.status[gone]; ok || c.Status(held) != qualify.Unreachable {
+		t.Fatalf("statuses %v, want %s forgotten and %s kept", c.l.tally.status, gone, held)
 	}
-	if _, ok := c.recorded[gone]; ok {
-		t.Fatalf("recorded %v, want %s gone", c.recorded, gone)
+	if _, ok := c.l.recorded[gone]; ok {
+		t.Fatalf("recorded %v, want %s gone", c.l.recorded, gone)
 	}
 	if len(heard) != 1 || heard[0].Contact != gone || heard[0].Status != qualify.NonQualified || heard[0].From != qualify.Unreachable {
 		t.Fatalf("the hook heard %+v, want %s from Unreachable to NonQualified", heard, gone)
@@ -121,8 +120,8 @@ func TestVerdictRemovalForgetsStatus(t *testing.T) {
 	// the vote's removal forgets the status.
 	heard = nil
 	c.voteEntry(voted(held, "b", qualify.NonQualified))
-	if _, ok := c.tally.status[held]; ok || len(heard) != 1 || heard[0].Contact != held {
-		t.Fatalf("after the last vote of %s went: statuses %v, the hook heard %+v; want it forgotten", held, c.tally.status, heard)
+	if _, ok := c.l.tally.status[held]; ok || len(heard) != 1 || heard[0].Contact != held {
+		t.Fatalf("after the last vote of %s went: statuses %v, the hook heard %+v; want it forgotten", held, c.l.tally.status, heard)
 	}
 }
 
@@ -198,11 +197,11 @@ func TestRemovedContactLeavesNothing(t *testing.T) {
 	waitFor(t, 10*testTTL, "the leader deletes the verdict", func() bool { return bucketHolds(t, nodes[0], bucketVerdicts, contactKey(k), false) })
 	for _, n := range nodes {
 		waitFor(t, 10*testTTL, n.cfg.Self+" forgets the status", func() bool {
-			n.c.mu.Lock()
-			defer n.c.mu.Unlock()
-			_, decided := n.c.tally.status[k]
-			_, recorded := n.c.recorded[k]
-			return !decided && !recorded && len(n.c.tally.votes[k]) == 0
+			n.c.l.mu.Lock()
+			defer n.c.l.mu.Unlock()
+			_, decided := n.c.l.tally.status[k]
+			_, recorded := n.c.l.recorded[k]
+			return !decided && !recorded && len(n.c.l.tally.votes[k]) == 0
 		})
 	}
 }

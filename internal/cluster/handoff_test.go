@@ -19,10 +19,10 @@ func TestNewLeaderAdoptsRecordedVerdict(t *testing.T) {
 	var heard []string
 	c.hooks.Verdict = func(v Verdict) { heard = append(heard, v.From.String()+"->"+v.Status.String()) }
 	c.hooks.Leading = func(l bool) { heard = append(heard, "leading") }
-	c.tally.seed(k, qualify.Reachable)
+	c.l.tally.seed(k, qualify.Reachable)
 	c.voteEntry(voted(k, "a", qualify.Unreachable))
 	c.voteEntry(voted(k, "b", qualify.Reachable))
-	c.recorded[k] = qualify.Unreachable
+	c.l.recorded[k] = qualify.Unreachable
 	now := time.Now()
 	c.setLeading(true, now, now.Add(time.Minute))
 	if got := strings.Join(heard, " "); got != "Reachable->Unreachable leading" {
@@ -31,8 +31,8 @@ func TestNewLeaderAdoptsRecordedVerdict(t *testing.T) {
 	if s := c.Status(k); s != qualify.Unreachable {
 		t.Fatalf("status %v after taking the lease, want the recorded Unreachable", s)
 	}
-	if _, queued := c.recordsOut[k]; queued {
-		t.Fatalf("records to write %v: the adopted verdict is already the record", c.recordsOut)
+	if _, queued := c.l.recordsOut[k]; queued {
+		t.Fatalf("records to write %v: the adopted verdict is already the record", c.l.recordsOut)
 	}
 }
 

@@ -28,16 +28,16 @@ func TestRestartedNodesOldVotesDoNotCount(t *testing.T) {
 	// The restarted b takes the recorded verdict back: wait until the
 	// leader (b itself, maybe, before it stopped) has recorded it.
 	waitFor(t, 10*testTTL, "the cluster records Reachable", func() bool {
-		nodes[0].c.mu.Lock()
-		defer nodes[0].c.mu.Unlock()
-		return nodes[0].c.recorded[contact] == qualify.Reachable
+		nodes[0].c.l.mu.Lock()
+		defer nodes[0].c.l.mu.Unlock()
+		return nodes[0].c.l.recorded[contact] == qualify.Reachable
 	})
 
 	again := startNode(t, nodes[1].cfg)
 	waitFor(t, 10*testTTL, "a counts the restarted b in", func() bool {
-		nodes[0].c.mu.Lock()
-		defer nodes[0].c.mu.Unlock()
-		return slices.Contains(nodes[0].c.tally.live, "b")
+		nodes[0].c.l.mu.Lock()
+		defer nodes[0].c.l.mu.Unlock()
+		return slices.Contains(nodes[0].c.l.tally.live, "b")
 	})
 	if s := nodes[0].c.Status(contact); s != qualify.Reachable {
 		t.Errorf("a says %v once b rejoined: b's vote of its previous run counted", s)

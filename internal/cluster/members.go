@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -173,44 +172,19 @@ func (c *Cluster) memberEntry(e jetstream.KeyValueEntry) ([]string, bool) {
 	if checkName(name) != nil {
 		return nil, false
 	}
-	if !c.ours(name) {
-		c.stray(bucketMembers, name, name, removed(e))
-		return nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	now := time.Now()
 	if name == c.cfg.Self {
-		c.selfSeen = time.Now()
+		c.mu.Lock()
+		c.selfSeen = now
+		c.mu.Unlock()
 	}
-	was := c.members[name].Up
-	m := Member{Name: name}
-	if removed(e) {
-		m.Since = time.Now()
-	} else {
-		var a announcement
-		if json.Unmarshal(e.Value(), &a) != nil {
-			return nil, false
-		}
-		m.Up, m.Since, m.Probes, m.Digest, m.run = true, a.Since, a.Probes, a.Digest, a.Run
-	}
-	run := c.members[name].run
-	c.members[name] = m
-	if was == m.Up && run == m.run {
+	var a announcement
+	if !removed(e) && json.Unmarshal(e.Value(), &a) != nil {
 		return nil, false
 	}
-	return c.liveLocked(), true
-}
-
-// liveLocked lists the members up; c.mu held.
-func (c *Cluster) liveLocked() []string {
-	var live []string
-	for name, m := range c.members {
-		if m.Up {
-			live = append(live, name)
-		}
-	}
-	slices.Sort(live)
-	return live
+	live, changed, o := c.l.member(name, a, removed(e), now)
+	c.strayed(o)
+	return live, changed
 }
 
 // watchMembers follows the members bucket and re-decides the verdicts
@@ -232,13 +206,7 @@ func (c *Cluster) watchMembers(ctx context.Context, kv jetstream.KeyValue, ready
 // membersChanged decides the verdicts again for the live nodes, then
 // tells the Members hook.
 func (c *Cluster) membersChanged(live []string) {
-	c.decide(func() []Verdict {
-		runs := map[string]string{}
-		for _, n := range live {
-			runs[n] = c.members[n].run
-		}
-		return append(c.tally.incarnate(runs), c.tally.members(live)...)
-	})
+	c.decide(func() outcome { return c.l.decideMembers(live) })
 	if c.hooks.Members != nil {
 		c.hooks.Members(live)
 	}
@@ -263,16 +231,7 @@ func (c *Cluster) membersStale() bool {
 // pruneMembers marks down every member up that a watch's first pass did
 // not see, and returns the live nodes when they changed.
 func (c *Cluster) pruneMembers(seen map[string]bool) ([]string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	changed := false
-	for name, m := range c.members {
-		if m.Up && !seen[name] {
-			c.members[name] = Member{Name: name, Since: time.Now()}
-			changed = true
-		}
-	}
-	return c.liveLocked(), changed
+	return c.l.prune(seen, time.Now())
 }
 
 // watchLease follows the lease key: the leader's name, and a wake-up for
@@ -307,7 +266,7 @@ func (c *Cluster) watchLease(ctx context.Context, kv jetstream.KeyValue) {
 // removes its key (lease.look).
 func (c *Cluster) seeLeader(leader string, rev uint64) {
 	if leader != "" && !c.ours(leader) {
-		c.stray(bucketLease, "", leader, true) // logged; the candidates remove the key
+		c.strayed(c.l.strayed(bucketLease, "", leader, true)) // logged; the candidates remove the key
 		leader = ""
 	}
 	c.mu.Lock()

@@ -28,15 +28,8 @@ type Stats struct {
 // Stats returns this node's counters now.
 func (c *Cluster) Stats() Stats {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return Stats{Stale: c.rewatches.Load(), Lagged: c.lagged.Load(),
-		Pending: len(c.votesOut) + len(c.recordsOut) + c.sending, Probes: c.probes, HandedOn: c.stepDowns.Load(), Foreign: len(c.foreign)}
-}
-
-// sent records that the publisher's writes have ended; what NATS refused
-// goes back to the queue right after (requeue).
-func (c *Cluster) sent() {
-	c.mu.Lock()
-	c.sending = 0
+	probes := c.probes
 	c.mu.Unlock()
+	return Stats{Stale: c.rewatches.Load(), Lagged: c.lagged.Load(),
+		Pending: c.l.pending(), Probes: probes, HandedOn: c.stepDowns.Load(), Foreign: c.l.foreignCount()}
 }

@@ -8,9 +8,9 @@ import (
 
 // sendingNow is how many votes and verdicts n's publisher is writing.
 func (n *testNode) sendingNow() (sending, queued int) {
-	n.c.mu.Lock()
-	defer n.c.mu.Unlock()
-	return n.c.sending, len(n.c.votesOut) + len(n.c.recordsOut)
+	n.c.l.mu.Lock()
+	defer n.c.l.mu.Unlock()
+	return n.c.l.sending, len(n.c.l.votesOut) + len(n.c.l.recordsOut)
 }
 
 // TestStatsCountWhatNATSHasNotTaken: Stats counts the votes NATS has not

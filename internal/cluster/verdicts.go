@@ -30,9 +30,7 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 	wg.Go(func() {
 		first := once(records)
 		c.watch(ctx, b.verdicts, c.recordEntry, func(seen map[string]bool) {
-			c.mu.Lock()
-			c.seeded = true
-			c.mu.Unlock()
+			c.l.seed()
 			first(seen)
 		}, false)
 	})
@@ -67,15 +65,7 @@ func (c *Cluster) recordEntry(e jetstream.KeyValueEntry) {
 		c.forget(contact, true)
 		return
 	}
-	s := statusOf(e)
-	c.mu.Lock()
-	c.recorded[contact] = s
-	if !c.seeded {
-		c.tally.seed(contact, s)
-	}
-	orphan := c.seeded && len(c.tally.votes[contact]) == 0
-	c.mu.Unlock()
-	if orphan {
+	if c.l.record(contact, statusOf(e)) {
 		c.dropOrphans([]string{contact}) // a record written after its last vote went
 	}
 }
@@ -86,20 +76,16 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 	if !ok {
 		return
 	}
+	s, run := markOf(e)
+	var o outcome
+	c.decide(func() outcome {
+		o = c.l.vote(contact, node, run, s, time.Now())
+		return o
+	})
+	c.strayed(o) // a foreign vote logged
 	if !c.ours(node) {
-		c.stray(bucketVotes, e.Key(), node, removed(e))
 		return
 	}
-	s, run := markOf(e)
-	if node == c.cfg.Self {
-		c.ownVote(contact, s, run)
-	}
-	c.decide(func() []Verdict {
-		if v, changed := c.tally.voteIn(contact, node, run, s); changed {
-			return []Verdict{v}
-		}
-		return nil
-	})
 	if s != qualify.Reachable && s != qualify.Unreachable {
 		c.forget(contact, false)
 		c.dropOrphans([]string{contact})
@@ -128,27 +114,6 @@ func markOf(e jetstream.KeyValueEntry) (qualify.Status, string) {
 	return s, run
 }
 
-// ownVote handles this node's own vote coming back through the votes
-// watch: one of this run, or a withdrawal, is an echo (echoed); one of
-// a previous run is withdrawn, unless a vote of this run is on its way
-// for the contact.
-func (c *Cluster) ownVote(contact string, s qualify.Status, run string) {
-	if vote := s == qualify.Reachable || s == qualify.Unreachable; run == c.run || !vote {
-		c.echoed(contact, s) // a withdrawal names no run
-		return
-	}
-	c.mu.Lock()
-	_, queued := c.votesOut[contact]
-	_, flying := c.echo[contact]
-	if !queued && !flying {
-		c.votesOut[contact] = qualify.Removed
-	}
-	c.mu.Unlock()
-	if !queued && !flying {
-		c.poke()
-	}
-}
-
 // publish writes this node's votes and, while it leads, the cluster's
 // verdicts, until ctx ends: the latest status of each contact, retried
 // until NATS takes it.
@@ -160,23 +125,18 @@ func (c *Cluster) publish(ctx context.Context, b *buckets) {
 		case <-c.wake:
 		}
 		c.mu.Lock()
-		votes, records := c.votesOut, c.recordsOut
-		c.votesOut, c.recordsOut = map[string]qualify.Status{}, map[string]qualify.Status{}
-		until := c.heldUntil
-		if !c.leadingAt(time.Now()) {
-			records = nil // only the leader records verdicts
-		}
-		c.sending = len(votes) + len(records)
+		until, leading := c.heldUntil, c.leadingAt(time.Now())
 		c.mu.Unlock()
-		failed := c.write(ctx, b.js, bucketVotes, votes, func(contact string) string { return voteKey(contact, c.cfg.Self) }, c.run)
+		out := c.l.take(leading) // only the leader records verdicts
+		failed := batch{votes: c.write(ctx, b.js, bucketVotes, out.votes, func(contact string) string { return voteKey(contact, c.cfg.Self) }, c.run)}
 		// Records are fenced as pushes are: none is sent past the
 		// lease's safe deadline, when another node may lead and record.
 		rctx, cancel := context.WithDeadline(ctx, until)
-		failedRecords := c.write(rctx, b.js, bucketVerdicts, records, contactKey, "")
+		failed.records = c.write(rctx, b.js, bucketVerdicts, out.records, contactKey, "")
+		failed.strays = c.purgeStrays(rctx, b, out.strays)
 		cancel()
-		c.sent()
-		if !c.purgeStrays(ctx, b) || len(failed)+len(failedRecords) > 0 {
-			c.requeue(failed, failedRecords)
+		c.l.requeue(failed)
+		if len(failed.votes)+len(failed.records)+len(failed.strays) > 0 {
 			sleepUntil(ctx, time.Now().Add(c.member.retry()))
 			c.poke()
 		}
@@ -252,20 +212,4 @@ func kvMsg(bucket, key string, s qualify.Status, run string) *nats.Msg {
 		return &nats.Msg{Subject: kvSubject(bucket, key), Data: []byte(v)}
 	}
 	return &nats.Msg{Subject: kvSubject(bucket, key), Header: nats.Header{kvOperation: {kvDelete}}}
-}
-
-// requeue puts refused writes back, unless a newer status came meanwhile.
-func (c *Cluster) requeue(votes, records map[string]qualify.Status) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for contact, s := range votes {
-		if _, newer := c.votesOut[contact]; !newer {
-			c.votesOut[contact] = s
-		}
-	}
-	for contact, s := range records {
-		if _, newer := c.recordsOut[contact]; !newer {
-			c.recordsOut[contact] = s
-		}
-	}
 }

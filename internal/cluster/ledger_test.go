@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qualifyd/qualifyd/internal/qualify"
+)
+
+// in is one input to the ledger, as the watches and the node give them.
+type in func(l *ledger) outcome
+
+// member is node's announcement in run, or its removal (run "-").
+func memberIn(node, run string) in {
+	return func(l *ledger) outcome {
+		_, changed, o := l.member(node, announcement{Run: run}, run == "-", time.Time{})
+		if changed {
+			live := l.liveSnapshot()
+			d := l.decideMembers(live)
+			o.Verdicts, o.Write = append(o.Verdicts, d.Verdicts...), o.Write || d.Write
+		}
+		return o
+	}
+}
+
+// voteIn is node's vote of contact k, cast in run.
+func voteIn(node, run string, s qualify.Status) in {
+	return func(l *ledger) outcome { return l.vote("k", node, run, s, time.Time{}) }
+}
+
+// recordIn is the verdicts bucket's record of k.
+func recordIn(s qualify.Status) in {
+	return func(l *ledger) outcome { l.record("k", s); return outcome{} }
+}
+
+// seedIn ends the first pass over the verdicts bucket.
+func seedIn() in { return func(l *ledger) outcome { l.seed(); return outcome{} } }
+
+// leadIn is a leading edge: the verdicts adopted, and the orphans.
+func leadIn() in {
+	return func(l *ledger) outcome {
+		vs, _ := l.lead(true)
+		return outcome{Verdicts: vs, Write: l.pending() > 0}
+	}
+}
+
+// liveSnapshot is the live members now.
+func (l *ledger) liveSnapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.liveLocked()
+}
+
+// brief is an outcome as the table says it: "Reachable" for a verdict,
+// "+write" for a write queued, "+foreign x" for a foreign node first
+// seen; "" for nothing.
+func brief(o outcome) string {
+	var parts []string
+	for _, v := range o.Verdicts {
+		parts = append(parts, v.Status.String())
+	}
+	if o.Write {
+		parts = append(parts, "+write")
+	}
+	if o.Foreign != "" {
+		parts = append(parts, "+foreign "+o.Foreign)
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestLedger feeds the ledger of node a (run r2) sequences of inputs and
+// checks each one's outcome: the verdicts it hands the hook, whether it
+// queued a write, and a foreign node first seen.
+func TestLedger(t *testing.T) {
+	const U, R = qualify.Unreachable, qualify.Reachable
+	type step struct {
+		in   in
+		want string
+	}
+	tests := []struct {
+		name  string
+		q     Quorum
+		steps []step
+	}{
+		{"a restarted node's votes of its previous run never count", Any, []step{
+			{memberIn("a", "r2"), ""}, {memberIn("b", "r1"), ""}, {memberIn("c", "r1"), ""},
+			{voteIn("a", "r2", R), ""}, // a's own vote of this run: its echo
+			{voteIn("b", "r1", R), ""}, {voteIn("c", "r1", R), "Reachable"},
+			{voteIn("b", "r1", U), "Unreachable"},
+			{memberIn("b", "-"), "Reachable"},
+			{memberIn("b", "r3"), ""},  // b restarted: its Unreachable of r1 is still in the bucket
+			{voteIn("b", "r3", R), ""}, // its first vote of r3
+			{voteIn("b", "r3", U), "Unreachable"},
+		}},
+		{"this node's vote of its previous run is withdrawn", Majority, []step{
+			{memberIn("a", "r2"), ""},
+			{voteIn("a", "r1", U), "+write"},
+			{voteIn("a", "r1", qualify.NonQualified), ""}, // its withdrawal read back: nothing more to write
+		}},
+		{"a node not in nodes= is no member and no voter, logged once", Any, []step{
+			{memberIn("a", "r2"), ""}, {memberIn("b", "r1"), ""}, {memberIn("c", "r1"), ""},
+			{voteIn("b", "r1", R), ""}, {voteIn("c", "r1", R), ""}, {voteIn("a", "r2", R), "Reachable"},
+			{memberIn("x", "r9"), "+write +foreign x"},
+			{voteIn("x", "r9", U), "+write"},
+			{voteIn("d", "", U), "+write +foreign d"}, // a node removed from nodes=
+			{memberIn("x", "-"), ""},
+		}},
+		{"a new leader adopts the recorded verdict where the votes decide nothing", Majority, []step{
+			{memberIn("a", "r2"), ""}, {memberIn("b", "r1"), ""}, {memberIn("c", "r1"), ""},
+			{seedIn(), ""}, {recordIn(U), ""}, // the last leader's record, after the first pass
+			{voteIn("b", "r1", U), ""}, {voteIn("c", "r1", R), ""}, // a split: nothing decided
+			{leadIn(), "Unreachable"},                  // adopted: the record already, nothing to write
+			{voteIn("b", "r1", R), "Reachable +write"}, // decided while leading: recorded
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nodes := []Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+			l := newLedger("a", "r2", nodes, tt.q, 3)
+			for i, s := range tt.steps {
+				o := s.in(l)
+				if got := brief(o); got != s.want {
+					t.Fatalf("step %d: %q, want %q", i, got, s.want)
+				}
+				l.take(true) // the publisher takes every write
+			}
+		})
+	}
+}
