@@ -479,8 +479,9 @@ func voteOf(s qualify.Status) qualify.Status {
 // verdicts it pushes (the sinks' check before each heartbeat): an error
 // when it is out of the cluster, or when its own votes have stopped
 // coming back through NATS (some are outstanding and none came back for
-// MemberTTL), so that the routers fail open instead of holding verdicts
-// that no longer move.
+// MemberTTL; for an election more, up to max(electionBound, LeaseTTL),
+// while this node still reaches a majority of the nodes), so that the
+// routers fail open instead of holding verdicts that no longer move.
 func (c *Cluster) Vouch() error {
 	now := time.Now()
 	c.mu.Lock()
@@ -489,7 +490,10 @@ func (c *Cluster) Vouch() error {
 	if !in {
 		return errors.New("this node is out of the cluster: its verdicts may be stale")
 	}
-	if n, stalled := c.l.stalled(now); n > 0 && stalled > c.member.ttl {
+	// A vote waits while JetStream elects the votes stream's leader: a
+	// node that still reaches a majority gives it an election's time.
+	n, stalled := c.l.stalled(now)
+	if n > 0 && stalled > c.member.ttl && (stalled > c.member.ttl+max(electionBound, c.lease.ttl) || !c.reachesMajority()) {
 		return fmt.Errorf("%d of this node's votes have not come back through NATS for %v (member_ttl %v): its verdicts may be stale", n, stalled.Round(100*time.Millisecond), c.member.ttl)
 	}
 	return nil

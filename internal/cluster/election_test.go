@@ -5,13 +5,21 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/peertest"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // membersStreamLeader returns the node of nodes whose server leads the
 // members bucket's stream, as ask sees it; nil for none.
 func membersStreamLeader(t *testing.T, nodes []*testNode, ask *testNode) *testNode {
 	t.Helper()
-	name := streamLeader(t, ask, "KV_"+bucketMembers)
+	return bucketStreamLeader(t, nodes, ask, bucketMembers)
+}
+
+// bucketStreamLeader returns the node of nodes whose server leads
+// bucket's stream, as ask sees it; nil for none.
+func bucketStreamLeader(t *testing.T, nodes []*testNode, ask *testNode, bucket string) *testNode {
+	t.Helper()
+	name := streamLeader(t, ask, "KV_"+bucket)
 	for _, n := range nodes {
 		if n.cfg.Self == name {
 			return n
@@ -135,4 +143,34 @@ func TestFlappingRouteNeverFailsOpen(t *testing.T) {
 	if bound := 2 * testTTL; longest > bound {
 		t.Errorf("no vouching leader for %v while a route flapped, want at most %v", longest, bound)
 	}
+}
+
+// TestVotesElectionKeepsVouching: the routes of a node that does not
+// lead, and whose server leads the votes bucket's stream, are cut just
+// as the leader reports a vote: the vote cannot come back through the
+// votes watch until JetStream has elected another leader of the stream.
+// The leader, which still reaches a majority, keeps vouching for its
+// verdicts meanwhile (its heartbeats go on), and the vote comes back.
+func TestVotesElectionKeepsVouching(t *testing.T) {
+	nodes, proxies := partitionable(t)
+	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
+	lead := leaders(nodes)[0]
+	var victim *testNode
+	waitFor(t, 10*testTTL, "a node that does not lead leads the votes stream", func() bool {
+		victim = bucketStreamLeader(t, nodes, lead, bucketVotes)
+		return victim != nil && victim != lead
+	})
+	cut := time.Now()
+	cutNode(proxies, victim.cfg.Self, true)
+	lead.c.Report("t/sip:192.0.2.50:5060", qualify.Unreachable)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for hold := cut.Add(4 * testTTL); time.Now().Before(hold); <-tick.C {
+		if lead.c.Leading() {
+			if err := lead.c.Vouch(); err != nil {
+				t.Fatalf("the leader stopped vouching %v after %s's routes were cut: %v", time.Since(cut), victim.cfg.Self, err)
+			}
+		}
+	}
+	waitFor(t, 10*testTTL, "the vote comes back", func() bool { n, _ := lead.c.l.stalled(time.Now()); return n == 0 })
 }
