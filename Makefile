@@ -36,7 +36,7 @@ export QUALIFYD_ASTERISK_QUALIFY ?= $(ASTERISK_QUALIFY)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit testsuite asterisk-branches smoke lab deb man deb-test lossy blip dropflow fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
+.PHONY: all build test deps vet unit testsuite asterisk-branches smoke lab deb man deb-test lossy blip dropflow figures-calls fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
 
 all: build
 
@@ -194,6 +194,17 @@ lossy: build
 blip: build
 	$(GO) build -o bin/qualifyd-lab ./cmd/qualifyd-lab
 	bin/qualifyd-lab blip --qualifyd bin/qualifyd $(BLIP_FLAGS)
+
+# figures-calls measures how much the calls' outcomes shorten detection:
+# a trunk carrying a call every 5 s dies, and the real Kamailio (fr_timer
+# 2 s) and the real Asterisk (timer_b 32 s, then 6.4 s) each route around
+# it with qualifyd hearing the calls and without, side by side
+# (docs/performance.md). FIGURE_TRIALS deaths per router (3); about 2
+# minutes a trial, the routers in parallel.
+FIGURE_TRIALS ?= 3
+figures-calls:
+	QUALIFYD_FIGURES=1 QUALIFYD_FIGURE_TRIALS=$(FIGURE_TRIALS) QUALIFYD_ASTERISK=$(ASTERISK) \
+		$(GO) test -count=1 -timeout 60m -v -run '^TestFigureCallsDetection$$' ./cmd/qualifyd/ | grep -E 'FIGURE|trial [0-9]|^(---|ok|FAIL)'
 
 # dropflow probes a TCP peer through a middlebox that silently forgets a
 # flow after 2 s without SIP data (nftables, in namespaces qddrop-PID-p
