@@ -43,6 +43,12 @@
 // keeps the destinations' counts, so that the rule costs O(1) per status
 // change.
 //
+// The other way, an ami sink with observe_calls=yes also hears
+// Asterisk's calls: Watchers (watchers.go) runs a Calls (calls.go) per
+// such sink, a Manager session of its own with call events, whose Legs
+// (legs.go, pure and bounded) turn the outcome of each outgoing PJSIP leg
+// into observe.Observations for the daemon's observe.Sink.
+//
 // Check (check.go) contacts each router once and changes nothing, for
 // `qualifyd check-config --connect`.
 //
