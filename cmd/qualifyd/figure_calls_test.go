@@ -27,6 +27,7 @@ import (
 // waits until both routers have taken it out, and brings it back. Run by
 // `make figures-calls` (QUALIFYD_FIGURES=1; QUALIFYD_FIGURE_TRIALS trials
 // per router, 3 by default): several minutes, not part of make test.
+// QUALIFYD_FIGURE_DEBUG=1 logs the Asterisk qualifyds' lines of the trunk.
 
 const (
 	figCall  = 5 * time.Second  // a call every C
@@ -213,7 +214,17 @@ func figureAsterisk(t *testing.T, trials int, system string) {
 		sink := fmt.Sprintf("[a]\ntype=endpoint\naors=a\n\n[asterisk]\ntype=sink\ndriver=ami\naddress=127.0.0.1:%d\nusername=qualifyd\n"+
 			"secret_file=%s\ndevice_prefix=Custom:%s-\nobserve_calls=%s\n", ast.AMIPort, filepath.Join(dir, "ami.secret"), side,
 			map[string]string{"with": "yes", "without": "no"}[side])
-		startDaemon(t, "--config", figureConf(t, a.addr(), b.addr(), sink), "--http", "", "--sip-bind", "127.0.0.1:0").expect("qualifyd: started")
+		d := startDaemon(t, "--config", figureConf(t, a.addr(), b.addr(), sink), "--http", "", "--sip-bind", "127.0.0.1:0")
+		d.expect("qualifyd: started")
+		if os.Getenv("QUALIFYD_FIGURE_DEBUG") != "" {
+			go func() {
+				for l := range d.lines {
+					if strings.Contains(l, "a/sip:") || strings.Contains(l, "sink") {
+						t.Logf("%s: %s", side, l)
+					}
+				}
+			}()
+		}
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
