@@ -36,6 +36,8 @@ type fakeManager struct {
 	// stall and cut name an action whose next reply never comes, or is
 	// cut off mid-way by closing the connection.
 	stall, cut string
+	// events is the Events a login must ask for, "off" when empty.
+	events string
 	// onSetvar, if set, is called with each Setvar (with mu held).
 	onSetvar func(variable, value string)
 
@@ -140,7 +142,7 @@ func (f *fakeManager) answer(m map[string]string, authed *bool) (string, bool) {
 	case act == "Login":
 		sum := md5.Sum([]byte(challenge + f.secret))
 		ok := m["Secret"] == f.secret || m["AuthType"] == "MD5" && m["Key"] == hex.EncodeToString(sum[:])
-		if !ok || m["Events"] != "off" {
+		if !ok || m["Events"] != cmpOr(f.events, "off") {
 			return reply("Error", "Message: Authentication failed\r\n"), true
 		}
 		*authed = true
