@@ -55,8 +55,9 @@ func callPeer(t *testing.T, scenario string) int {
 // that answers is Answered, one that answers 503 is Failed 503, one that
 // never answers is a Timeout when Timer B fires (timer_t1=100 and
 // timer_b=4000 in type=system: Asterisk raises Timer B to 64 x T1,
-// 6.4 s, and says so), and a callee that rings until Dial's timeout
-// cancels the leg is nothing at all. About 7 s.
+// 6.4 s, and says so), one whose TCP port refuses the connection is
+// Failed 503 at once (pjsip's transport error), and a callee that rings
+// until Dial's timeout cancels the leg is nothing at all. About 7 s.
 func TestAMICallsReal(t *testing.T) {
 	calls := filepath.Join("testdata", "calls")
 	trunk, _ := filepath.Abs("../../cmd/qualifyd/testdata/kamailio/trunk.xml")
@@ -70,9 +71,15 @@ func TestAMICallsReal(t *testing.T) {
 	a.Write("manager.conf", fmt.Sprintf("[general]\nenabled = yes\nport = %d\nbindaddr = 127.0.0.1\n\n"+
 		"[qualifyd]\nsecret = %s\nread = call\nwrite = call,system\n", a.AMIPort, peertest.AMISecret))
 	var pj strings.Builder
-	fmt.Fprintf(&pj, "[system]\ntype=system\ntimer_t1=100\ntimer_b=4000\n\n[udp]\ntype=transport\nprotocol=udp\nbind=127.0.0.1:%d\n", a.SIPPort)
+	fmt.Fprintf(&pj, "[system]\ntype=system\ntimer_t1=100\ntimer_b=4000\n\n[udp]\ntype=transport\nprotocol=udp\nbind=127.0.0.1:%d\n"+
+		"\n[tcp]\ntype=transport\nprotocol=tcp\nbind=127.0.0.1:%d\n", a.SIPPort, peertest.FreePort(t, "tcp"))
 	conf := &pjsip.Config{}
 	on := &qualify.Policy{Frequency: 30 * time.Second}
+	// refused: a TCP peer whose port is closed.
+	refused := fmt.Sprintf("sip:refused@127.0.0.1:%d;transport=tcp", peertest.FreePort(t, "tcp"))
+	fmt.Fprintf(&pj, "\n[refused]\ntype=endpoint\ncontext=in\ndisallow=all\nallow=ulaw\ntransport=tcp\naors=refused\n\n[refused]\ntype=aor\ncontact=%s\n", refused)
+	conf.AoRs = append(conf.AoRs, pjsip.AoR{AoR: probe.AoR{Name: "refused", Contacts: []string{refused}, Policy: on}})
+	conf.Endpoints = append(conf.Endpoints, pjsip.Endpoint{Name: "refused", AoRs: []string{"refused"}})
 	for _, ep := range []string{"busy", "dead", "ok", "ring"} {
 		contact := fmt.Sprintf("sip:%s@127.0.0.1:%d", ep, peers[ep])
 		fmt.Fprintf(&pj, "\n[%s]\ntype=endpoint\ncontext=in\ndisallow=all\nallow=ulaw\naors=%s\n\n[%s]\ntype=aor\ncontact=%s\n", ep, ep, ep, contact)
@@ -91,20 +98,22 @@ func TestAMICallsReal(t *testing.T) {
 	waitFor(t, "the watcher's login", func() bool { return c.Stats().Up })
 
 	start := time.Now()
-	for _, ep := range []string{"ok", "busy", "dead", "ring"} {
+	for _, ep := range []string{"ok", "busy", "dead", "ring", "refused"} {
 		if out, err := a.CLI("channel originate Local/" + ep + "@out application Wait 1"); err != nil {
 			t.Fatalf("originate: %v %s", err, out)
 		}
 	}
-	waitFor(t, "three observations and every leg ended", func() bool {
+	waitFor(t, "four observations and every leg ended", func() bool {
 		got, _ := rec.taken()
-		return len(got) >= 3 && c.Stats().Legs.Events > 0 && func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.legs.Len() == 0 }()
+		return len(got) >= 4 && c.Stats().Legs.Events > 0 && func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.legs.Len() == 0 }()
 	})
 	got, at := rec.taken()
 	want := map[string]observe.Observation{
 		"ok":   {AoR: "ok", Outcome: observe.Answered, Source: observe.SourceAMI},
 		"busy": {AoR: "busy", Outcome: observe.Failed, Code: 503, Source: observe.SourceAMI},
 		"dead": {AoR: "dead", Outcome: observe.Timeout, Source: observe.SourceAMI},
+		// pjsip reports the refused connection as 503 (PJSIP_SC_TSX_TRANSPORT_ERROR).
+		"refused": {AoR: "refused", Outcome: observe.Failed, Code: 503, Source: observe.SourceAMI},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("observations %+v, want one each of %v", got, want)
@@ -119,7 +128,7 @@ func TestAMICallsReal(t *testing.T) {
 	if !strings.Contains(a.Log.String()+readLog(t, a), "Timer B setting is too low. Setting to 6400") {
 		t.Errorf("Asterisk did not say it raised timer_b=4000 to 64 x timer_t1")
 	}
-	if s := c.Stats(); s.Legs.Dropped != 0 || s.Taken.Accepted != 3 {
+	if s := c.Stats(); s.Legs.Dropped != 0 || s.Taken.Accepted != 4 {
 		t.Errorf("stats %+v", s)
 	}
 }
