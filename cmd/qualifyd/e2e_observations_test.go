@@ -42,7 +42,8 @@ func TestDaemonObservations(t *testing.T) {
 	uri := "sip:pbx07@" + r.Addr().String()
 	dir := t.TempDir()
 	conf, tokenFile := filepath.Join(dir, "q.conf"), filepath.Join(dir, "token")
-	writeFile(t, conf, fmt.Sprintf("[pbx07]\ntype=aor\ncontact=%s\nqualify_frequency=60\nqualify_timeout=1\nqualify_retry_interval=1\n", uri))
+	// The first probe within a second, not anywhere in F's minute.
+	writeFile(t, conf, fmt.Sprintf("[global]\ntype=global\nmax_initial_qualify_time=1\n\n[pbx07]\ntype=aor\ncontact=%s\nqualify_frequency=60\nqualify_timeout=1\nqualify_retry_interval=1\n", uri))
 	writeFile(t, tokenFile, "s3cret\n")
 	d := startDaemon(t, "--config", conf, "--http", "127.0.0.1:0", "--token-file", tokenFile, "--sip-bind", "127.0.0.1:0")
 	base := regexp.MustCompile(`http=(http://\S+)`).FindStringSubmatch(d.expect("qualifyd: started"))[1]
