@@ -129,7 +129,7 @@ testsuite:
 # each with --enable-dev-mode and the test framework, and runs the series'
 # unit tests in it, with main (49fe30d0ff) built the same way as the
 # baseline of the build times (contrib/asterisk/branches.sh, one build at a
-# time under nice -n 15 with make -j2: about 12 minutes for the three
+# time under nice -n 15 with make -j2: 8 to 12 minutes for the three
 # here; nothing for a branch whose stamp matches). Not part of test.
 # ASTERISK_BRANCHES_FORCE=1 builds them all again for fresh times;
 # contrib/asterisk/branches.sh TARBALL checks any other Asterisk source.
