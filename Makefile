@@ -104,10 +104,13 @@ vet:
 # chromium. internal/simulate is arithmetic on one goroutine but for its
 # worker pool: its tests run without the race detector (14 times faster),
 # and the pool's (TestDeterministic, TestRunStopsWithContext) with it.
+# Four packages at a time on two cores: the slow ones (the cluster's, the
+# daemon's, the binary's end-to-end tests) mostly wait on real peers'
+# timers, a fifth of a core each.
 RACE_PKGS = $(filter-out $(SIMULATE),$(shell $(GO) list $(PKGS)))
 SIMULATE  = github.com/qualifyd/qualifyd/internal/simulate
 unit:
-	QUALIFYD_BROWSER=require $(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
+	QUALIFYD_BROWSER=require $(GO) test -race -count=1 -timeout 20m -p 4 $(RACE_PKGS)
 	$(GO) test -count=1 $(SIMULATE)
 	$(GO) test -race -count=1 -run '^(TestDeterministic|TestRunStopsWithContext)$$' $(SIMULATE)
 	$(GO) -C packaging test -race -count=1 ./...
@@ -119,8 +122,9 @@ unit:
 # unpatched one passes), and the patch's new tests, which must pass on the
 # patched build and fail on the unpatched one (contrib/asterisk/testsuite.sh,
 # about 5 minutes with the builds cached). The suite binds
-# 127.0.0.1:5060-5062 and the Manager's 5038: it runs alone, after unit, and
-# two runs on one machine take turns.
+# 127.0.0.1:5060-5062 and the Manager's 5038: it runs after unit (beside
+# the labs, in namespaces of their own), and two runs on one machine take
+# turns.
 testsuite:
 	ASTERISK_SRC=$(ASTERISK_SRC) contrib/asterisk/testsuite.sh
 
