@@ -43,8 +43,8 @@ func vouching(nodes []*testNode) *testNode {
 // and whose server leads the members bucket's stream, are cut (as its
 // peers see a kill -9: their connections to it closed). JetStream elects another leader of the stream, the
 // two others' renewals wait for it meanwhile: neither leaves the
-// cluster at any sample (every 10 ms), and the leader keeps vouching for
-// its verdicts, so that its heartbeats go on.
+// cluster at any sample (every 10 ms), and a node leads and vouches for
+// its verdicts again (its heartbeats go on) within an election's bound.
 func TestElectionIsNoLostCluster(t *testing.T) {
 	nodes, proxies := partitionable(t)
 	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
@@ -78,10 +78,18 @@ func TestElectionIsNoLostCluster(t *testing.T) {
 		}
 		last = now
 	}
-	// A renewal of the lease that waits for an election may end the
-	// term (docs/cluster.md: the lease's stream); the next leader
-	// vouches within lease_ttl and a third.
-	if bound := testTTL + testTTL/3; unvouched > bound {
+	// The victim's server may lead the lease's stream too (the leader
+	// hands its streams to another server, and the victim is one): the
+	// leader's renewals then wait for that election and its term ends
+	// at its deadline, a third of lease_ttl or more after the death.
+	// NATS campaigns 4 to 9 s after the dead leader's last heartbeat,
+	// whatever lease_ttl (docs/cluster.md: the lease's stream), and a
+	// node leads again within a campaign's attempt of the election's
+	// end: the routers go without a vouching leader up to an
+	// election's bound. Measured with lease_ttl=3 under -race beside
+	// two CPU hogs on 2 cores: 3.1 to 7.3 s.
+	t.Logf("no node led and vouched for %v", unvouched)
+	if bound := max(electionBound, testTTL); unvouched > bound {
 		t.Errorf("no node led and vouched for %v after %s's server died, want at most %v", unvouched, victim.cfg.Self, bound)
 	}
 }
