@@ -379,6 +379,9 @@ func (r *blipRun) count(start time.Time, row *blipRow) {
 	// the take-back: during the blip nothing else brings a live
 	// destination up. It may be recorded just before the panic's own
 	// line, which another goroutine logs once the take-back is queued.
+	// Without a panic nothing takes a down back: an up then is no
+	// take-back, and the down stays counted.
+	panicked := !panicAt.IsZero()
 	falseBefore := map[string]bool{} // keys down before the panic, not taken back yet
 	for _, k := range kam {
 		switch {
@@ -388,7 +391,7 @@ func (r *blipRun) count(start time.Time, row *blipRow) {
 			falseBefore[k.key] = phase(k.at) == 0
 		case !k.down && r.isDea[k.key]:
 			row.DeadUpKamailio++
-		case !k.down && falseBefore[k.key] && phase(k.at) <= 1:
+		case !k.down && falseBefore[k.key] && panicked && phase(k.at) <= 1:
 			row.TakenKamailio++
 			falseBefore[k.key] = false
 		}
@@ -403,7 +406,7 @@ func (r *blipRun) count(start time.Time, row *blipRow) {
 			falseBefore[h.key] = phase(h.at) == 0
 		case !h.down && dead:
 			row.DeadUpWebhook++
-		case !h.down && falseBefore[h.key] && phase(h.at) <= 1:
+		case !h.down && falseBefore[h.key] && panicked && phase(h.at) <= 1:
 			row.TakenWebhook++
 			falseBefore[h.key] = false
 		}
