@@ -650,28 +650,35 @@ func clockedTrunks(t *testing.T, n int, rule pjsip.Panic, clock Clock) (*Group, 
 	return g, src, f
 }
 
+// siteFails takes trunks 0-9 of src through a first failed probe to
+// Unreachable, telling g each step: 0-2 go down while at most 3 fail
+// (10% of 30), 3-9 once all 10 do.
+func siteFails(g *Group, src *fakeEngine) {
+	for i := range 10 {
+		src.suspect(fmt.Sprintf("trunk%d", i))
+		g.AoRChanged(fmt.Sprintf("trunk%d", i))
+		if i == 2 {
+			for j := range 3 {
+				setTrunk(g, src, j, qualify.Unreachable)
+			}
+		}
+	}
+	for i := 3; i < 10; i++ {
+		setTrunk(g, src, i, qualify.Unreachable)
+	}
+}
+
 // TestPanicLetsAThirdGoDown: a genuine outage of a third of 30
 // destinations (a carrier's site), each failing its first probe and then
 // going down, makes no panic; above the lower mark (10%) each Down waits
 // for one, pushed Up, and reaches the router when its wait ends: the
 // longest F + T of the qualified AoRs (60 s here) after its verdict
-// (TestPanicWaitEndsOnTime: not a second later). The three that went down while at most 10%
-// failed are pushed at once.
+// (TestPanicWaitEndsOnTime: not a second later). The three that went
+// down while at most 10% failed are pushed at once.
 func TestPanicLetsAThirdGoDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g, src, f := liveTrunks(t, 30, pjsip.Panic{})
-		for i := range 10 {
-			src.suspect(fmt.Sprintf("trunk%d", i))
-			g.AoRChanged(fmt.Sprintf("trunk%d", i))
-			if i == 2 {
-				for j := range 3 {
-					setTrunk(g, src, j, qualify.Unreachable)
-				}
-			}
-		}
-		for i := 3; i < 10; i++ {
-			setTrunk(g, src, i, qualify.Unreachable)
-		}
+		siteFails(g, src)
 		synctest.Wait()
 		p := g.Panic()
 		if got, want := devices(f, 30), "UUU"+strings.Repeat(".", 27); got != want || p.Active || !p.Waiting || p.Hold != time.Minute {
@@ -701,18 +708,7 @@ func TestPanicWaitEndsOnTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g, src, f := liveTrunks(t, 30, pjsip.Panic{})
 		time.Sleep(awaitEvery / 2)
-		for i := range 10 {
-			src.suspect(fmt.Sprintf("trunk%d", i))
-			g.AoRChanged(fmt.Sprintf("trunk%d", i))
-			if i == 2 {
-				for j := range 3 {
-					setTrunk(g, src, j, qualify.Unreachable)
-				}
-			}
-		}
-		for i := 3; i < 10; i++ {
-			setTrunk(g, src, i, qualify.Unreachable)
-		}
+		siteFails(g, src)
 		synctest.Wait()
 		if got, want := devices(f, 30), "UUU"+strings.Repeat(".", 27); got != want || !g.Panic().Waiting {
 			t.Fatalf("devices %s, panic %+v: want 3 down at once, 7 waiting", got, g.Panic())
