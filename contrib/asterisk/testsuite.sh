@@ -147,7 +147,7 @@ for test in sys.argv[2:]:
         verdict = 'passed'
     print(test, verdict, c.get('time', '?') if c is not None else '?')
 PY
-  cat "$work/$name.results" | sed 's/^/   /'
+  sed 's/^/   /' "$work/$name.results"
 }
 
 deps

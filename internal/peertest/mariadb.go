@@ -19,9 +19,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// MariaDB is a MariaDB server of one test (StartRealtimeMariaDB): its own data directory in a directory of the
-// test's, listening only on the Unix socket Socket (no network). The
-// administrator root@localhost logs in with AdminPassword.
+// MariaDB is a MariaDB server of one test (StartRealtimeMariaDB): its
+// own data directory in a directory of the test's, listening only on the
+// Unix socket Socket (no network). The administrator root@localhost logs
+// in with AdminPassword.
 type MariaDB struct {
 	// Dir holds the socket and the data directory.
 	Dir string

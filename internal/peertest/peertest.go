@@ -2,12 +2,11 @@
 // (SIPp, Kamailio, PostgreSQL, MariaDB, Asterisk) as child processes of a
 // test, on loopback; Kamailio through StartKamailio, PostgreSQL through
 // StartPostgres (postgres.go: its own cluster on a Unix socket) and
-// MariaDB through StartRealtimeMariaDB (mariadb.go: likewise), which wait until
-// they answer; the realtime tables through Asterisk's Alembic migrations
-// (alembic.go). A missing
-// peer fails the test rather than skipping it, so that an interop test
-// never passes unrun; `make deps` installs them. It is imported by tests
-// only.
+// MariaDB through StartRealtimeMariaDB (mariadb.go: likewise), which wait
+// until they answer; the realtime tables through Asterisk's Alembic
+// migrations (alembic.go). A missing peer fails the test rather than
+// skipping it, so that an interop test never passes unrun; `make deps`
+// installs them. It is imported by tests only.
 package peertest
 
 import (
