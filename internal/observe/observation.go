@@ -199,9 +199,3 @@ func (o *Observation) Fresh(now time.Time) bool {
 	d := now.Sub(o.Time)
 	return d <= MaxAge && d >= -MaxSkew
 }
-
-// Draining reports whether o is a peer asking for a pause: a 503 with
-// Retry-After.
-func (o *Observation) Draining() bool {
-	return o.Outcome == Failed && o.Code == 503 && o.RetryAfter > 0
-}
