@@ -98,8 +98,7 @@ func (c *Calls) Run(ctx context.Context) {
 			return
 		}
 		c.failed(err, step)
-		d := min(minBackoff<<min(step, 6), maxBackoff)
-		if !sleep(ctx, time.Duration(float64(d)*(1-jitter+2*jitter*rand.Float64()))) {
+		if !sleep(ctx, backoffFor(step, rand.Float64())) {
 			return
 		}
 		step++

@@ -62,12 +62,16 @@ func (r *Reconciler) reconnect(ctx context.Context, body func(step *int) error) 
 }
 
 // backoff is the wait after the step-th failure in a row.
-func (r *Reconciler) backoff(step int) time.Duration {
+func (r *Reconciler) backoff(step int) time.Duration { return backoffFor(step, r.rand()) }
+
+// backoffFor is the wait after the step-th failure in a row, u in [0, 1)
+// placing it within the jitter: 1 s doubling to 60 s, ±20%.
+func backoffFor(step int, u float64) time.Duration {
 	d := maxBackoff
 	if step < 6 {
 		d = min(minBackoff<<step, maxBackoff)
 	}
-	return time.Duration(float64(d) * (1 - jitter + 2*jitter*r.rand()))
+	return time.Duration(float64(d) * (1 - jitter + 2*jitter*u))
 }
 
 // failed records and logs a failure: once per backoff step, with the
