@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/qualifyd/qualifyd/internal/responder"
 )
@@ -57,13 +56,10 @@ func TestDaemonObservations(t *testing.T) {
 		t.Fatalf("observations: %d %s", code, body)
 	}
 	// The probe the timeout brought forward: the next one was a minute away.
-	deadline := time.Now().Add(10 * time.Second)
-	for n, _, _ := r.Counts(); n == first; n, _, _ = r.Counts() {
-		if time.Now().After(deadline) {
-			t.Fatal("no probe after the call's timeout")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, peerBound, "a probe after the call's timeout", func() bool {
+		n, _, _ := r.Counts()
+		return n != first
+	})
 
 	code, body = postJSON(t, base+"/api/v1/observations", "s3cret",
 		`{"observations":[{"destination":"`+dest+`","outcome":"failed","code":503,"retry_after":20}]}`)
