@@ -106,7 +106,7 @@ vet:
 # and the pool's (TestDeterministic, TestRunStopsWithContext) with it.
 # Four packages at a time on two cores: the slow ones (the cluster's, the
 # daemon's, the binary's end-to-end tests) mostly wait on real peers'
-# timers, a fifth of a core each.
+# timers and leave the cores idle (docs/performance.md has the figures).
 RACE_PKGS = $(filter-out $(SIMULATE),$(shell $(GO) list $(PKGS)))
 SIMULATE  = github.com/qualifyd/qualifyd/internal/simulate
 unit:
