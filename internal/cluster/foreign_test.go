@@ -97,12 +97,7 @@ func TestForeignNodesNeverCount(t *testing.T) {
 		}
 		return removedX && gone(votes, voteKey(contact, "x")) && gone(votes, voteKey(contact, "d"))
 	}
-	for limit := time.Now().Add(5 * testTTL); !purged(); time.Sleep(pollEvery) {
-		if time.Now().After(limit) {
-			t.Errorf("the leader did not remove x's and d's keys within %v", 5*testTTL)
-			break
-		}
-	}
+	waitFor(t, 5*testTTL, "the leader removes x's and d's keys", purged)
 	for _, n := range nodes {
 		if s := n.c.Status(contact); s != qualify.Reachable {
 			t.Errorf("%s says %v: a foreign vote counted", n.cfg.Self, s)

@@ -14,9 +14,8 @@ type in func(l *ledger) outcome
 // member is node's announcement in run, or its removal (run "-").
 func memberIn(node, run string) in {
 	return func(l *ledger) outcome {
-		_, changed, o := l.member(node, announcement{Run: run}, run == "-", time.Time{})
+		live, changed, o := l.member(node, announcement{Run: run}, run == "-", time.Time{})
 		if changed {
-			live := l.liveSnapshot()
 			d := l.decideMembers(live)
 			o.Verdicts, o.Write = append(o.Verdicts, d.Verdicts...), o.Write || d.Write
 		}
@@ -43,13 +42,6 @@ func leadIn() in {
 		vs, _ := l.lead(true)
 		return outcome{Verdicts: vs, Write: l.pending() > 0}
 	}
-}
-
-// liveSnapshot is the live members now.
-func (l *ledger) liveSnapshot() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.liveLocked()
 }
 
 // brief is an outcome as the table says it: "Reachable" for a verdict,

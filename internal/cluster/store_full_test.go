@@ -39,7 +39,7 @@ func TestFullStoreLeavesTheCluster(t *testing.T) {
 		return !v.Leading && !v.InCluster && v.Store != "" && full.c.Vouch() != nil
 	})
 	t.Logf("%s out of the cluster %v after its JetStream was disabled: %s", full.cfg.Self, out, full.c.View().Store)
-	took := waitFor(t, 10*testTTL, "the others count it out and one of them leads", func() bool {
+	waitFor(t, 10*testTTL, "the others count it out and one of them leads", func() bool {
 		for _, n := range rest {
 			for _, m := range n.c.View().Members {
 				if m.Name == full.cfg.Self && m.Up {
@@ -50,7 +50,6 @@ func TestFullStoreLeavesTheCluster(t *testing.T) {
 		return len(leaders(rest)) == 1
 	})
 	t.Logf("%s leads, %s counted out, %v after %s's JetStream was disabled", leaders(rest)[0].cfg.Self, full.cfg.Self, time.Since(disabled), full.cfg.Self)
-	_ = took
 	full.c.mu.Lock()
 	full.c.free = freeSpace
 	full.c.mu.Unlock()
