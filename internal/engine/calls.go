@@ -152,7 +152,7 @@ func (e *Engine) held(id uint32, end time.Time, res qualify.Result) bool {
 	if !c.state.Draining || c.until == 0 || e.waiters[id] != nil {
 		return false
 	}
-	return e.stamp(end) < c.until && !(res.Code == 503 && res.RetryAfter > 0)
+	return e.stamp(end) < c.until && !res.Draining()
 }
 
 // destinationOf returns the slots of the contacts at d, written as

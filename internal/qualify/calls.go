@@ -41,7 +41,7 @@ func (p *Policy) JudgeCall(r Result) Call {
 		return CallNone
 	case r.Reason != ReasonNone || r.Code < 200:
 		return CallSuspect
-	case draining(r):
+	case r.Draining():
 		return CallDrain
 	case p.callFailureCodes().Contains(r.Code):
 		return CallSuspect
@@ -49,9 +49,9 @@ func (p *Policy) JudgeCall(r Result) Call {
 	return CallAlive
 }
 
-// draining reports whether r is a peer asking for a pause: a 503 with
+// Draining reports whether r is a peer asking for a pause: a 503 with
 // Retry-After.
-func draining(r Result) bool { return r.Code == 503 && r.RetryAfter > 0 }
+func (r Result) Draining() bool { return r.Code == 503 && r.RetryAfter > 0 }
 
 // callFailureCodes returns qualify_call_failure_codes, the default
 // resolved.

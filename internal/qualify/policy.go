@@ -235,7 +235,7 @@ func (p *Policy) Judge(r Result) (ok bool, reason Reason) {
 		// of time, never as a success.
 		return false, ReasonTimeout
 	}
-	if draining(r) {
+	if r.Draining() {
 		return false, ReasonDraining
 	}
 	if !p.accepts(r.Code) {
