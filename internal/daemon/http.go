@@ -95,7 +95,7 @@ func newHTTPFront(d *Daemon) (*httpFront, error) {
 		Version: d.cfg.Version, Logger: slog.New(slog.NewTextHandler(d.errs, nil)),
 		Panicked: d.metrics.CountPanic, StreamRefused: d.metrics.CountStreamRefused,
 		Cluster: d.clusterView, Votes: d.votes,
-		Observations: d.observer, ObservationsRefused: d.observer.Refused,
+		Observations: d.observer,
 	})
 	if err != nil {
 		return nil, err

@@ -40,6 +40,8 @@ func (o *observer) Observe(batch []observe.Observation) observe.Tally {
 	return t
 }
 
+var _ observe.Refuser = (*observer)(nil)
+
 // Refused counts what a source dropped before handing a batch over (a
 // body that did not parse, or was too large).
 func (o *observer) Refused(t observe.Tally) { o.m.CountObservations(t) }

@@ -12,6 +12,13 @@ type Sink interface {
 	Observe(batch []Observation) Tally
 }
 
+// Refuser is a Sink that also counts what a source dropped before
+// handing a batch over: a body that did not parse or was too large, an
+// event that could not be read. The daemon's Sink is one.
+type Refuser interface {
+	Refused(Tally)
+}
+
 // Drop says why an observation was dropped.
 type Drop uint8
 

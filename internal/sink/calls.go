@@ -43,10 +43,6 @@ type CallStats struct {
 	Taken observe.Tally
 }
 
-// refuser is an observe.Sink that also counts what its sources dropped
-// before handing a batch over (the daemon's).
-type refuser interface{ Refused(observe.Tally) }
-
 // pingEvery is how often an idle session is pinged; a session that reads
 // nothing, not even the pings' replies, for 3 pings is broken.
 const pingEvery = 20 * time.Second
@@ -141,7 +137,7 @@ func (c *Calls) feed(batch []observe.Observation, m map[string]string) []observe
 	batch = c.legs.Event(batch, time.Now(), m)
 	dropped = c.legs.Stats.Dropped - dropped
 	c.mu.Unlock()
-	if r, ok := c.to.(refuser); ok && dropped > 0 {
+	if r, ok := c.to.(observe.Refuser); ok && dropped > 0 {
 		var t observe.Tally
 		t.Dropped[observe.DropMalformed] = int(dropped)
 		r.Refused(t)

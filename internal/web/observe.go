@@ -31,8 +31,8 @@ func (s *Server) observations(w http.ResponseWriter, r *http.Request) {
 	default:
 		batch, refused, err = observe.ParseBatch(data)
 	}
-	if s.cfg.ObservationsRefused != nil && refused.Drops() > 0 {
-		s.cfg.ObservationsRefused(refused)
+	if r, ok := s.cfg.Observations.(observe.Refuser); ok && refused.Drops() > 0 {
+		r.Refused(refused)
 	}
 	if err != nil {
 		writeError(w, bodyStatus(err), err.Error())

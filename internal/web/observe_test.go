@@ -29,10 +29,10 @@ func (v *env) post(target, body string, header ...string) *httptest.ResponseReco
 func TestObservationsRoute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var refused observe.Tally
-		cfg := Config{Token: "tok", ObservationsRefused: func(t observe.Tally) { refused.Add(t) }}
+		cfg := Config{Token: "tok"}
 		p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second}
 		v := newEnv(t, cfg, engine.Config{}, engine.AoR{Name: "carrier", Contacts: []string{"sip:gw@192.0.2.7"}, Policy: &p})
-		v.srv.cfg.Observations = sinkFunc(v.e.Observe)
+		v.srv.cfg.Observations = refusingSink{sinkFunc(v.e.Observe), &refused}
 		auth := []string{"Authorization", "Bearer tok"}
 		body := `{"source":"kamailio","observations":[{"destination":"192.0.2.7","outcome":"failed","code":503,"retry_after":20},
 			{"destination":"192.0.2.8","outcome":"answered"},{"aor":"carrier","outcome":"bogus"}]}`
@@ -84,6 +84,15 @@ func TestObservationsRoute(t *testing.T) {
 type sinkFunc func([]observe.Observation) observe.Tally
 
 func (f sinkFunc) Observe(b []observe.Observation) observe.Tally { return f(b) }
+
+// refusingSink is a sinkFunc that adds what the server refused to
+// refused.
+type refusingSink struct {
+	sinkFunc
+	refused *observe.Tally
+}
+
+func (s refusingSink) Refused(t observe.Tally) { s.refused.Add(t) }
 
 // TestDrainEventData: the event stream's draining event says so, with
 // its log line.

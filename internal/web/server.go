@@ -76,11 +76,10 @@ type Config struct {
 	// configuration must then stay in force. Nil answers 501.
 	Reload func(ctx context.Context, force bool) error
 	// Observations, if set, takes the batches of POST
-	// /api/v1/observations; nil answers 501 there.
+	// /api/v1/observations; nil answers 501 there. If it is an
+	// observe.Refuser, it counts the bodies the server drops whole
+	// (malformed or oversized).
 	Observations observe.Sink
-	// ObservationsRefused, if set, counts the observations of a body the
-	// server dropped whole (malformed or oversized).
-	ObservationsRefused func(observe.Tally)
 	// Token, if not empty, is the bearer token POST routes require.
 	Token string
 	// Gatherer, if set, is served at /metrics; nil answers 404 there.
