@@ -37,7 +37,7 @@ type Bucket struct {
 	Probes, Failures int
 	// Calls counts the calls' outcomes applied to the AoR's contacts in
 	// the bucket (qualify-semantics §11), CallFailures those that
-	// indicted the peer. A state file does not keep them.
+	// indicted the peer.
 	Calls, CallFailures int
 	// RTTMin, RTTP50 and RTTMax are the smallest, median (an estimate)
 	// and largest RTT of the bucket's successful probes; zero without one.

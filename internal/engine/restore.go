@@ -38,7 +38,8 @@ func (r *Restored) Add(o Restored) {
 // with the reload rule (qualify-semantics §8): a contact whose AoR, URI
 // and options are unchanged takes its saved status, counters and last
 // result; its next probe stays where Apply put it (a first probe, spread
-// as max_initial_qualify_time spreads them). States too old, of contacts
+// as max_initial_qualify_time spreads them), or for a contact draining
+// until Saved.DrainEnd, at that end (qualify-semantics §11.4). States too old, of contacts
 // with qualify off, or of contacts already probed by this engine are left
 // out, and so are those of contacts another node probes (SetProbed). Each
 // restored status change is published as a StatusChanged from
@@ -149,7 +150,7 @@ func (e *Engine) restore(id uint32, s *Saved, now time.Time) {
 	c := &e.slots[id]
 	c.last = lastResult{at: mono(s.Last.At.UnixNano()), rtt: rttMicros(s.RTT), code: int16(s.Last.Code), reason: s.Last.Reason, ok: s.Last.OK, detail: s.Last.Detail}
 	c.stats = statsOf(s.Stats)
-	step := qualify.Step{State: s.State, From: c.state.Status, OK: s.Last.OK, Reason: s.Last.Reason}
+	step := qualify.Step{State: e.resumeDrain(id, s, now), From: c.state.Status, OK: s.Last.OK, Reason: s.Last.Reason}
 	res := qualify.Result{Code: s.Last.Code, Detail: s.Last.Detail}
 	if s.Last.OK {
 		res.RTT = s.RTT
@@ -159,4 +160,25 @@ func (e *Engine) restore(id uint32, s *Saved, now time.Time) {
 		kind = StatusChanged
 	}
 	e.transition(id, step, kind, res, now)
+}
+
+// resumeDrain returns s's state as slot id takes it at now: a drain the
+// peer asked for goes on until its end, a wall-clock time, from then on
+// on the monotonic clock (the contact's next probe is due at that end);
+// a drain that ended while the daemon was down, or saved without its end,
+// is over. Policy.Drain bounds the rest by qualify_drain_max, so that a
+// clock stepped back meanwhile cannot hold a contact out longer than the
+// option allows; stepped forward, the pause ends sooner and a probe
+// decides. Called with mu held.
+func (e *Engine) resumeDrain(id uint32, s *Saved, now time.Time) qualify.State {
+	st := s.State
+	if !st.Draining || !s.DrainEnd.After(now) {
+		st.Draining = false
+		return st
+	}
+	c := &e.slots[id]
+	step := c.policy.Drain(st, now, s.DrainEnd.Sub(now))
+	c.until = e.stamp(step.Next)
+	e.schedule(id, step.Next)
+	return step.State
 }

@@ -26,6 +26,10 @@ type Saved struct {
 	RTT  time.Duration
 	// Stats are the contact's running statistics.
 	Stats Stats
+	// DrainEnd, while State.Draining, is when the pause the peer asked
+	// for ends (qualify-semantics §11.4), in the engine's time as Last.At;
+	// zero otherwise. Restore resumes the pause until then.
+	DrainEnd time.Time
 	// Held, when later than Last.At, is a later time the state is known
 	// to have held: the state file's last write or check. Restore measures
 	// a state's age from the later of the two.
@@ -45,8 +49,12 @@ func (e *Engine) SavedPage(buf []Saved, after string, limit int) (page []Saved, 
 // saved copies the state of slot id. Called with mu held.
 func (e *Engine) saved(id uint32) Saved {
 	c := &e.slots[id]
-	return Saved{
+	s := Saved{
 		AoR: c.name, URI: c.uri, Policy: c.policy, Probe: c.opts, State: c.state,
 		Last: c.last.public(), RTT: c.last.RTT(), Stats: c.stats.public(),
 	}
+	if c.state.Draining {
+		s.DrainEnd = e.timeOf(c.until).Round(0)
+	}
+	return s
 }

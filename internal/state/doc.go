@@ -21,7 +21,9 @@
 // previous record's (the lengths of the prefix and the suffix they share,
 // and the middle), the index of its
 // AoR's options in the file (a new index is followed by the options),
-// the counters, the last result's age against written in microseconds,
+// the counters, from version 3 the end of a drain (qualify-semantics
+// §11.4) against written in microseconds when the status byte's bit 7
+// says the contact drains, the last result's age against written in microseconds,
 // its RTT in microseconds, status code and detail, and from version 2 its
 // statistics (probes, failures, the loss ring's two words, SRTT, RTTVAR,
 // minimum and maximum RTT in microseconds). Records come in the
@@ -32,12 +34,13 @@
 // A history is its AoR's name, the bucket width, the first bucket's start
 // against written, the buckets (probes, failures, the minimum RTT and the
 // steps up to the median and the maximum, the routable time as the
-// milliseconds short of the width), and the
+// milliseconds short of the width, and from version 3 the calls and
+// those that failed), and the
 // changes (time against written, URI and detail coded against the
 // previous change's, statuses and reason in a byte, status code): about
-// 12 KB for a day of buckets and 200 changes (BenchmarkStateHistories).
-// Version 1 files, without statistics or histories, are read as they
-// were.
+// 15 KB for a day of buckets and 200 changes (BenchmarkStateHistories).
+// Version 1 files, without statistics or histories, and version 2 files,
+// without drains or calls, are read as they were.
 //
 // The encoding is encoding/binary's varints written by hand rather than
 // encoding/gob: a record is a few appends to a buffer, with no reflection

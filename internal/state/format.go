@@ -11,10 +11,11 @@ import (
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
-// Version is the format this package writes. It reads it and
+// Version is the format this package writes. It reads it, version 2,
+// whose records have no drain and whose buckets no calls, and
 // OldestVersion, whose records have no statistics and which has no
 // histories.
-const Version = 2
+const Version = 3
 
 // OldestVersion is the oldest format this package reads.
 const OldestVersion = 1
@@ -33,7 +34,8 @@ const (
 	minRecord   = 23
 	minRecordV1 = 15
 	// minBucket and minChange are the fewest bytes a history's bucket and
-	// change take: one-byte varints, the change's status byte.
+	// change take in any version: one-byte varints, the change's status
+	// byte.
 	minBucket = 6
 	minChange = 9
 	// historyFollows precedes each history, where endOfRecords ends them.
@@ -111,11 +113,15 @@ func kept(s *engine.Saved) bool {
 
 // statusLearned, in a record's first byte, says that the state of a
 // learned or windowed threshold follows the record's counters (see
-// learned).
-const statusLearned = 1 << 6
+// learned); statusDraining, from version 3, that the contact drains and
+// the end of its drain follows.
+const (
+	statusLearned  = 1 << 6
+	statusDraining = 1 << 7
+)
 
 // packStatus is a record's first byte: status (bits 0-1), reason (2-4),
-// OK (5) and statusLearned (6).
+// OK (5), statusLearned (6) and statusDraining (7).
 func packStatus(s *engine.Saved) byte {
 	b := byte(s.State.Status) | byte(s.Last.Reason)<<2
 	if s.Last.OK {
@@ -124,17 +130,22 @@ func packStatus(s *engine.Saved) byte {
 	if learned(s.State) {
 		b |= statusLearned
 	}
+	if s.State.Draining {
+		b |= statusDraining
+	}
 	return b
 }
 
-// unpackStatus is the inverse of packStatus; false for a byte no record
-// starts with. It reports whether the learned state follows.
-func unpackStatus(b byte, s *engine.Saved) (ok, more bool) {
+// unpackStatus is the inverse of packStatus for a file of version v;
+// false for a byte no record starts with. It reports whether the learned
+// state follows; s.State.Draining whether the drain's end does.
+func unpackStatus(b byte, v int, s *engine.Saved) (ok, more bool) {
 	st, r := qualify.Status(b&3), qualify.Reason(b>>2&7)
-	if b>>7 != 0 || st > qualify.Unreachable || int(r) >= qualify.NumReasons {
+	if (v < 3 && b&statusDraining != 0) || st > qualify.Unreachable || int(r) >= qualify.NumReasons {
 		return false, false
 	}
 	s.State.Status, s.Last.Reason, s.Last.OK = st, r, b&(1<<5) != 0
+	s.State.Draining = b&statusDraining != 0
 	return true, b&statusLearned != 0
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/observe"
 	"github.com/qualifyd/qualifyd/internal/probe"
 	"github.com/qualifyd/qualifyd/internal/qualify"
 )
@@ -372,4 +373,47 @@ func TestMark(t *testing.T) {
 			t.Errorf("%s: held %v, want %v", c.name, f.Contacts[0].Held, c.want)
 		}
 	}
+}
+
+// TestRestoreKeepsDrain: a contact draining when the daemon stops is
+// restored draining, out of routing, its next probe at the end of the
+// pause it asked for; restored after that end, it is not draining.
+func TestRestoreKeepsDrain(t *testing.T) {
+	r := newKeeperRig(t)
+	r.run(2 * Interval)
+	drain := observe.Observation{AoR: "a", Outcome: observe.Failed, Code: 503, RetryAfter: 60 * time.Second}
+	if tally := r.e.Observe([]observe.Observation{drain}); tally.Accepted != 1 {
+		t.Fatalf("observe: %+v", tally)
+	}
+	end := r.now.Add(60 * time.Second)
+	r.run(Interval)
+	for _, c := range []struct {
+		at    time.Time
+		drain bool
+	}{{end.Add(-30 * time.Second), true}, {end.Add(time.Second), false}} {
+		e := restoredAt(t, r, c.at)
+		a, _ := e.AoR("a")
+		got := a.Contacts[0]
+		if (got.Phase == qualify.Draining) != c.drain || got.Routable == c.drain || got.Status != qualify.Reachable ||
+			(c.drain && !got.NextProbe.Equal(end)) {
+			t.Errorf("restored at %v: phase %v routable %v status %v next probe %v; want draining %v until %v",
+				c.at.Sub(end), got.Phase, got.Routable, got.Status, got.NextProbe, c.drain, end)
+		}
+	}
+}
+
+// restoredAt returns a new engine of r's AoRs with r's files restored at
+// at, as a restart does.
+func restoredAt(t *testing.T, r *keeperRig, at time.Time) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(engine.Config{Prober: r.prober, Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Apply(r.aors); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := r.saved("a")
+	e.Restore(f.Contacts, f.Seal)
+	return e
 }

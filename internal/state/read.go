@@ -193,7 +193,7 @@ func (d *decoder) end() {
 }
 
 func (d *decoder) record(s *engine.Saved) {
-	ok, more := unpackStatus(d.byte(), s)
+	ok, more := unpackStatus(d.byte(), d.version, s)
 	if !ok {
 		d.fail("bad status byte")
 		return
@@ -205,6 +205,9 @@ func (d *decoder) record(s *engine.Saved) {
 	s.State.Failures, s.State.Successes = d.u32(), d.u32()
 	if more {
 		d.learned(&s.State)
+	}
+	if s.State.Draining {
+		s.DrainEnd = time.UnixMicro(d.written + d.varint()).UTC()
 	}
 	s.Last.At = time.UnixMicro(d.written - d.varint()).UTC()
 	s.RTT = time.Duration(d.uvarint(uint64(qualify.MaxInterval.Microseconds()))) * time.Microsecond
@@ -296,6 +299,10 @@ func (d *decoder) bucket(start time.Time, width time.Duration) engine.Bucket {
 	hi := mid + d.uvarint(maxMicros-mid)
 	b.RTTMin, b.RTTP50, b.RTTMax = time.Duration(lo)*time.Microsecond, time.Duration(mid)*time.Microsecond, time.Duration(hi)*time.Microsecond
 	b.Routable = width - time.Duration(d.uvarint(uint64(width.Milliseconds())))*time.Millisecond
+	if d.version >= 3 {
+		b.Calls = int(d.uvarint(1<<32 - 1))
+		b.CallFailures = int(d.uvarint(uint64(b.Calls)))
+	}
 	return b
 }
 

@@ -23,7 +23,11 @@ func TestWriteSeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seeds := map[string][]byte{"good": good, "good-v1": v1, "empty-state": encoded(t, Header{Written: written}, nil),
+	v2, err := os.ReadFile("testdata/v2.state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := map[string][]byte{"good": good, "good-v1": v1, "good-v2": v2, "empty-state": encoded(t, Header{Written: written}, nil),
 		"truncated": good[:len(good)/2], "magic-only": []byte(magic), "foreign": []byte("not a state file\n"),
 		"mark": EncodeMark(Mark{Of: written, At: written.Add(time.Minute)}), "mark-truncated": EncodeMark(Mark{Of: written})[:20]}
 	dir := filepath.Join("testdata", "fuzz", "FuzzRead")

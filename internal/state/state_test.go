@@ -43,6 +43,8 @@ func sample() []engine.Saved {
 		{AoR: "trunk", URI: "sip:trunk@192.0.2.12", Policy: learning(), Probe: none,
 			State: qualify.State{Status: qualify.Reachable, Failures: 2, Threshold: 4, Spanned: true, Answered: 70000, Lost: 12, RunStart: 4_000_000_000},
 			Last:  engine.LastResult{At: at, Reason: qualify.ReasonTimeout}},
+		{AoR: "trunk2", URI: "sip:trunk2@192.0.2.13", Policy: p, Probe: none, State: qualify.State{Status: qualify.Reachable, Draining: true},
+			Last: engine.LastResult{At: at, Reason: qualify.ReasonDraining, Code: 503}, DrainEnd: written.Add(90 * time.Second)},
 	}
 }
 
@@ -66,7 +68,8 @@ func sampleHistories() []engine.History {
 	return []engine.History{{AoR: "pbx07", Width: time.Minute,
 		Buckets: []engine.Bucket{
 			{Start: start, Probes: 2, RTTMin: 9 * ms, RTTP50: 11 * ms, RTTMax: 31 * ms, Routable: time.Minute},
-			{Start: start.Add(time.Minute), Probes: 12, Failures: 11, RTTMin: 10 * ms, RTTP50: 10 * ms, RTTMax: 10 * ms, Routable: 13500 * ms},
+			{Start: start.Add(time.Minute), Probes: 12, Failures: 11, RTTMin: 10 * ms, RTTP50: 10 * ms, RTTMax: 10 * ms, Routable: 13500 * ms,
+				Calls: 7, CallFailures: 2},
 			{Start: start.Add(2 * time.Minute)},
 		},
 		Changes: []engine.Change{
@@ -139,6 +142,22 @@ func TestReadVersion1(t *testing.T) {
 	checkContacts(t, f, false)
 }
 
+// TestReadVersion2: a file of the second format, without drains or
+// calls, reads as it did (testdata/v2.state: sample()'s file, written by
+// the second format's Encode).
+func TestReadVersion2(t *testing.T) {
+	f, err := Read("testdata/v2.state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sampleHistories()
+	want[0].Buckets[1].Calls, want[0].Buckets[1].CallFailures = 0, 0
+	if f.Version != 2 || f.Seq != 42 || !f.Clean || !slices.EqualFunc(f.Histories, want, sameHistory) {
+		t.Fatalf("header %+v, version %d, histories %+v", f.Header, f.Version, f.Histories)
+	}
+	checkContacts(t, f, true)
+}
+
 // sameHistory reports whether x and y are equal, their times at the same
 // instants.
 func sameHistory(x, y engine.History) bool {
@@ -158,9 +177,12 @@ func sameHistory(x, y engine.History) bool {
 func checkContacts(t *testing.T, f *File, stats bool) {
 	t.Helper()
 	in := sample()
-	want := []engine.Saved{in[0], in[1], in[3], in[5]}
-	if f.Version == 1 {
+	want := []engine.Saved{in[0], in[1], in[3], in[5], in[6]}
+	switch f.Version {
+	case 1:
 		want = want[:3] // the first format's file was written before the learned threshold's contact
+	case 2:
+		want = want[:4] // and the second's before the draining one
 	}
 	for i := range want {
 		if !stats {
@@ -175,7 +197,8 @@ func checkContacts(t *testing.T, f *File, stats bool) {
 		wo := f.Seal(*w.Probe)
 		if g.AoR != w.AoR || g.URI != w.URI || *g.Policy != *w.Policy || *g.Probe != wo || g.State != w.State ||
 			!g.Last.At.Equal(w.Last.At) || g.Last.OK != w.Last.OK || g.Last.Reason != w.Last.Reason ||
-			g.Last.Code != w.Last.Code || g.Last.Detail != w.Last.Detail || g.RTT != w.RTT || g.Stats != w.Stats {
+			g.Last.Code != w.Last.Code || g.Last.Detail != w.Last.Detail || g.RTT != w.RTT || g.Stats != w.Stats ||
+			!g.DrainEnd.Equal(w.DrainEnd) {
 			t.Errorf("contact %d\n%+v %+v %+v\nwant\n%+v %+v %+v", i, g, *g.Policy, *g.Probe, w, *w.Policy, wo)
 		}
 	}
@@ -276,17 +299,17 @@ func TestCorruptBodies(t *testing.T) {
 		records []byte
 		count   uint64
 	}{
-		{"count too large", records, 5},
+		{"count too large", records, 6},
 		{"count too small", records, 2},
 		{"count beyond the file", records, 1 << 40},
-		{"bad status", append([]byte{3}, records[1:]...), 4},
+		{"bad status", append([]byte{3}, records[1:]...), 5},
 		{"unknown options", []byte{0, 0, 0, 1, 'a', 0, 0, 1, 'b', 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
 		{"shared prefix longer than the last name", []byte{0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
 		{"shared suffix longer than the last name", []byte{0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
-		{"no end of records", records[:len(records)-1], 4},
-		{"a history of buckets of no width", append(bytes.Clone(records), endOfRecords, historyFollows, 1, 'x', 0, 0, 1, 0, 0, 0, 0, 0, 0, 0), 4},
-		{"a bad change", append(bytes.Clone(records), endOfRecords, historyFollows, 1, 'x', 1, 0, 0, 1, 0, 0, 0, 0, 0x80, 0, 0, 0, 0), 4},
-		{"a bad history marker", append(bytes.Clone(records), endOfRecords, 2), 4},
+		{"no end of records", records[:len(records)-1], 5},
+		{"a history of buckets of no width", append(bytes.Clone(records), endOfRecords, historyFollows, 1, 'x', 0, 0, 1, 0, 0, 0, 0, 0, 0, 0), 5},
+		{"a bad change", append(bytes.Clone(records), endOfRecords, historyFollows, 1, 'x', 1, 0, 0, 1, 0, 0, 0, 0, 0x80, 0, 0, 0, 0), 5},
+		{"a bad history marker", append(bytes.Clone(records), endOfRecords, 2), 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -317,11 +340,11 @@ func TestWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := Write(path, Header{Written: written, Seq: 8}, pagesOf(sample()), nil)
-	if err != nil || st.Contacts != 4 {
+	if err != nil || st.Contacts != 5 {
 		t.Fatalf("Write = %+v, %v", st, err)
 	}
 	f, err := Read(path)
-	if err != nil || f.Seq != 8 || len(f.Contacts) != 4 {
+	if err != nil || f.Seq != 8 || len(f.Contacts) != 5 {
 		t.Fatalf("Read = %+v, %v", f, err)
 	}
 	fi, _ := os.Stat(path)
@@ -358,11 +381,11 @@ func TestTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, err := Take(path)
-	if err != nil || !f.Clean || f.Seq != 7 || len(f.Contacts) != 4 {
+	if err != nil || !f.Clean || f.Seq != 7 || len(f.Contacts) != 5 {
 		t.Fatalf("Take = %+v, %v", f, err)
 	}
 	again, err := Read(path)
-	if err != nil || again.Clean || again.Seq != 7 || len(again.Contacts) != 4 || again.Seal(*sample()[3].Probe) != *again.Contacts[2].Probe {
+	if err != nil || again.Clean || again.Seq != 7 || len(again.Contacts) != 5 || again.Seal(*sample()[3].Probe) != *again.Contacts[2].Probe {
 		t.Fatalf("after Take: %+v, %v", again, err)
 	}
 	if f, err := Take(path); err != nil || f.Clean {

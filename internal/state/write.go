@@ -181,6 +181,9 @@ func (e *encoder) record(s *engine.Saved) {
 	if learned(s.State) {
 		e.learned(s.State)
 	}
+	if s.State.Draining {
+		e.buf = binary.AppendVarint(e.buf, s.DrainEnd.UnixMicro()-e.written)
+	}
 	e.buf = binary.AppendVarint(e.buf, e.written-s.Last.At.UnixMicro())
 	e.buf = binary.AppendUvarint(e.buf, uint64(max(s.RTT.Microseconds(), 0)))
 	e.buf = binary.AppendUvarint(e.buf, uint64(max(s.Last.Code, 0)))
@@ -254,7 +257,8 @@ func (e *encoder) bucket(b *engine.Bucket, width time.Duration) {
 	lo, mid, hi := micros(b.RTTMin), micros(b.RTTP50), micros(b.RTTMax)
 	mid, hi = max(mid, lo), max(hi, mid, lo)
 	short := max(width.Milliseconds()-b.Routable.Milliseconds(), 0)
-	for _, v := range [...]uint64{uint64(max(b.Probes, 0)), uint64(max(b.Failures, 0)), lo, mid - lo, hi - mid, uint64(short)} {
+	for _, v := range [...]uint64{uint64(max(b.Probes, 0)), uint64(max(b.Failures, 0)), lo, mid - lo, hi - mid, uint64(short),
+		uint64(max(b.Calls, 0)), uint64(max(b.CallFailures, 0))} {
 		e.buf = binary.AppendUvarint(e.buf, v)
 	}
 }
