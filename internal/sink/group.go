@@ -72,7 +72,8 @@ type Group struct {
 	awaiting map[string]struct{}
 	notes    []func() // log lines to write outside mu
 	// holding wakes Run (capacity 1) when the lower mark holds an
-	// object, so that its timer is armed at the earliest wait's end.
+	// object or a reload may change its wait, so that its timer is
+	// armed at the earliest wait's end (wakeExpire).
 	holding chan struct{}
 }
 
@@ -129,6 +130,7 @@ func (g *Group) Configure(conf *pjsip.Config) {
 		s.rec.Wait(g.panic.Waiting, g.rule.wait)
 		g.recompute(s)
 	}
+	g.wakeExpire() // the wait may have changed: re-arm Run's timer
 	g.unlock()
 	for _, stop := range stops {
 		stop()
@@ -276,10 +278,7 @@ func (g *Group) setLevel(s *sink, k Key) {
 	l, reason, since := s.plan.level(k, g.cfg.Source)
 	fresh := g.panic.Active || !since.Before(g.calm())
 	if s.rec.set(k, l, reason, fresh) && !g.panic.Active {
-		select {
-		case g.holding <- struct{}{}:
-		default:
-		}
+		g.wakeExpire()
 		if g.awaiting == nil {
 			g.awaiting = map[string]struct{}{}
 		}
@@ -312,6 +311,15 @@ func (g *Group) recheck() {
 		if !still {
 			delete(g.awaiting, a)
 		}
+	}
+}
+
+// wakeExpire wakes Run to look at the lower mark's holds and arm its
+// timer at the earliest wait's end (expire).
+func (g *Group) wakeExpire() {
+	select {
+	case g.holding <- struct{}{}:
+	default:
 	}
 }
 
@@ -520,8 +528,10 @@ func (g *Group) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			done = true
-		case <-tick.C:
+			continue
+		case <-tick.C: // a hold it makes wakes holding
 			g.recheck()
+			continue
 		case <-g.holding:
 		case <-ends.C:
 		}

@@ -84,11 +84,31 @@ func (r *Reconciler) Hold(on bool) {
 // Wait, while on, holds an object that goes down from Up for at most
 // bound (see holds): the lower mark's rule, a Down waiting for a panic
 // that may be coming. Turning it off lets go of nothing by itself: a
-// held object is pushed down once set again after its bound.
+// held object is pushed down when its bound ends (expire). A new bound
+// (a reload) moves the end of every wait already running; the Group
+// re-arms its timer at each reload.
 func (r *Reconciler) Wait(on bool, bound time.Duration) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	moved := bound != r.waitFor
 	r.waiting, r.waitFor = on, bound
-	r.mu.Unlock()
+	if moved {
+		r.rekey()
+	}
+}
+
+// rekey sets every hold's end in expiries to waitFor after it was held,
+// dropping those whose object was set since. O(n). Called with mu held.
+func (r *Reconciler) rekey() {
+	kept := r.expiries[:0]
+	for _, e := range r.expiries {
+		if o, ok := r.objs[e.key]; ok && o.seq == e.seq {
+			e.due = o.at + int64(r.waitFor)
+			kept = append(kept, e)
+		}
+	}
+	r.expiries = kept
+	heap.Init(&r.expiries)
 }
 
 // expire pushes down every object the lower mark held whose wait has

@@ -919,3 +919,45 @@ func TestCensusCountsFailing(t *testing.T) {
 		t.Fatalf("a latency-only contact counted failing")
 	}
 }
+
+// TestPanicWaitFollowsAReload: a reload that changes the lower mark's
+// wait (H, from 60 s to 30 s or 90 s) moves the end of every wait already
+// running: a Down held half a second after a look at the awaited
+// objects reaches the router when the new wait ends after its verdict,
+// not at the next look after it.
+func TestPanicWaitFollowsAReload(t *testing.T) {
+	for _, h := range []time.Duration{30 * time.Second, 90 * time.Second} {
+		t.Run(h.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g, src, f := liveTrunks(t, 30, pjsip.Panic{})
+				time.Sleep(awaitEvery / 2)
+				siteFails(g, src)
+				synctest.Wait()
+				held := time.Now()
+				if got, want := devices(f, 30), "UUU"+strings.Repeat(".", 27); got != want || !g.Panic().Waiting {
+					t.Fatalf("devices %s, panic %+v: want 3 down at once, 7 waiting", got, g.Panic())
+				}
+				time.Sleep(10 * time.Second)
+				c, _ := trunks(30, pjsip.Panic{}, amiSink())
+				for i := range c.AoRs {
+					c.AoRs[i].Policy = &qualify.Policy{Frequency: h - time.Second, Timeout: time.Second}
+				}
+				g.Configure(c)
+				synctest.Wait()
+				if p := g.Panic(); p.Hold != h {
+					t.Fatalf("panic %+v: want the wait %v after the reload", p, h)
+				}
+				time.Sleep(h - time.Since(held) - time.Millisecond)
+				synctest.Wait()
+				if got := devices(f, 30); got != "UUU"+strings.Repeat(".", 27) {
+					t.Fatalf("devices %s %v after the verdicts, before the new wait (%v) is over", got, time.Since(held), h)
+				}
+				time.Sleep(time.Millisecond)
+				synctest.Wait()
+				if got, want := devices(f, 30), strings.Repeat("U", 10)+strings.Repeat(".", 20); got != want {
+					t.Fatalf("devices %s %v after the verdicts: want the seven pushed when the new wait (%v) ends", got, time.Since(held), h)
+				}
+			})
+		})
+	}
+}

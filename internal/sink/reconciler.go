@@ -519,7 +519,6 @@ func (r *Reconciler) adopt(prev *Reconciler) {
 	for k, o := range objs {
 		r.store(k, o)
 	}
-	for _, e := range ends {
-		heap.Push(&r.expiries, e)
-	}
+	r.expiries = append(r.expiries, ends...)
+	r.rekey() // prev's holds end by this sink's wait
 }
