@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/peertest"
+	"github.com/qualifyd/qualifyd/internal/qualify"
 )
 
 // partitionable starts three nodes whose every route goes through a
@@ -104,5 +106,72 @@ func TestPartitionOfTheLeader(t *testing.T) {
 				t.Fatalf("%s after the new leader: in cluster %v, leader %q, want %s", n.cfg.Self, v.InCluster, v.Leader, next.cfg.Self)
 			}
 		}
+	}
+}
+
+// TestHealedNodeRejoins: the leader's routes are cut both ways until
+// the two others count it out and it knows itself out of the cluster,
+// then mended; the test prints when the cut node is back: in the
+// cluster by its own view, up in every node's, its vote cast while cut
+// come back to it and counted by the others. NATS's Raft has no
+// pre-vote: the cut node campaigned while cut, and at the heal its
+// higher term makes the leaders of the streams it replicates step down,
+// so each such stream elects again (4 to 9 s) before the node's writes
+// land. It is back within that election's bound and a renewal's term.
+func TestHealedNodeRejoins(t *testing.T) {
+	nodes, proxies := partitionable(t)
+	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
+	cut := leaders(nodes)[0]
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != cut {
+			rest = append(rest, n)
+		}
+	}
+	cutNode(proxies, cut.cfg.Self, true)
+	waitFor(t, 10*testTTL, "the others count "+cut.cfg.Self+" out and it knows it", func() bool {
+		return !cut.c.View().InCluster && upCount(rest[0].c.View()) == 2 && upCount(rest[1].c.View()) == 2
+	})
+	const contact = "t/sip:192.0.2.60:5060"
+	cut.c.Report(contact, qualify.Unreachable)
+	healed := time.Now()
+	cutNode(proxies, cut.cfg.Self, false)
+	conds := []struct {
+		what string
+		cond func() bool
+	}{
+		{cut.cfg.Self + " in the cluster", func() bool { return cut.c.View().InCluster }},
+		{"every node sees 3 up", func() bool {
+			for _, n := range nodes {
+				if upCount(n.c.View()) != 3 {
+					return false
+				}
+			}
+			return true
+		}},
+		{"its vote came back to it", func() bool { n, _ := cut.c.l.stalled(time.Now()); return n == 0 }},
+		{"the others count its vote", func() bool {
+			for _, n := range rest {
+				if n.vote(contact, cut.cfg.Self) != qualify.Unreachable {
+					return false
+				}
+			}
+			return true
+		}},
+	}
+	took := make([]time.Duration, len(conds))
+	waitFor(t, 20*testTTL, cut.cfg.Self+" back", func() bool {
+		all := true
+		for i, c := range conds {
+			if took[i] == 0 && c.cond() {
+				took[i] = time.Since(healed)
+				t.Logf("%s %v after the heal", c.what, took[i])
+			}
+			all = all && took[i] > 0
+		}
+		return all
+	})
+	if worst, bound := slices.Max(took), electionBound+testTTL; worst > bound {
+		t.Errorf("%s back %v after the heal, want within a JetStream election and member_ttl (%v)", cut.cfg.Self, worst, bound)
 	}
 }

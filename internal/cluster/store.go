@@ -87,8 +87,9 @@ func (c *Cluster) restartServer(old *server.Server) error {
 }
 
 // setStoreError records why this node cannot store ("" when it can) and
-// logs each change between the two; taking the store away releases the
-// lease at once (storeFit).
+// logs each change between the two; taking the store away ends the
+// node's leading at once (leadingAt), and the lease gives its key up at
+// its next renewal (storeFit).
 func (c *Cluster) setStoreError(why string) {
 	c.mu.Lock()
 	was := c.storeErr
