@@ -36,7 +36,7 @@ export QUALIFYD_ASTERISK_QUALIFY ?= $(ASTERISK_QUALIFY)
 # DEB is the Debian package `make deb` writes.
 DEB      := qualifyd_$(VERSION)_amd64.deb
 
-.PHONY: all build test deps vet unit testsuite asterisk-branches smoke lab deb man deb-test lossy blip dropflow figures-calls fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
+.PHONY: all build test deps vet unit testsuite asterisk-branches smoke lab deb man deb-test lossy blip dropflow figures-calls figures-quiet fuzz fuzz-cover bench bench-engine bench-scale bench-daemon bench-state bench-cluster bench-release bench-cluster-tls screenshot clean
 
 all: build
 
@@ -209,6 +209,16 @@ FIGURE_TRIALS ?= 3
 figures-calls:
 	QUALIFYD_FIGURES=1 QUALIFYD_FIGURE_TRIALS=$(FIGURE_TRIALS) QUALIFYD_ASTERISK=$(ASTERISK) \
 		$(GO) test -count=1 -timeout 60m -v -run '^TestFigureCallsDetection$$' ./cmd/qualifyd/ | grep -E 'FIGURE|trial [0-9]|^(---|ok|FAIL)'
+
+# figures-quiet measures the quiet trunk (qualify_quiet_only) with the
+# real Kamailio: two identical healthy trunks each carry a call every 5 s,
+# F=30 T=3 N=3 R=2, one with the option; prints the OPTIONS each received
+# in FIGURE_WINDOW (10m) and how soon the quiet one is probed again after
+# its last call (docs/performance.md). The window and about 40 s more.
+FIGURE_WINDOW ?= 10m
+figures-quiet:
+	QUALIFYD_FIGURES=1 QUALIFYD_FIGURE_WINDOW=$(FIGURE_WINDOW) \
+		$(GO) test -count=1 -timeout 60m -v -run '^TestFigureCallsQuiet$$' ./cmd/qualifyd/ | grep -E 'FIGURE|^(---|ok|FAIL)'
 
 # dropflow probes a TCP peer through a middlebox that silently forgets a
 # flow after 2 s without SIP data (nftables, in namespaces qddrop-PID-p
