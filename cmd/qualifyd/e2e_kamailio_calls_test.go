@@ -505,3 +505,30 @@ func TestKamailioDraining(t *testing.T) {
 		}
 	}
 }
+
+// TestKamailioDrainingFailsOpen backs docs/routers.md's "When qualifyd
+// dies with a trunk held out as draining" for Kamailio: a peer answers
+// qualifyd's OPTIONS 503 with Retry-After: 20, and the sink sets its
+// destination inactive; qualifyd is killed (-9) at once, and Kamailio's
+// heartbeat item expires failopen_after (3 s here) after its last renewal,
+// which reloads the dispatcher: the destination is active again well
+// before the 20 s the peer asked for, as for a down trunk. About 6 s, in
+// parallel with the other calls tests.
+func TestKamailioDrainingFailsOpen(t *testing.T) {
+	t.Parallel()
+	const pause = 20 * time.Second
+	p := newSwapPeer(t, "trunk", "drain.xml")
+	apiAddr := "127.0.0.1:" + strconv.Itoa(freePort(t, "tcp"))
+	pk := observingKamailio(t, apiAddr, p)
+	k := &kamailio{t: t, rpc: pk.RPC, log: pk.Log}
+	conf := callsConf(t, kamailioSink(pk)+"heartbeat_interval=1\nfailopen_after=3\n", "trunk", p.contact(), refQualify)
+	d := startDaemon(t, "--config", conf, "--http", apiAddr, "--sip-bind", "127.0.0.1:0")
+	d.expect(p.line() + "is draining (503 with Retry-After): out of routing for 20s")
+	drained := time.Now()
+	eventually(t, peerBound, "the draining trunk inactive in dispatcher.list", func() bool { return k.state(p.dest()) == "I" })
+	back := k.failedOpen(p.dest(), kill(t, d))
+	t.Logf("active again %.2f s after qualifyd was killed, %.2f s into the 20 s pause", back.Seconds(), time.Since(drained).Seconds())
+	if since := time.Since(drained); since >= pause {
+		t.Fatalf("active again %v after the drain began: the pause's end, not the fail-open", since)
+	}
+}
