@@ -32,17 +32,12 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced
 		if !c.storeFit() { // a node that cannot store lets its membership lapse
 			next = sent.Add(t.retry())
 		} else if c.renew(ctx, kv) {
-			c.mu.Lock()
-			c.memberSent = sent
-			c.mu.Unlock()
+			c.renewed(sent)
 			first(nil)
 			c.readMemberLife(ctx, kv)
 			next = c.memberTerm().renewAt(sent)
 		} else {
-			reach := c.reachesMajority()
-			c.mu.Lock()
-			c.electing = reach
-			c.mu.Unlock()
+			c.renewFailed(c.reachesMajority())
 			next = sent.Add(t.retry())
 		}
 		if !sleepUntil(ctx, next) {
@@ -52,6 +47,23 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced
 	dctx, cancel := context.WithTimeout(context.Background(), c.member.ttl/3)
 	defer cancel()
 	_ = kv.Delete(dctx, c.cfg.Self)
+}
+
+// renewed records a renewal of this node's membership sent at sent that
+// succeeded.
+func (c *Cluster) renewed(sent time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.memberSent = sent
+}
+
+// renewFailed records a renewal that failed, while this node reached a
+// majority of the nodes or not (reach): the election's grace
+// (inClusterLocked).
+func (c *Cluster) renewFailed(reach bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.electing = reach
 }
 
 // electionBound is how long JetStream may take to elect a stream's
