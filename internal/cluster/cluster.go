@@ -131,7 +131,7 @@ type Cluster struct {
 	mu         sync.Mutex
 	memberSent time.Time                        // send time of this node's last renewal that succeeded
 	memberLife time.Duration                    // the members bucket's TTL as last read, 0 before the first read
-	electing   bool                             // at the last failed renewal this node still reached a majority (inClusterLocked)
+	electing   bool                             // a renewal failed since the last that succeeded, and this node still reached a majority then (inClusterLocked)
 	storeErr   string                           // why this node cannot store now, "" when it can (store.go)
 	free       func(dir string) (uint64, error) // the store's free space (freeSpace; the tests fill it)
 	selfSeen   time.Time                        // when the members watch last delivered this node's key

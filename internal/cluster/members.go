@@ -50,11 +50,12 @@ func (c *Cluster) announce(ctx context.Context, kv jetstream.KeyValue, announced
 }
 
 // renewed records a renewal of this node's membership sent at sent that
-// succeeded.
+// succeeded; it ends the streak of failed ones, and their election's
+// grace with it.
 func (c *Cluster) renewed(sent time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.memberSent = sent
+	c.memberSent, c.electing = sent, false
 }
 
 // renewFailed records a renewal that failed, while this node reached a
