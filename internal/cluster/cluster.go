@@ -355,7 +355,7 @@ func (c *Cluster) newLease(ctx context.Context, b *buckets) *lease {
 	}
 	return &lease{t: t, want: c.cfg.LeaseTTL, self: []byte(c.cfg.Self), kv: b.lease, vacant: c.vacant,
 		set: c.setLeading, bucket: bucket, changed: c.leaseTTLChanged, seen: c.seeLeader,
-		foreign: func(holder string) bool { return !c.ours(holder) }, fit: c.storeFit}
+		foreign: func(holder string) bool { return !c.l.ours(holder) }, fit: c.storeFit}
 }
 
 // Ready is closed once the node has read the cluster's verdicts back

@@ -15,9 +15,6 @@ import (
 // and the leader removes its keys (ledger.strays), as the nodes that
 // count could never tell it to.
 
-// ours reports whether name is one of nodes=.
-func (c *Cluster) ours(name string) bool { return c.cfg.index(name) >= 0 }
-
 // strayed logs and queues what the ledger's outcome o says of a node not
 // in nodes=.
 func (c *Cluster) strayed(o outcome) {

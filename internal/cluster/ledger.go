@@ -20,14 +20,14 @@ import (
 // publisher, which takes them (take). The Cluster does the I/O around
 // it (watches, publisher, lease, hooks) and holds no verdict state.
 //
-// mu guards every field. A method never calls out of the ledger, so
+// mu guards every field but nodes. A method never calls out of the ledger, so
 // mu is the innermost lock: the Cluster takes leadingMu, then
 // verdictMu, then mu; Cluster.mu is never held with it.
 type ledger struct {
 	mu    sync.Mutex
 	self  string          // this node's name
 	run   string          // this node's run (announcement.Run)
-	nodes map[string]bool // nodes=
+	nodes map[string]bool // nodes=; set by newLedger, read without mu
 
 	members  map[string]Member         // every node seen, by name
 	tally    *tally                    // the votes and the cluster's statuses
@@ -58,7 +58,8 @@ func newLedger(self, run string, nodes []Node, q Quorum, vantages int) *ledger {
 	return l
 }
 
-// ours reports whether name is one of nodes=.
+// ours reports whether name is one of nodes=: the one check, the
+// Cluster's too (its routes, the lease's holder).
 func (l *ledger) ours(name string) bool { return l.nodes[name] }
 
 // report queues this node's status of contact as its vote, awaiting its
@@ -71,6 +72,19 @@ func (l *ledger) report(contact string, s qualify.Status, now time.Time) {
 		l.echoAt = now
 	}
 	l.echo[contact] = voteOf(s)
+}
+
+// sawForeign records node, not one of nodes=, as seen holding no key the
+// leader removes (the lease's holder: the candidates remove that key),
+// and returns the outcome that logs it the first time.
+func (l *ledger) sawForeign(node string) outcome {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.foreign[node] {
+		return outcome{}
+	}
+	l.foreign[node] = true
+	return outcome{Foreign: node}
 }
 
 // stray records key of bucket, written by node, which is not one of

@@ -104,7 +104,7 @@ func (c *Cluster) reachesMajority() bool {
 	}
 	peers := map[string]bool{c.cfg.Self: true}
 	for _, r := range rz.Routes {
-		if c.ours(r.RemoteName) {
+		if c.l.ours(r.RemoteName) {
 			peers[r.RemoteName] = true
 		}
 	}
@@ -278,8 +278,8 @@ func (c *Cluster) watchLease(ctx context.Context, kv jetstream.KeyValue) {
 // A foreign holder is recorded and followed as none: a candidate
 // removes its key (lease.look).
 func (c *Cluster) seeLeader(leader string, rev uint64) {
-	if leader != "" && !c.ours(leader) {
-		c.strayed(c.l.strayed(bucketLease, "", leader, true)) // logged; the candidates remove the key
+	if leader != "" && !c.l.ours(leader) {
+		c.strayed(c.l.sawForeign(leader)) // logged; the candidates remove the key
 		leader = ""
 	}
 	c.mu.Lock()

@@ -83,7 +83,7 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 		return o
 	})
 	c.strayed(o) // a foreign vote logged
-	if !c.ours(node) {
+	if !c.l.ours(node) {
 		return
 	}
 	if s != qualify.Reachable && s != qualify.Unreachable {
