@@ -16,7 +16,8 @@ import (
 // calls (observe_calls=yes) beside the real Asterisk, which places a call
 // through its dial plan to each of two SIPp trunks, one answering 200 and
 // one 503: qualifyd's metrics count one answered and one failed
-// observation from the Manager. About 3 s.
+// observation from the Manager, and shows the watcher logged in in the
+// metrics and the API. About 3 s.
 func TestAsteriskObserveCalls(t *testing.T) {
 	calls := filepath.Join("..", "..", "internal", "sink", "testdata", "calls")
 	ok := callTrunk(t, filepath.Join("testdata", "kamailio", "trunk.xml"))
@@ -58,8 +59,15 @@ func TestAsteriskObserveCalls(t *testing.T) {
 	eventually(t, peerBound, "a failed call heard over the Manager", func() bool {
 		return strings.Contains(metricsText(t, api), metric("failed"))
 	})
-	if m := metricsText(t, api); !strings.Contains(m, `qualifyd_observations_dropped_total{reason="malformed"} 0`) {
+	m := metricsText(t, api)
+	if !strings.Contains(m, `qualifyd_observations_dropped_total{reason="malformed"} 0`) {
 		t.Errorf("malformed events counted:\n%s", m)
+	}
+	if !strings.Contains(m, `qualifyd_sink_calls_up{sink="asterisk"} 1`) || !strings.Contains(m, `qualifyd_sink_calls_reconnects_total{sink="asterisk"} 0`) {
+		t.Errorf("the call watcher's state is not in the metrics:\n%s", m)
+	}
+	if _, body := get(t, "GET", "http://"+api+"/api/v1/sinks/asterisk", ""); !strings.Contains(body, `"calls":{"up":true,"reconnects":0,"last_error":""}`) {
+		t.Errorf("the call watcher's state is not in the API: %s", body)
 	}
 }
 

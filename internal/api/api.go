@@ -269,6 +269,17 @@ type Sink struct {
 	Pushes      Pushes `json:"pushes"`
 	LastSuccess Time   `json:"last_success"`
 	LastError   string `json:"last_error"`
+	// Calls is the ami sink's call watcher (observe_calls=yes); absent
+	// for a sink without one.
+	Calls *SinkCalls `json:"calls,omitempty"`
+}
+
+// SinkCalls is the state of an ami sink's call watcher: its own Manager
+// session, which hears the calls.
+type SinkCalls struct {
+	Up         bool   `json:"up"`         // logged in, hearing the calls
+	Reconnects uint64 `json:"reconnects"` // sessions that failed or ended
+	LastError  string `json:"last_error"` // the latest failure's text, kept after a recovery; "" for none
 }
 
 // SinkDetail is the reply of GET /api/v1/sinks/NAME: the sink's state and

@@ -190,8 +190,9 @@ func (d *Daemon) build(conf *pjsip.Config, ccfg cluster.Config, clustered bool) 
 			return err
 		}
 	}
-	d.sinks = sink.NewGroup(scfg)
 	d.calls = sink.NewWatchers(d.observer, d.cfg.SinkDial, d.log.Notice)
+	scfg.Calls = d.calls.Stats
+	d.sinks = sink.NewGroup(scfg)
 	if err := watchSinks(d.metrics, d.reg, d.sinks); err != nil {
 		return err
 	}

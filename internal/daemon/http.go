@@ -58,6 +58,9 @@ func watchSinks(m *metrics.Metrics, reg prometheus.Registerer, g *sink.Group) er
 		for i, s := range st {
 			out[i] = metrics.SinkStats{Name: s.Name, Up: s.Up, Pending: s.Pending, LastSuccess: s.LastSuccess,
 				OK: s.OK, Error: s.Error, Dropped: s.Dropped}
+			if c := s.Calls; c != nil {
+				out[i].Calls = &metrics.CallWatchStats{Up: c.Up, Reconnects: c.Reconnects}
+			}
 		}
 		return out
 	})

@@ -61,7 +61,7 @@ func gatherAll(t *testing.T) []*dto.MetricFamily {
 		Calls: func() (uint64, uint64) { return 0, 0 }, AoR: probedAoR}); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.WatchSinks(reg, func() []SinkStats { return []SinkStats{{Name: "edge"}} }); err != nil {
+	if err := m.WatchSinks(reg, func() []SinkStats { return []SinkStats{{Name: "edge", Calls: &CallWatchStats{}}} }); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.WatchSources(reg, func() []SourceStats { return []SourceStats{{Name: "edge"}} }); err != nil {

@@ -20,6 +20,18 @@ type SinkStats struct {
 	LastSuccess time.Time
 	// OK, Error and Dropped count pushes by result.
 	OK, Error, Dropped uint64
+	// Calls is the state of the sink's call watcher (an ami sink with
+	// observe_calls=yes); nil for a sink without one, which has no call
+	// series.
+	Calls *CallWatchStats
+}
+
+// CallWatchStats is the state of an ami sink's call watcher.
+type CallWatchStats struct {
+	// Up is whether its Manager session is logged in, reading calls.
+	Up bool
+	// Reconnects counts its sessions that failed or ended.
+	Reconnects uint64
 }
 
 var (
@@ -31,6 +43,10 @@ var (
 		"Objects whose state in the router differs from qualifyd's.", []string{"sink"}, nil)
 	descSinkLast = prometheus.NewDesc("qualifyd_sink_last_success_timestamp_seconds",
 		"Unix time of the sink's last successful request; 0 if none.", []string{"sink"}, nil)
+	descSinkCallsUp = prometheus.NewDesc("qualifyd_sink_calls_up",
+		"1 while the ami sink's call watcher (observe_calls=yes) is logged in to the Manager, hearing the calls.", []string{"sink"}, nil)
+	descSinkCallsReconnects = prometheus.NewDesc("qualifyd_sink_calls_reconnects_total",
+		"Sessions of the ami sink's call watcher (observe_calls=yes) that failed or ended, each followed by a reconnect.", []string{"sink"}, nil)
 )
 
 // PanicStats is the daemon's panic state that the metrics export.
@@ -83,7 +99,7 @@ func (m *Metrics) WatchSinks(reg prometheus.Registerer, sinks func() []SinkStats
 		return errors.New("metrics: no registerer or no sinks")
 	}
 	return reg.Register(funcCollector{
-		descs: []*prometheus.Desc{descSinkUp, descSinkPushes, descSinkPending, descSinkLast},
+		descs: []*prometheus.Desc{descSinkUp, descSinkPushes, descSinkPending, descSinkLast, descSinkCallsUp, descSinkCallsReconnects},
 		collect: func(ch chan<- prometheus.Metric) {
 			for _, s := range sinks() {
 				collectSink(ch, s)
@@ -102,5 +118,9 @@ func collectSink(ch chan<- prometheus.Metric, s SinkStats) {
 		n     uint64
 	}{{"ok", s.OK}, {"error", s.Error}, {"dropped", s.Dropped}} {
 		ch <- prometheus.MustNewConstMetric(descSinkPushes, prometheus.CounterValue, float64(r.n), s.Name, r.label)
+	}
+	if c := s.Calls; c != nil {
+		ch <- prometheus.MustNewConstMetric(descSinkCallsUp, prometheus.GaugeValue, gauge(c.Up), s.Name)
+		ch <- prometheus.MustNewConstMetric(descSinkCallsReconnects, prometheus.CounterValue, float64(c.Reconnects), s.Name)
 	}
 }

@@ -15,7 +15,8 @@ func TestSinkSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stats := []SinkStats{{Name: "edge", Up: true, Pending: 2, LastSuccess: time.Unix(1764590400, 500e6), OK: 12, Error: 1}}
+	stats := []SinkStats{{Name: "edge", Up: true, Pending: 2, LastSuccess: time.Unix(1764590400, 500e6), OK: 12, Error: 1},
+		{Name: "pbx", Calls: &CallWatchStats{Reconnects: 3}}}
 	if err := m.WatchSinks(reg, func() []SinkStats { return stats }); err != nil {
 		t.Fatal(err)
 	}
@@ -23,20 +24,33 @@ func TestSinkSeries(t *testing.T) {
 # HELP qualifyd_sink_last_success_timestamp_seconds Unix time of the sink's last successful request; 0 if none.
 # TYPE qualifyd_sink_last_success_timestamp_seconds gauge
 qualifyd_sink_last_success_timestamp_seconds{sink="edge"} 1.7645904005e+09
+qualifyd_sink_last_success_timestamp_seconds{sink="pbx"} 0
 # HELP qualifyd_sink_pending Objects whose state in the router differs from qualifyd's.
 # TYPE qualifyd_sink_pending gauge
 qualifyd_sink_pending{sink="edge"} 2
+qualifyd_sink_pending{sink="pbx"} 0
 # HELP qualifyd_sink_pushes_total Pushes to the sink by result (ok, error, dropped).
 # TYPE qualifyd_sink_pushes_total counter
 qualifyd_sink_pushes_total{result="dropped",sink="edge"} 0
 qualifyd_sink_pushes_total{result="error",sink="edge"} 1
 qualifyd_sink_pushes_total{result="ok",sink="edge"} 12
+qualifyd_sink_pushes_total{result="dropped",sink="pbx"} 0
+qualifyd_sink_pushes_total{result="error",sink="pbx"} 0
+qualifyd_sink_pushes_total{result="ok",sink="pbx"} 0
 # HELP qualifyd_sink_up 1 when the sink is connected: the router answered its last request (a refusal included).
 # TYPE qualifyd_sink_up gauge
 qualifyd_sink_up{sink="edge"} 1
+qualifyd_sink_up{sink="pbx"} 0
+# HELP qualifyd_sink_calls_up 1 while the ami sink's call watcher (observe_calls=yes) is logged in to the Manager, hearing the calls.
+# TYPE qualifyd_sink_calls_up gauge
+qualifyd_sink_calls_up{sink="pbx"} 0
+# HELP qualifyd_sink_calls_reconnects_total Sessions of the ami sink's call watcher (observe_calls=yes) that failed or ended, each followed by a reconnect.
+# TYPE qualifyd_sink_calls_reconnects_total counter
+qualifyd_sink_calls_reconnects_total{sink="pbx"} 3
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qualifyd_sink_up", "qualifyd_sink_pending",
-		"qualifyd_sink_pushes_total", "qualifyd_sink_last_success_timestamp_seconds"); err != nil {
+		"qualifyd_sink_pushes_total", "qualifyd_sink_last_success_timestamp_seconds",
+		"qualifyd_sink_calls_up", "qualifyd_sink_calls_reconnects_total"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -37,6 +37,9 @@ type CallStats struct {
 	Up bool
 	// LastError is the last connection error, "" before any.
 	LastError string
+	// Reconnects counts the sessions that failed or ended, each
+	// followed by a reconnect after the backoff.
+	Reconnects uint64
 	// Legs counts what the events became (LegStats).
 	Legs LegStats
 	// Taken tallies what the observe.Sink did with the observations.
@@ -179,6 +182,7 @@ func (c *Calls) failed(err error, step int) {
 	}
 	c.mu.Lock()
 	c.stats.Up, c.stats.LastError = false, err.Error()
+	c.stats.Reconnects++
 	c.mu.Unlock()
 	c.log(slog.LevelWarn, "sink "+c.name+": "+err.Error(), slog.Int("retry", step+1))
 }

@@ -40,6 +40,9 @@ type Config struct {
 	// Clock, if set, replaces time.Now (tests): the holds and deadlines
 	// run on its Mono, so that a step of Wall moves none of them.
 	Clock Clock
+	// Calls, if set, gives the state of the ami sinks' call watchers by
+	// sink name (Watchers.Stats), which Status reports beside the sinks'.
+	Calls func() map[string]CallStats
 }
 
 // Group is the daemon's sinks: built from the configuration, fed with
@@ -89,6 +92,9 @@ type sink struct {
 type Status struct {
 	Name, Driver string
 	Stats
+	// Calls is the state of the sink's call watcher (observe_calls=yes);
+	// nil for a sink without one.
+	Calls *CallStats
 }
 
 // NewGroup returns a group without sinks.
@@ -573,11 +579,12 @@ func (g *Group) expire(t *time.Timer) {
 // Objects returns the state and the objects of the sink named name, or
 // false when there is none.
 func (g *Group) Objects(name string) (Status, []ObjectState, bool) {
+	calls := g.calls()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, s := range g.sinks {
 		if s.def.Name == name {
-			return Status{Name: s.def.Name, Driver: s.def.Driver, Stats: s.rec.Stats()}, s.rec.Objects(), true
+			return s.status(calls), s.rec.Objects(), true
 		}
 	}
 	return Status{}, nil, false
@@ -585,11 +592,30 @@ func (g *Group) Objects(name string) (Status, []ObjectState, bool) {
 
 // Status returns every sink's state, in configuration order.
 func (g *Group) Status() []Status {
+	calls := g.calls()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]Status, 0, len(g.sinks))
 	for _, s := range g.sinks {
-		out = append(out, Status{Name: s.def.Name, Driver: s.def.Driver, Stats: s.rec.Stats()})
+		out = append(out, s.status(calls))
 	}
 	return out
+}
+
+// calls returns the call watchers' states (Config.Calls), nil without
+// the hook. Called without mu: the watchers have their own lock.
+func (g *Group) calls() map[string]CallStats {
+	if g.cfg.Calls == nil {
+		return nil
+	}
+	return g.cfg.Calls()
+}
+
+// status returns s's state, with its call watcher's from calls.
+func (s *sink) status(calls map[string]CallStats) Status {
+	st := Status{Name: s.def.Name, Driver: s.def.Driver, Stats: s.rec.Stats()}
+	if c, ok := calls[s.def.Name]; ok {
+		st.Calls = &c
+	}
+	return st
 }

@@ -18,9 +18,10 @@ type Watchers struct {
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	notice func(level slog.Level, msg string, attrs ...slog.Attr)
 
+	// wake tells Run that a watcher waits to start (buffered, 1).
+	wake chan struct{}
+
 	mu      sync.Mutex
-	ctx     context.Context // Run's, nil while it does not run
-	wg      sync.WaitGroup
 	running map[string]*watch
 }
 
@@ -28,14 +29,14 @@ type Watchers struct {
 type watch struct {
 	def   *pjsip.Sink
 	calls *Calls
-	stop  context.CancelFunc // nil until started
+	stop  context.CancelFunc // nil until Run starts it
 }
 
 // NewWatchers returns watchers that hand their observations to to; dial
 // and notice are as in Config.
 func NewWatchers(to observe.Sink, dial func(ctx context.Context, network, addr string) (net.Conn, error),
 	notice func(level slog.Level, msg string, attrs ...slog.Attr)) *Watchers {
-	return &Watchers{to: to, dial: dial, notice: notice, running: map[string]*watch{}}
+	return &Watchers{to: to, dial: dial, notice: notice, running: map[string]*watch{}, wake: make(chan struct{}, 1)}
 }
 
 // Configure applies conf: a watcher whose sink is unchanged watches
@@ -55,9 +56,11 @@ func (w *Watchers) Configure(conf *pjsip.Config) {
 			continue
 		}
 		w.retire(def.Name)
-		x := &watch{def: def, calls: NewCalls(def, conf, w.to, w.dial, w.notice)}
-		w.running[def.Name] = x
-		w.start(x)
+		w.running[def.Name] = &watch{def: def, calls: NewCalls(def, conf, w.to, w.dial, w.notice)}
+		select {
+		case w.wake <- struct{}{}:
+		default: // Run is woken already
+		}
 	}
 	for name := range w.running {
 		if !keep[name] {
@@ -74,29 +77,33 @@ func (w *Watchers) retire(name string) {
 	delete(w.running, name)
 }
 
-// start runs x while Run runs. Called with mu held.
-func (w *Watchers) start(x *watch) {
-	if w.ctx == nil {
-		return
+// Run runs the watchers, and each one Configure adds while it runs,
+// until ctx is done, and waits for them.
+func (w *Watchers) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		w.startWaiting(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
 	}
-	ctx, cancel := context.WithCancel(w.ctx)
-	x.stop = cancel
-	w.wg.Go(func() { x.calls.Run(ctx) })
 }
 
-// Run runs the watchers until ctx is done, and waits for them.
-func (w *Watchers) Run(ctx context.Context) {
+// startWaiting starts, under ctx and counted in wg, the watchers not
+// started yet.
+func (w *Watchers) startWaiting(ctx context.Context, wg *sync.WaitGroup) {
 	w.mu.Lock()
-	w.ctx = ctx
+	defer w.mu.Unlock()
 	for _, x := range w.running {
-		w.start(x)
+		if x.stop == nil && ctx.Err() == nil {
+			wctx, cancel := context.WithCancel(ctx)
+			x.stop = cancel
+			wg.Go(func() { x.calls.Run(wctx) })
+		}
 	}
-	w.mu.Unlock()
-	<-ctx.Done()
-	w.mu.Lock()
-	w.ctx = nil
-	w.mu.Unlock()
-	w.wg.Wait()
 }
 
 // Stats returns each watcher's state by sink name.

@@ -2,7 +2,11 @@ package sink
 
 import (
 	"context"
+	"errors"
+	"net"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/qualifyd/qualifyd/internal/pjsip"
@@ -54,4 +58,30 @@ func TestWatchersFollowReloads(t *testing.T) {
 	if logins != 2 {
 		t.Errorf("%d logins, want 2", logins)
 	}
+}
+
+// TestWatchersCountReconnects: a call watcher whose Manager cannot be
+// reached is not up, keeps the error, and counts each failed session,
+// the next after the backoff (1 s ±20%).
+func TestWatchersCountReconnects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		refuse := func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("connection refused") }
+		w := NewWatchers(&recorder{}, refuse, nil)
+		conf := legsConf()
+		conf.Sinks = []*pjsip.Sink{{Name: "asterisk", Driver: "ami", Address: "127.0.0.1:5038", Username: "qualifyd", Secret: "s3cret",
+			Auth: "md5", Timeout: time.Second, ObserveCalls: true}}
+		w.Configure(conf)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { w.Run(ctx); close(done) }()
+		for want := uint64(1); want <= 2; want++ {
+			synctest.Wait()
+			if s := w.Stats()["asterisk"]; s.Up || s.Reconnects != want || !strings.Contains(s.LastError, "connection refused") {
+				t.Fatalf("watcher %+v, want %d reconnects", s, want)
+			}
+			time.Sleep(1200 * time.Millisecond)
+		}
+		cancel()
+		<-done
+	})
 }

@@ -63,9 +63,13 @@ func newPanic(p sink.Panic) api.Panic {
 }
 
 func newSink(st sink.Status) api.Sink {
-	return api.Sink{Name: st.Name, Driver: st.Driver, Up: st.Up, Objects: st.Objects,
+	out := api.Sink{Name: st.Name, Driver: st.Driver, Up: st.Up, Objects: st.Objects,
 		Pending: st.Pending, Held: st.Held, Pushes: api.Pushes{OK: st.OK, Error: st.Error, Dropped: st.Dropped},
 		LastSuccess: api.At(st.LastSuccess), LastError: st.LastError}
+	if c := st.Calls; c != nil {
+		out.Calls = &api.SinkCalls{Up: c.Up, Reconnects: c.Reconnects, LastError: c.LastError}
+	}
+	return out
 }
 
 // sources serves GET /api/v1/sources: every source, sorted by name.
