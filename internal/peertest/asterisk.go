@@ -73,7 +73,7 @@ func NewAsteriskFrom(t testing.TB, env string) *Asterisk {
 	if _, err := os.Stat(filepath.Join(prefix, "sbin", "asterisk")); prefix == "" || err != nil {
 		t.Fatalf("no Asterisk: %s=%q (make deps builds it; run the tests through make test or set it): %v", env, prefix, err)
 	}
-	a := &Asterisk{Prefix: prefix, Dir: t.TempDir(), AMIPort: StablePort(t, "tcp"), SIPPort: StablePort(t, "udp"), t: t}
+	a := &Asterisk{Prefix: prefix, Dir: t.TempDir(), AMIPort: FreePort(t, "tcp"), SIPPort: FreePort(t, "udp"), t: t}
 	a.conf = filepath.Join(a.Dir, "etc", "asterisk.conf")
 	for _, d := range []string{"etc", "lib", "spool", "run", "log", "cache"} {
 		if err := os.MkdirAll(filepath.Join(a.Dir, d), 0o755); err != nil {

@@ -43,55 +43,66 @@ func Require(t testing.TB, name string) string {
 	return path
 }
 
-// FreePort returns a loopback port of network ("udp" or "tcp") that was
-// free a moment ago and that no earlier call in this test binary
-// returned. The kernel hands a port just closed to the next bind of port
-// 0 as readily as any other, so without the record two addresses of one
-// test (two nodes' routes, a node's route and its API) can come out the
-// same.
+// FreePort returns a loopback port of network ("udp" or "tcp") that is
+// free now and that no other caller holds, in this test binary or in
+// another running beside it (make test runs several packages at once).
+// The port is below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), so no bind of port 0 and no outgoing
+// connection of another program takes it while its peer is down: a
+// cluster node or an Asterisk restarted on its ports, or a daemon not yet
+// listening. Asterisk given a taken Manager port runs without its
+// Manager ("Unable to bind AMI server") and writes nothing to its output;
+// a node given a taken route port does not start. Test binaries reserve
+// a port by locking a file named after it (see reserve), which the kernel
+// releases when the binary exits, however it ends.
 func FreePort(t testing.TB, network string) int {
-	t.Helper()
-	handed.mu.Lock()
-	defer handed.mu.Unlock()
-	for range 1000 {
-		port := boundPort(t, network)
-		key := network + ":" + strconv.Itoa(port)
-		if !handed.ports[key] {
-			handed.ports[key] = true
-			return port
-		}
-	}
-	t.Fatalf("no %s port on loopback that this test binary has not handed out already", network)
-	return 0
-}
-
-// StablePort is FreePort for a peer that restarts on its ports (Asterisk
-// in TestAsteriskRestartReasserts): a port below the kernel's ephemeral
-// range (net.ipv4.ip_local_port_range), which no bind of port 0 and no
-// outgoing connection of another program takes while the peer is down.
-// A port of the ephemeral range can be: Asterisk, restarted, then runs
-// without its Manager ("Unable to bind AMI server") and writes nothing
-// to its output.
-func StablePort(t testing.TB, network string) int {
 	t.Helper()
 	low := ephemeralLow()
 	handed.mu.Lock()
 	defer handed.mu.Unlock()
 	for range 1000 {
-		port := low - 1 - rand.IntN(low-stableFloor)
-		key := network + ":" + strconv.Itoa(port)
-		if handed.ports[key] || !bindable(network, port) {
+		port := low - 1 - rand.IntN(low-portFloor)
+		key := network + "-" + strconv.Itoa(port)
+		if _, ok := handed.locks[key]; ok {
 			continue
 		}
-		handed.ports[key] = true
+		f := reserve(t, key)
+		if f == nil {
+			continue
+		}
+		if !bindable(network, port) {
+			f.Close()
+			continue
+		}
+		handed.locks[key] = f
 		return port
 	}
-	t.Fatalf("no free %s port on loopback in %d-%d", network, stableFloor, low-1)
+	t.Fatalf("no free %s port on loopback in %d-%d", network, portFloor, low-1)
 	return 0
 }
 
-// stableFloor is the lowest port StablePort hands out.
-const stableFloor = 20000
+// portFloor is the lowest port FreePort hands out.
+const portFloor = 20000
+
+// reserve locks the file os.TempDir()/qualifyd-ports/key for this
+// process, returning it open (closing it releases the lock), or nil when
+// another test binary holds it. The files stay; only their locks count.
+func reserve(t testing.TB, key string) *os.File {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "qualifyd-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatalf("reserving test ports: %v", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, key), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatalf("reserving test ports: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil
+	}
+	return f
+}
 
 // ephemeralLow is the first port of the kernel's ephemeral range
 // (Linux's default 32768 when it cannot be read).
@@ -105,7 +116,7 @@ func ephemeralLow() int {
 		return 32768
 	}
 	n, err := strconv.Atoi(f[0])
-	if err != nil || n <= stableFloor+1000 {
+	if err != nil || n <= portFloor+1000 {
 		return 32768
 	}
 	return n
@@ -128,31 +139,12 @@ func bindable(network string, port int) bool {
 	return err == nil
 }
 
-// handed records the ports FreePort and StablePort have returned.
+// handed holds the ports FreePort has returned, by "network-port", with
+// the open file whose lock reserves each for this process.
 var handed = struct {
 	mu    sync.Mutex
-	ports map[string]bool
-}{ports: map[string]bool{}}
-
-// boundPort binds port 0 of network on loopback and returns the port the
-// kernel chose, closing it again.
-func boundPort(t testing.TB, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+	locks map[string]*os.File
+}{locks: map[string]*os.File{}}
 
 // Output is a peer's output, readable while the peer writes it.
 type Output struct {
