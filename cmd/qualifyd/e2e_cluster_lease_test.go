@@ -256,6 +256,7 @@ func TestClusterLeaseTTLRaisedOnRestart(t *testing.T) {
 // it pushes nothing, heartbeat or change, as the webhook's senders show,
 // and its API does not say it leads.
 func TestClusterPausedLeaderPushesNothing(t *testing.T) {
+	t.Parallel() // it waits on its peers' timers: beside the other parallel tests
 	l := newClusterProcs(t)
 	log := l.pollLeaders()
 	old := l.leader(t, nil)

@@ -35,6 +35,7 @@ func (l *clusterProcs) handOn(t *testing.T) *procNode {
 // it again: the receiver ends with the trunk up, not holding the dead
 // leader's down while the new leader's heartbeats vouch for it.
 func TestClusterWebhookAcrossTerms(t *testing.T) {
+	t.Parallel() // it waits on its peers' timers: beside the other parallel tests
 	l := newClusterProcs(t)
 	led := map[*procNode]bool{l.leader(t, nil): true}
 	var last *procNode

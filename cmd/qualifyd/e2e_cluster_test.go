@@ -398,6 +398,7 @@ func (l *clusterProcs) downByTwo(t *testing.T) {
 // the trunk changes nothing in the routers; two of three take it down
 // within one node's detection time + 1 s.
 func TestClusterVantagesDisagree(t *testing.T) {
+	t.Parallel() // it waits on its peers' timers: beside the other parallel tests
 	l := newClusterProcs(t)
 	l.downByTwo(t)
 }
@@ -407,6 +408,7 @@ func TestClusterVantagesDisagree(t *testing.T) {
 // Kamailio never has the trunk active in between (sampled every 20 ms),
 // and the webhook receives no "up".
 func TestClusterLeaderKilledWhileTrunkDown(t *testing.T) {
+	t.Parallel() // it waits on its peers' timers: beside the other parallel tests
 	l := newClusterProcs(t)
 	l.downByTwo(t)
 	l.setDrop(true, l.nodes[2])
@@ -468,6 +470,7 @@ func TestClusterLeaderKilledWhileTrunkDown(t *testing.T) {
 // fails open failopen_after after its last heartbeat; the survivor keeps
 // probing.
 func TestClusterTwoOfThreeKilled(t *testing.T) {
+	t.Parallel() // it waits on its peers' timers: beside the other parallel tests
 	l := newClusterProcs(t)
 	l.downByTwo(t)
 	survivor := l.leader(t, nil) // the hardest case: the leader survives

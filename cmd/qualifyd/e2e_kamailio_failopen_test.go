@@ -110,6 +110,7 @@ func aDown(t *testing.T, withState bool) (*routing, *daemonProc, []string) {
 // restarted after the window with its state file sets A inactive again
 // from the restored verdict, before it could have found out again.
 func TestKamailioFailsOpenWhenQualifydDies(t *testing.T) {
+	t.Parallel() // it waits on its peers' timers: beside the other parallel tests
 	r, d, args := aDown(t, true)
 	step(t, "1 a running qualifyd keeps A inactive", func() {
 		s := r.k.watch(r.a.dest)

@@ -260,6 +260,7 @@ func (r *routing) reloadRepaired(t *testing.T) {
 // in Kamailio throughout, and the restarted qualifyd knows A is
 // Unreachable before it could have found out again.
 func TestKamailioStateFileKeepsTrunkDown(t *testing.T) {
+	t.Parallel() // it waits on its peers' timers: beside the other parallel tests
 	ctx, cancel := context.WithTimeout(t.Context(), peerBound)
 	defer cancel()
 	if help, _ := exec.CommandContext(ctx, binary, "run", "-h").CombinedOutput(); !strings.Contains(string(help), "-state-file") {

@@ -32,6 +32,7 @@ import (
 // stays and qualifyd_source_up is 0; no log line or API answer shows the
 // database password.
 func TestRealtimeSource(t *testing.T) {
+	t.Parallel() // it waits on its peers' timers: beside the other parallel tests
 	eachRealtimeDB(t, "db-s3cret-pw", testRealtimeSource)
 }
 

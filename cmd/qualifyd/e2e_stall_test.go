@@ -86,6 +86,7 @@ func (h *hookLevels) level(key string) string {
 // levels again within the same bound; SIGTERM exits within the shutdown
 // bound.
 func TestStalledStdoutStallsNothing(t *testing.T) {
+	t.Parallel() // it waits on its peers' timers: beside the other parallel tests
 	for _, mode := range []string{"stalled", "read"} {
 		t.Run(mode, func(t *testing.T) { stallRun(t, mode == "stalled") })
 	}
