@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,5 +196,48 @@ func TestBucketReplicasFollowTheFile(t *testing.T) {
 	t.Logf("updated %v after the restart", took)
 	if r := replicas(); r != 3 {
 		t.Fatalf("replicas %d after the restart, want the file's 3", r)
+	}
+}
+
+// TestMembersTTLSetOnceATerm: the leader sets the members bucket's TTL
+// on taking the lease, as the lease bucket's, and does not read the
+// bucket's settings again at each renewal of the lease: over six lease
+// renewals (lease_ttl 3 s) the members bucket's status is asked at most
+// once, by the node's own membership renewal (every 10 s, member_ttl
+// 30 s).
+func TestMembersTTLSetOnceATerm(t *testing.T) {
+	url := natsServer(t, true)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var asked atomic.Int64
+	sub, err := nc.Subscribe("$JS.API.STREAM.INFO.KV_"+bucketMembers, func(*nats.Msg) { asked.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c := runExternalLogged(t, url, 10*testTTL, testTTL, &notices{})
+	waitFor(t, 10*testTTL, "a leads", c.Leading)
+	renewals := func(n int) {
+		c.mu.Lock()
+		last := c.heldSent
+		c.mu.Unlock()
+		for range n {
+			waitFor(t, testTTL, "a renewal of the lease", func() bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				renewed := c.heldSent.After(last)
+				last = c.heldSent
+				return renewed
+			})
+		}
+	}
+	renewals(1) // the first term's settings done
+	from := asked.Load()
+	renewals(6)
+	if n := asked.Load() - from; n > 1 {
+		t.Errorf("the members bucket's status asked %d times over six renewals of the lease, want at most once (the membership's renewal)", n)
 	}
 }

@@ -140,6 +140,8 @@ type Cluster struct {
 	held       bool
 	heldSent   time.Time // send time of the lease's last renewal that succeeded
 	heldUntil  time.Time // when this node stops acting as the leader, from heldSent and the lease's term
+	terms      uint64    // counts the times this node took the lease
+	ttlTerm    uint64    // the term (terms) in which this node last set or found the members bucket's TTL (followMembersTTL)
 	startErr   string    // why the buckets could not be created yet, "" once they are
 	probes     int
 	digest     string
@@ -548,6 +550,9 @@ func (c *Cluster) setLeading(held bool, sent, until time.Time) {
 	c.mu.Lock()
 	edge := held != c.held
 	c.held, c.heldSent, c.heldUntil = held, sent, until
+	if edge && held {
+		c.terms++
+	}
 	c.mu.Unlock()
 	c.dropOrphans(orphans)
 	if held {

@@ -143,27 +143,36 @@ func (c *Cluster) readMemberLife(ctx context.Context, kv jetstream.KeyValue) {
 	c.mu.Unlock()
 }
 
-// followMembersTTL sets, while this node leads, the members bucket's TTL
-// to the file's member_ttl when it differs, and logs it: as for the
-// lease bucket, only the leader sets it, so that nodes whose files
-// differ (a rolling change of member_ttl) do not set it in turn at each
-// start. A node whose file says more renews by the bucket's
-// (memberTerm) once it has read it after a renewal.
+// followMembersTTL sets, once in each term this node leads (retried at
+// each renewal until it is done), the members bucket's TTL to the
+// file's member_ttl when it differs, and logs it: as for the lease
+// bucket, only the leader sets it, on taking the lease, so that nodes
+// whose files differ (a rolling change of member_ttl) do not set it in
+// turn at each start. A node whose file says more renews by the
+// bucket's (memberTerm) once it has read it after a renewal.
 func (c *Cluster) followMembersTTL(ctx context.Context, b *buckets) {
-	if !c.Leading() {
+	c.mu.Lock()
+	n, due := c.terms, c.ttlTerm != c.terms && c.leadingAt(time.Now())
+	c.mu.Unlock()
+	if !due {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.lease.ttl/3)
 	defer cancel()
 	st, err := b.members.Status(ctx)
-	if err != nil || st.TTL() == c.cfg.MemberTTL {
+	if err != nil {
 		return
 	}
-	if _, err := b.js.UpdateKeyValue(ctx, ttlBucket(bucketMembers, c.cfg.Replicas(), c.cfg.MemberTTL)); err != nil {
-		c.notice(slog.LevelError, fmt.Sprintf("cluster: bucket %s: TTL %v, the file's member_ttl %v: not updated (%v)", bucketMembers, st.TTL(), c.cfg.MemberTTL, err))
-		return
+	if st.TTL() != c.cfg.MemberTTL {
+		if _, err := b.js.UpdateKeyValue(ctx, ttlBucket(bucketMembers, c.cfg.Replicas(), c.cfg.MemberTTL)); err != nil {
+			c.notice(slog.LevelError, fmt.Sprintf("cluster: bucket %s: TTL %v, the file's member_ttl %v: not updated (%v)", bucketMembers, st.TTL(), c.cfg.MemberTTL, err))
+			return
+		}
+		c.notice(slog.LevelInfo, fmt.Sprintf("cluster: bucket %s: TTL updated from %v to the file's member_ttl %v", bucketMembers, st.TTL(), c.cfg.MemberTTL))
 	}
-	c.notice(slog.LevelInfo, fmt.Sprintf("cluster: bucket %s: TTL updated from %v to the file's member_ttl %v", bucketMembers, st.TTL(), c.cfg.MemberTTL))
+	c.mu.Lock()
+	c.ttlTerm = max(c.ttlTerm, n)
+	c.mu.Unlock()
 }
 
 // renew writes this node's membership key once.
