@@ -377,7 +377,9 @@ func TestMark(t *testing.T) {
 
 // TestRestoreKeepsDrain: a contact draining when the daemon stops is
 // restored draining, out of routing, its next probe at the end of the
-// pause it asked for; restored after that end, it is not draining.
+// pause it asked for; restored after that end, it is not draining;
+// restored with the clock stepped back 400 s, its pause lasts at most
+// qualify_drain_max (300 s by default).
 func TestRestoreKeepsDrain(t *testing.T) {
 	r := newKeeperRig(t)
 	r.run(2 * Interval)
@@ -387,17 +389,18 @@ func TestRestoreKeepsDrain(t *testing.T) {
 	}
 	end := r.now.Add(60 * time.Second)
 	r.run(Interval)
+	back := end.Add(-400 * time.Second)
 	for _, c := range []struct {
-		at    time.Time
-		drain bool
-	}{{end.Add(-30 * time.Second), true}, {end.Add(time.Second), false}} {
+		at, until time.Time // until: zero for no drain
+	}{{end.Add(-30 * time.Second), end}, {end.Add(time.Second), time.Time{}}, {back, back.Add(qualify.DefaultDrainMax)}} {
 		e := restoredAt(t, r, c.at)
 		a, _ := e.AoR("a")
 		got := a.Contacts[0]
-		if (got.Phase == qualify.Draining) != c.drain || got.Routable == c.drain || got.Status != qualify.Reachable ||
-			(c.drain && !got.NextProbe.Equal(end)) {
-			t.Errorf("restored at %v: phase %v routable %v status %v next probe %v; want draining %v until %v",
-				c.at.Sub(end), got.Phase, got.Routable, got.Status, got.NextProbe, c.drain, end)
+		drain := !c.until.IsZero()
+		if (got.Phase == qualify.Draining) != drain || got.Routable == drain || got.Status != qualify.Reachable ||
+			(drain && !got.NextProbe.Equal(c.until)) {
+			t.Errorf("restored at %v: phase %v routable %v status %v next probe %v; want draining until %v",
+				c.at.Sub(end), got.Phase, got.Routable, got.Status, got.NextProbe, c.until)
 		}
 	}
 }
