@@ -43,9 +43,9 @@ func TestCheckConfigSinks(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	want := []string{
-		"  sink asterisk  driver=ami address=127.0.0.1:5038 tls=no username=qualifyd auth=md5 method=devstate device_prefix=Custom: secret=file:ami.secret aors=all-qualified reassert=300s heartbeat=10s failopen=30s timeout=5s",
-		"  sink edge  driver=kamailio url=http://127.0.0.1:5071/RPC aors=pbx07 reassert=300s resync=30s heartbeat=10s failopen=30s timeout=5s",
-		"  sink alerts  driver=webhook url=https://hooks.example.net/xxxxx?xxxxx secret=inline aors=all-qualified heartbeat=10s failopen=30s timeout=5s",
+		"  sink asterisk  driver=ami address=127.0.0.1:5038 tls=no username=qualifyd auth=md5 method=devstate device_prefix=Custom: secret=file:ami.secret aors=all-qualified reassert=300s heartbeat=10s failopen=40s timeout=5s",
+		"  sink edge  driver=kamailio url=http://127.0.0.1:5071/RPC aors=pbx07 reassert=300s resync=30s heartbeat=10s failopen=40s timeout=5s",
+		"  sink alerts  driver=webhook url=https://hooks.example.net/xxxxx?xxxxx secret=inline aors=all-qualified heartbeat=10s failopen=40s timeout=5s",
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if got := lines[len(lines)-3:]; strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -107,7 +107,7 @@ func TestCheckConfigConnectInACluster(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) }))
 	defer srv.Close()
 	conf := "[t]\ntype=aor\ncontact=sip:t@192.0.2.1\nqualify_frequency=30\n" +
-		"[alerts]\ntype=sink\ndriver=webhook\nurl=" + srv.URL + "/hook\nfailopen_after=30\n" +
+		"[alerts]\ntype=sink\ndriver=webhook\nurl=" + srv.URL + "/hook\n" +
 		"[c]\ntype=cluster\nnodes=a@127.0.0.1:6222,b@127.0.0.1:6223,c@127.0.0.1:6224\nstore=cluster-{node}\n"
 	dir := writeConfig(t, map[string]string{"q.conf": conf})
 	code, out, errOut := checkConfig("--connect", filepath.Join(dir, "q.conf"))

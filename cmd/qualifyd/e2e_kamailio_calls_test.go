@@ -526,7 +526,7 @@ func TestKamailioDrainingFailsOpen(t *testing.T) {
 	d.expect(p.line() + "is draining (503 with Retry-After): out of routing for 20s")
 	drained := time.Now()
 	eventually(t, peerBound, "the draining trunk inactive in dispatcher.list", func() bool { return k.state(p.dest()) == "I" })
-	back := k.failedOpen(p.dest(), kill(t, d))
+	back := k.failedOpen(p.dest(), kill(t, d), 3*time.Second)
 	t.Logf("active again %.2f s after qualifyd was killed, %.2f s into the 20 s pause", back.Seconds(), time.Since(drained).Seconds())
 	if since := time.Since(drained); since >= pause {
 		t.Fatalf("active again %v after the drain began: the pause's end, not the fail-open", since)

@@ -481,7 +481,7 @@ func voteOf(s qualify.Status) qualify.Status {
 // verdicts it pushes (the sinks' check before each heartbeat): an error
 // when it is out of the cluster, or when its own votes have stopped
 // coming back through NATS (some are outstanding and none came back for
-// MemberTTL; for an election more, up to max(electionBound, LeaseTTL),
+// MemberTTL; for an election more, up to max(ElectionBound, LeaseTTL),
 // while this node still reaches a majority of the nodes), so that the
 // routers fail open instead of holding verdicts that no longer move.
 func (c *Cluster) Vouch() error {
@@ -495,7 +495,7 @@ func (c *Cluster) Vouch() error {
 	// A vote waits while JetStream elects the votes stream's leader: a
 	// node that still reaches a majority gives it an election's time.
 	n, stalled := c.l.stalled(now)
-	if n > 0 && stalled > c.member.ttl && (stalled > c.member.ttl+max(electionBound, c.lease.ttl) || !c.reachesMajority()) {
+	if n > 0 && stalled > c.member.ttl && (stalled > c.member.ttl+max(ElectionBound, c.lease.ttl) || !c.reachesMajority()) {
 		return fmt.Errorf("%d of this node's votes have not come back through NATS for %v (member_ttl %v): its verdicts may be stale", n, stalled.Round(100*time.Millisecond), c.member.ttl)
 	}
 	return nil

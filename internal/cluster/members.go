@@ -67,16 +67,30 @@ func (c *Cluster) renewFailed(reach bool) {
 	c.electing = reach
 }
 
-// electionBound is how long JetStream may take to elect a stream's
-// leader after the old one went: NATS's Raft followers wait 4 to 9 s
-// without a heartbeat before they campaign, whatever the TTLs.
-const electionBound = 10 * time.Second
+// ElectionBound is how long JetStream may take to elect a stream's
+// leader after the old one went, whatever the TTLs. It comes from
+// nats-server's Raft (server/raft.go): a follower campaigns when no
+// heartbeat came for a random election timeout between
+// minElectionTimeout and maxElectionTimeout (4 and 9 s), measured from
+// the dead leader's last heartbeat (hbInterval, 1 s, before its death
+// at most), and a candidate whose vote split (two survivors campaigning
+// at once) campaigns again after a new random timeout of up to 9 s. The
+// bound is two maximal election timeouts and a heartbeat interval: one
+// split vote, then an election that the first campaign wins.
+const ElectionBound = 2*maxElectionTimeout + raftHeartbeat
+
+// maxElectionTimeout and raftHeartbeat are nats-server's Raft
+// maxElectionTimeoutDefault and hbIntervalDefault (server/raft.go).
+const (
+	maxElectionTimeout = 9 * time.Second
+	raftHeartbeat      = time.Second
+)
 
 // inClusterLocked reports whether this node is in the cluster at now:
 // its membership was renewed within its term's deadline or, while its
 // renewals fail, the node still reaches a majority of the nodes
 // (electing) and the deadline passed less than an election ago (the
-// longer of electionBound and lease_ttl). A renewal waits while
+// longer of ElectionBound and lease_ttl). A renewal waits while
 // JetStream elects the leader of the members bucket's stream (the
 // server that led it died or was cut off, or a partition healed); that
 // is not a lost cluster, and a node that lost the cluster no longer
@@ -86,7 +100,7 @@ func (c *Cluster) inClusterLocked(now time.Time) bool {
 		return false
 	}
 	d := c.memberTermLocked().deadline(c.memberSent)
-	return now.Before(d) || (c.electing && now.Before(d.Add(max(electionBound, c.lease.ttl))))
+	return now.Before(d) || (c.electing && now.Before(d.Add(max(ElectionBound, c.lease.ttl))))
 }
 
 // reachesMajority reports whether this node reaches a majority of the

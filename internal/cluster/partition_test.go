@@ -171,7 +171,7 @@ func TestHealedNodeRejoins(t *testing.T) {
 		}
 		return all
 	})
-	if worst, bound := slices.Max(took), electionBound+testTTL; worst > bound {
+	if worst, bound := slices.Max(took), ElectionBound+testTTL; worst > bound {
 		t.Errorf("%s back %v after the heal, want within a JetStream election and member_ttl (%v)", cut.cfg.Self, worst, bound)
 	}
 }

@@ -131,20 +131,28 @@ func fileError(sec *pjsip.Cluster, err error) error {
 
 // checkFailover refuses a sink whose failopen_after is no longer than a
 // failover of the leader can leave its router without a heartbeat, with
-// a margin: the leader's last beat came up to heartbeat_interval before
-// it died, and the new leader leads (and beats) at most lease_ttl and a
-// third after; 2/3 x lease_ttl more leaves room for a loaded host. So
-// failopen_after must exceed heartbeat_interval + 2 x lease_ttl, or the
-// router would route every destination in the middle of a failover
+// a margin. The leader's last beat came up to heartbeat_interval before
+// it died. The next leader takes the lease once the key has expired
+// (lease_ttl after the dead leader's last renewal) and, when the dead
+// node's server led the lease bucket's stream (the leader hands its
+// streams on at each renewal, but one elected since is its own until
+// the next), once JetStream has elected that stream's leader
+// (cluster.ElectionBound after the death at most): max(ElectionBound,
+// lease_ttl) after the death, and a campaign's attempt and retry (5/12
+// x lease_ttl) later. One more lease_ttl covers that and leaves 7/12 x
+// lease_ttl to spare for a loaded host. So failopen_after must exceed
+// heartbeat_interval + lease_ttl + max(ElectionBound, lease_ttl), or
+// the router would route every destination in the middle of a failover
 // (README: a failover of the leader flips no route).
 func checkFailover(sinks []*pjsip.Sink, lease time.Duration) error {
+	election := max(cluster.ElectionBound, lease)
 	for _, s := range sinks {
-		if need := s.HeartbeatInterval + 2*lease; s.HeartbeatInterval > 0 && s.FailOpenAfter <= need {
+		if need := s.HeartbeatInterval + lease + election; s.HeartbeatInterval > 0 && s.FailOpenAfter <= need {
 			return &pjsip.Error{File: s.File, Line: s.Line, Section: s.Name, Option: "failopen_after",
 				Err: fmt.Errorf("%w: %v s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin "+
-					"(heartbeat_interval + 2 x lease_ttl = %v + %v = %v s: the leader's last beat up to heartbeat_interval before it died, "+
-					"the new leader's first lease_ttl and a third after, 2/3 x lease_ttl to spare for a loaded host): the router would fail open during it",
-					pjsip.ErrValue, s.FailOpenAfter.Seconds(), s.HeartbeatInterval.Seconds(), (2 * lease).Seconds(), need.Seconds())}
+					"(heartbeat_interval + lease_ttl + max(NATS election %v s, lease_ttl) = %v + %v + %v = %v s: the leader's last beat up to heartbeat_interval before it died, "+
+					"the lease's stream elected and the key expired up to max(%v, lease_ttl) after, a campaign within lease_ttl more, with room for a loaded host): the router would fail open during it",
+					pjsip.ErrValue, s.FailOpenAfter.Seconds(), cluster.ElectionBound.Seconds(), s.HeartbeatInterval.Seconds(), lease.Seconds(), election.Seconds(), need.Seconds(), cluster.ElectionBound.Seconds())}
 		}
 	}
 	return nil

@@ -425,7 +425,7 @@ func TestClusterConfigErrors(t *testing.T) {
 	}
 	shortWindow := sec("nodes", "a@h:1,b@h:2", "store", "/s", "lease_ttl", "6", "allow_two_nodes", "yes", "insecure_routes", "yes")
 	shortWindow.Sinks = []*pjsip.Sink{{Name: "edge", Driver: "kamailio", File: "q.conf", Line: 9,
-		HeartbeatInterval: 2 * time.Second, FailOpenAfter: 12 * time.Second}}
+		HeartbeatInterval: 2 * time.Second, FailOpenAfter: 27 * time.Second}}
 	tests = append(tests, struct {
 		name string
 		conf *pjsip.Config
@@ -433,7 +433,7 @@ func TestClusterConfigErrors(t *testing.T) {
 		is   error
 		want string
 	}{"failopen within a failover", shortWindow, "a", pjsip.ErrValue,
-		`q.conf:9: section "edge": option "failopen_after": invalid value: 12 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + 2 x lease_ttl = 2 + 12 = 14 s: the leader's last beat up to heartbeat_interval before it died, the new leader's first lease_ttl and a third after, 2/3 x lease_ttl to spare for a loaded host): the router would fail open during it`})
+		`q.conf:9: section "edge": option "failopen_after": invalid value: 27 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + lease_ttl + max(NATS election 19 s, lease_ttl) = 2 + 6 + 19 = 27 s: the leader's last beat up to heartbeat_interval before it died, the lease's stream elected and the key expired up to max(19, lease_ttl) after, a campaign within lease_ttl more, with room for a loaded host): the router would fail open during it`})
 	for _, tt := range tests {
 		_, _, err := ClusterConfig(tt.conf, tt.node)
 		if err == nil || err.Error() != tt.want || (tt.is != nil && !errors.Is(err, tt.is)) {
@@ -774,20 +774,25 @@ func TestNATSKind(t *testing.T) {
 
 // TestCheckFailover: a failover of the leader leaves a router without a
 // heartbeat for up to heartbeat_interval (the last beat before the
-// leader died) + lease_ttl and a third (until the new leader leads and
-// beats); failopen_after must exceed that with 2/3 x lease_ttl to spare,
-// heartbeat_interval + 2 x lease_ttl, or the router fails open mid-failover.
+// leader died) + max(ElectionBound, lease_ttl) (the lease's stream
+// elected when the dead node's server led it, and the key expired) + a
+// campaign's attempt and retry; failopen_after must exceed
+// heartbeat_interval + lease_ttl + max(ElectionBound, lease_ttl), or the
+// router fails open mid-failover.
 func TestCheckFailover(t *testing.T) {
 	for _, tc := range []struct {
 		beat, lease, failopen time.Duration
 		want                  string
 	}{
-		{10 * time.Second, 6 * time.Second, 30 * time.Second, ""}, // the defaults
-		{10 * time.Second, 6 * time.Second, 23 * time.Second, ""},
-		{10 * time.Second, 6 * time.Second, 22 * time.Second,
-			`q.conf:9: section "edge": option "failopen_after": invalid value: 22 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + 2 x lease_ttl = 10 + 12 = 22 s: the leader's last beat up to heartbeat_interval before it died, the new leader's first lease_ttl and a third after, 2/3 x lease_ttl to spare for a loaded host): the router would fail open during it`},
-		{5 * time.Second, 7 * time.Second, 15 * time.Second,
-			`q.conf:9: section "edge": option "failopen_after": invalid value: 15 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + 2 x lease_ttl = 5 + 14 = 19 s: the leader's last beat up to heartbeat_interval before it died, the new leader's first lease_ttl and a third after, 2/3 x lease_ttl to spare for a loaded host): the router would fail open during it`},
+		{pjsip.DefaultHeartbeatInterval, cluster.DefaultLeaseTTL, pjsip.DefaultFailOpenAfter, ""}, // the defaults
+		{10 * time.Second, 6 * time.Second, 36 * time.Second, ""},
+		{10 * time.Second, 6 * time.Second, 30 * time.Second,
+			`q.conf:9: section "edge": option "failopen_after": invalid value: 30 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + lease_ttl + max(NATS election 19 s, lease_ttl) = 10 + 6 + 19 = 35 s: the leader's last beat up to heartbeat_interval before it died, the lease's stream elected and the key expired up to max(19, lease_ttl) after, a campaign within lease_ttl more, with room for a loaded host): the router would fail open during it`},
+		{1 * time.Second, 3 * time.Second, 9 * time.Second, // 2 x lease_ttl: an election of the lease's stream outlasts it
+			`q.conf:9: section "edge": option "failopen_after": invalid value: 9 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + lease_ttl + max(NATS election 19 s, lease_ttl) = 1 + 3 + 19 = 23 s: the leader's last beat up to heartbeat_interval before it died, the lease's stream elected and the key expired up to max(19, lease_ttl) after, a campaign within lease_ttl more, with room for a loaded host): the router would fail open during it`},
+		{5 * time.Second, 30 * time.Second, 64 * time.Second, // lease_ttl longer than an election
+			`q.conf:9: section "edge": option "failopen_after": invalid value: 64 s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin (heartbeat_interval + lease_ttl + max(NATS election 19 s, lease_ttl) = 5 + 30 + 30 = 65 s: the leader's last beat up to heartbeat_interval before it died, the lease's stream elected and the key expired up to max(19, lease_ttl) after, a campaign within lease_ttl more, with room for a loaded host): the router would fail open during it`},
+		{5 * time.Second, 30 * time.Second, 66 * time.Second, ""},
 		{0, 7 * time.Second, 5 * time.Second, ""}, // no heartbeat: nothing fails open
 	} {
 		s := &pjsip.Sink{Name: "edge", Driver: "kamailio", File: "q.conf", Line: 9, HeartbeatInterval: tc.beat, FailOpenAfter: tc.failopen}

@@ -65,7 +65,7 @@ type Sink struct {
 	HeartbeatInterval time.Duration
 	// FailOpenAfter is how long the router may go without a heartbeat
 	// before it treats qualifyd's verdicts as stale and routes every
-	// object (failopen_after, default 30 s; at least 3 heartbeat
+	// object (failopen_after, default 40 s; at least 3 heartbeat
 	// intervals, so that two lost heartbeats never fail open). A webhook
 	// sends it as each body's expires, that much after the POST.
 	FailOpenAfter time.Duration
@@ -104,7 +104,7 @@ const (
 	DefaultReassertInterval  = 300 * time.Second
 	DefaultSinkTimeout       = 5 * time.Second
 	DefaultHeartbeatInterval = 10 * time.Second
-	DefaultFailOpenAfter     = 30 * time.Second
+	DefaultFailOpenAfter     = 40 * time.Second
 	DefaultResyncInterval    = 30 * time.Second
 	DefaultDevicePrefix      = "Custom:"
 )

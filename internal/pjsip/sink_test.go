@@ -63,7 +63,7 @@ func TestSinkErrors(t *testing.T) {
 		{"maintenance without heartbeat", "[a]\ntype=sink\ndriver=ami\naddress=h:5038\nusername=q\nsecret=x\nmethod=maintenance\nheartbeat_interval=0", ErrValue,
 			`pjsip.conf:8: section "a": option "heartbeat_interval": invalid value: method=maintenance needs a heartbeat: Asterisk keeps an endpoint in maintenance until told otherwise, and ` + "`qualifyd guard`" + ` releases it only when the heartbeat goes stale`},
 		{"failopen under 3 heartbeats", "[a]\ntype=sink\ndriver=ami\naddress=h:5038\nusername=q\nsecret=x\nheartbeat_interval=15", ErrValue,
-			`pjsip.conf:7: section "a": option "heartbeat_interval": invalid value: failopen_after (30) must be at least 3 x heartbeat_interval (15), or the router fails open after two lost heartbeats`},
+			`pjsip.conf:7: section "a": option "heartbeat_interval": invalid value: failopen_after (40) must be at least 3 x heartbeat_interval (15), or the router fails open after two lost heartbeats`},
 		{"webhook failopen under 3 heartbeats", "[a]\ntype=sink\ndriver=webhook\nurl=http://h/\nfailopen_after=20", ErrValue,
 			`pjsip.conf:5: section "a": option "failopen_after": invalid value: failopen_after (20) must be at least 3 x heartbeat_interval (10), or the router fails open after two lost heartbeats`},
 		{"kamailio failopen under 3 heartbeats", "[a]\ntype=sink\ndriver=kamailio\nurl=http://127.0.0.1:5071/RPC\nfailopen_after=20", ErrValue,
@@ -118,13 +118,13 @@ secret=k
 		{Name: "asterisk", Driver: "ami", File: "pjsip.conf", Line: 5, ReassertInterval: 300 * time.Second,
 			Timeout: 5 * time.Second, Address: "127.0.0.1:5038", Username: "qualifyd", Secret: "s3cret",
 			SecretFile: "ami.secret", Auth: "md5", DevicePrefix: "Custom:", Method: "devstate", HeartbeatInterval: 10 * time.Second,
-			FailOpenAfter: 30 * time.Second, ObserveCalls: true},
+			FailOpenAfter: 40 * time.Second, ObserveCalls: true},
 		{Name: "edge", Driver: "kamailio", File: "pjsip.conf", Line: 12, AoRs: []string{"pbx07"},
 			ReassertInterval: 300 * time.Second, Timeout: 2500 * time.Millisecond, URL: "http://127.0.0.1:5071/RPC",
-			ResyncInterval: 30 * time.Second, HeartbeatInterval: 10 * time.Second, FailOpenAfter: 30 * time.Second},
+			ResyncInterval: 30 * time.Second, HeartbeatInterval: 10 * time.Second, FailOpenAfter: 40 * time.Second},
 		{Name: "alerts", Driver: "webhook", File: "pjsip.conf", Line: 18, Timeout: 5 * time.Second,
 			URL: "https://hooks.example.net/qualifyd", Secret: "k", HeartbeatInterval: 10 * time.Second,
-			FailOpenAfter: 30 * time.Second},
+			FailOpenAfter: 40 * time.Second},
 	}
 	if len(cfg.Sinks) != len(want) {
 		t.Fatalf("got %d sinks, want %d", len(cfg.Sinks), len(want))
