@@ -259,6 +259,13 @@ type quietRun struct {
 	window  time.Duration
 }
 
+// quietSlack bounds how late, after F, the relay may see the probe that
+// resumes after the calls stop: qualifyd's timer, the probe's send and
+// the 20 ms polling of the relay's count on a loaded two-core host (5.01
+// to 5.02 s at F=5 when measured alone). It measures; a probe that
+// resumed at the next period instead would be late by seconds.
+const quietSlack = 300 * time.Millisecond
+
 // quietResult is what a quietRun measured.
 type quietResult struct {
 	quiet, plain int           // OPTIONS received in the window
@@ -319,8 +326,8 @@ func runQuiet(t *testing.T, run quietRun) quietResult {
 // qualifyd; with F=5, the trunk with qualify_quiet_only=yes receives no
 // OPTIONS in 30 s, the one without about 6, and the quiet trunk is probed
 // again within F of qualifyd hearing its last call (its answer's time;
-// 100 ms allowed for qualifyd's scheduler and the relay's reading on a
-// loaded host). About 40 s, in parallel with the other calls tests.
+// quietSlack allowed). About 40 s, in parallel with the other calls
+// tests.
 func TestKamailioQuietTrunk(t *testing.T) {
 	t.Parallel()
 	const f = 5 * time.Second
@@ -335,7 +342,7 @@ func TestKamailioQuietTrunk(t *testing.T) {
 	if want := int(run.window/f) - 1; res.plain < want {
 		t.Errorf("the trunk without the option received %d OPTIONS in %v, want at least %d (one each F)", res.plain, run.window, want)
 	}
-	if res.back > f+100*time.Millisecond {
+	if res.back > f+quietSlack {
 		t.Errorf("the quiet trunk was probed %v after qualifyd heard its last call, want within F (%v)", res.back, f)
 	}
 }
