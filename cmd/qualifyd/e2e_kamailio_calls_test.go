@@ -156,6 +156,31 @@ func observingKamailio(t *testing.T, apiAddr string, trunks ...*swapPeer) *peert
 // refQualify is the reference policy: F=30 T=3 N=3 R=2.
 const refQualify = "qualify_frequency=30\nqualify_timeout=3\nqualify_failures=3\nqualify_retry_interval=2\n"
 
+// sinkConfirmed waits until qualifyd's sink "edge" is up and Kamailio has
+// confirmed every object it keeps at the level wanted: from then on the
+// sink pushes any change at once, so a destination that stays active is
+// one qualifyd never wanted down.
+func sinkConfirmed(t *testing.T, apiAddr string) {
+	t.Helper()
+	eventually(t, peerBound, "the kamailio sink confirmed", func() bool {
+		resp, err := http.Get("http://" + apiAddr + "/api/v1/sinks/edge")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var d api.SinkDetail
+		if json.NewDecoder(resp.Body).Decode(&d) != nil || !d.Up || d.Pending != 0 || len(d.Items) == 0 {
+			return false
+		}
+		for _, it := range d.Items {
+			if it.Confirmed != it.Wanted {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // kamailioSink is qualifyd's sink section for k.
 func kamailioSink(k *peertest.Kamailio) string {
 	return fmt.Sprintf("\n[edge]\ntype=sink\ndriver=kamailio\nurl=%s\n", k.RPC)
@@ -350,8 +375,10 @@ func TestKamailioQuietTrunk(t *testing.T) {
 // TestKamailioFailedCallsBurst: one caller sends 20 INVITEs in 2 s
 // through the real Kamailio to a healthy trunk that answers them 503
 // without Retry-After (each indicts the peer: suspect, probe now) and its
-// OPTIONS 200, with the reference policy F=30 T=3 N=3 R=2. Kamailio's
-// dispatcher keeps the destination active in every sample of its RPC
+// OPTIONS 200, with the reference policy F=30 T=3 N=3 R=2. Once the
+// sink is up and Kamailio has confirmed what it keeps (so a wanted change
+// would be pushed at once), Kamailio's dispatcher keeps the destination
+// active in every sample of its RPC
 // from before the burst until 10 s after it began, the contact never
 // leaves Reachable nor counts a failure, and the burst costs at most
 // three probes brought forward (one each R = 2 s, contract §11.2),
@@ -367,6 +394,7 @@ func TestKamailioFailedCallsBurst(t *testing.T) {
 	d := startDaemon(t, "--config", conf, "--http", apiAddr, "--sip-bind", "127.0.0.1:0")
 	d.expect("qualifyd: started")
 	d.expect(trunk.line() + "is now Reachable.")
+	sinkConfirmed(t, apiAddr)
 	rpc := &kamailio{t: t, rpc: k.RPC}
 	watch := rpc.watch(trunk.dest())
 	before := trunk.options()
@@ -474,6 +502,9 @@ func TestKamailioDraining(t *testing.T) {
 	}
 	call.play("trunk.xml")
 	d.expect(call.line() + "is draining (503 with Retry-After): out of routing for 20s")
+	if c := apiContact(t, apiAddr, "call", call.contact()); c.Phase != "draining" || c.Routable || c.Status != "Reachable" {
+		t.Errorf("call while draining: phase %q, routable %v, %s; want draining, not routable, still Reachable", c.Phase, c.Routable, c.Status)
+	}
 	wg.Wait()
 	if callErr != nil || optsErr != nil {
 		t.Fatalf("call: %v; options: %v", callErr, optsErr)
