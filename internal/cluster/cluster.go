@@ -460,13 +460,26 @@ const MaxContactLen = 2048
 // if the node becomes its vantage again. It returns false, and publishes
 // nothing, for a contact key longer than MaxContactLen.
 func (c *Cluster) Report(contact string, s qualify.Status) bool {
+	return c.ReportDrain(contact, s, false)
+}
+
+// ReportDrain is Report of a contact whose peer asked this node for a
+// pause (draining, qualify-semantics §11.4) or not: the vote carries
+// it, and while one live vantage's does, the cluster holds a Reachable
+// contact out of routing as draining (Draining).
+func (c *Cluster) ReportDrain(contact string, s qualify.Status, draining bool) bool {
 	if len(contact) > MaxContactLen {
 		return false
 	}
-	c.l.report(contact, s, time.Now())
+	c.l.report(contact, s, draining, time.Now())
 	c.poke()
 	return true
 }
+
+// Draining reports whether the cluster holds contact out of routing as
+// draining: it is Reachable and a live vantage's vote says its peer
+// asked for a pause.
+func (c *Cluster) Draining(contact string) bool { return c.l.draining(contact) }
 
 // voteOf is the status a vote of s holds in the votes bucket:
 // NonQualified for every status that withdraws the vote.

@@ -510,7 +510,7 @@ func sortedVotes(v Verdict) Verdict {
 func (n *testNode) vote(contact, node string) qualify.Status {
 	n.c.l.mu.Lock()
 	defer n.c.l.mu.Unlock()
-	return n.c.l.tally.counted(contact, node)
+	return n.c.l.tally.counted(contact, node).Status
 }
 
 // TestRestartTakesVerdictsBack: a node restarted while the votes alone
@@ -584,5 +584,43 @@ func TestJetStreamQuorumLostSurvivorAlone(t *testing.T) {
 	})
 	if v := survivor.c.View(); v.Leader != "" || len(v.Members) != 3 {
 		t.Errorf("view %+v: want no leader known, every member listed", v)
+	}
+}
+
+// TestDrainTravels: one vantage's vote that its peer is draining makes
+// every node hold the Reachable contact as draining, with a verdict of
+// its own, and its vote without the drain ends it everywhere.
+func TestDrainTravels(t *testing.T) {
+	nodes := startCluster(t, 3, Majority)
+	const contact = "trunk/sip:192.0.2.1:5060"
+	for _, n := range nodes {
+		n.c.Report(contact, R)
+	}
+	for _, o := range nodes { // the status first, so that the drain's verdict is one of its own
+		for _, n := range nodes {
+			waitFor(t, testTTL, "the votes reach "+o.cfg.Self, func() bool { return o.vote(contact, n.cfg.Self) == R })
+		}
+	}
+	for _, drain := range []bool{true, false} {
+		nodes[2].c.ReportDrain(contact, R, drain)
+		for _, o := range nodes {
+			waitFor(t, testTTL, fmt.Sprintf("%s sees draining %v", o.cfg.Self, drain), func() bool {
+				return o.c.Draining(contact) == drain && o.c.Status(contact) == R
+			})
+		}
+	}
+	var drains []bool
+	for len(drains) < 2 {
+		select {
+		case v := <-nodes[0].verdicts:
+			if v.Status == v.From {
+				drains = append(drains, v.Draining)
+			}
+		case <-time.After(testTTL):
+			t.Fatalf("drain verdicts %v, want [true false]", drains)
+		}
+	}
+	if !drains[0] || drains[1] {
+		t.Errorf("drain verdicts %v, want [true false]", drains)
 	}
 }

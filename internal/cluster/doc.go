@@ -16,7 +16,9 @@
 //     the TTL when the holder stops renewing (lease.go); the holder leads by
 //     the bucket's real TTL and sets it to its file's lease_ttl.
 //   - qualifyd_votes: each vantage's status of each contact it probes, under
-//     key cCONTACT.NODE (CONTACT in unpadded base64url, keys.go).
+//     key cCONTACT.NODE (CONTACT in unpadded base64url, keys.go), with the
+//     voter's run and, while its peer drains, "draining" ("Reachable RUN
+//     draining"): one live vantage's drain holds a Reachable contact out.
 //   - qualifyd_verdicts: the cluster's status of each contact, written by the
 //     leader, read back by a node that restarts, and deleted by the leader
 //     once no vote holds the contact and its configuration no longer has it

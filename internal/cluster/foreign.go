@@ -32,7 +32,7 @@ func (c *Cluster) strayed(o outcome) {
 func (c *Cluster) purgeStrays(ctx context.Context, b *buckets, strays map[string]map[string]qualify.Status) map[string]map[string]qualify.Status {
 	failed := map[string]map[string]qualify.Status{}
 	for bucket, keys := range strays {
-		if f := c.write(ctx, b.js, bucket, keys, func(k string) string { return k }, ""); len(f) > 0 {
+		if f := c.write(ctx, b.js, bucket, keys, func(k string) string { return k }, nil); len(f) > 0 {
 			failed[bucket] = f
 		}
 	}

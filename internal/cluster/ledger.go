@@ -36,6 +36,7 @@ type ledger struct {
 	leading  bool                      // the lease's last edge: the leader records verdicts
 
 	votesOut   map[string]qualify.Status            // this node's votes to publish, by contact
+	drains     map[string]bool                      // the contacts this node's votes say draining
 	recordsOut map[string]qualify.Status            // the verdicts to record, by contact (leader)
 	strays     map[string]map[string]qualify.Status // by bucket, the keys of foreign nodes the leader removes
 	sending    int                                  // the writes the publisher is making now (stats.go)
@@ -50,7 +51,7 @@ type ledger struct {
 func newLedger(self, run string, nodes []Node, q Quorum, vantages int) *ledger {
 	l := &ledger{self: self, run: run, nodes: map[string]bool{}, members: map[string]Member{},
 		tally: newTally(q, vantages), recorded: map[string]qualify.Status{},
-		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{},
+		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, drains: map[string]bool{},
 		strays: map[string]map[string]qualify.Status{}, echo: map[string]qualify.Status{}, foreign: map[string]bool{}}
 	for _, n := range nodes {
 		l.nodes[n.Name] = true
@@ -63,11 +64,16 @@ func newLedger(self, run string, nodes []Node, q Quorum, vantages int) *ledger {
 func (l *ledger) ours(name string) bool { return l.nodes[name] }
 
 // report queues this node's status of contact as its vote, awaiting its
-// echo (Cluster.Report).
-func (l *ledger) report(contact string, s qualify.Status, now time.Time) {
+// echo (Cluster.Report), draining when its peer asked for a pause.
+func (l *ledger) report(contact string, s qualify.Status, draining bool, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.votesOut[contact] = s
+	if draining {
+		l.drains[contact] = true
+	} else {
+		delete(l.drains, contact)
+	}
 	if len(l.echo) == 0 {
 		l.echoAt = now
 	}
@@ -123,6 +129,12 @@ type outcome struct {
 // is withdrawn (queued as Removed) unless a vote of this run is on its
 // way; one of this run, or a withdrawal, is its echo.
 func (l *ledger) vote(contact, node, run string, s qualify.Status, now time.Time) (o outcome) {
+	return l.voteMark(contact, node, mark{status: s, run: run}, now)
+}
+
+// voteMark is vote with the vote's drain (markOf).
+func (l *ledger) voteMark(contact, node string, m mark, now time.Time) (o outcome) {
+	run, s := m.run, m.status
 	if !l.ours(node) {
 		return l.strayed(bucketVotes, voteKey(contact, node), node, s != qualify.Reachable && s != qualify.Unreachable)
 	}
@@ -131,7 +143,7 @@ func (l *ledger) vote(contact, node, run string, s qualify.Status, now time.Time
 	if node == l.self {
 		o.Write = l.ownVote(contact, s, run, now)
 	}
-	if v, changed := l.tally.voteIn(contact, node, run, s); changed {
+	if v, changed := l.tally.voteIn(contact, node, m); changed {
 		o.Verdicts = append(o.Verdicts, v)
 	}
 	o.Write = l.decidedLocked(o.Verdicts) || o.Write
@@ -298,10 +310,14 @@ func (l *ledger) decidedLocked(vs []Verdict) bool {
 	if !l.leading || len(vs) == 0 {
 		return false
 	}
+	queued := false
 	for _, v := range vs {
-		l.recordsOut[v.Contact] = v.Status
+		if v.Status != v.From { // a drain alone is not recorded: the votes carry it
+			l.recordsOut[v.Contact] = v.Status
+			queued = true
+		}
 	}
-	return true
+	return queued
 }
 
 // orphansLocked lists, once each, the contacts with a status or a record
@@ -369,6 +385,7 @@ func (l *ledger) ownVotes() []string {
 type batch struct {
 	votes, records map[string]qualify.Status
 	strays         map[string]map[string]qualify.Status
+	drains         map[string]bool // of votes, those that say draining
 }
 
 // take hands the publisher the writes queued: this node's votes and,
@@ -378,7 +395,12 @@ type batch struct {
 func (l *ledger) take(leading bool) batch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := batch{votes: l.votesOut, records: l.recordsOut}
+	b := batch{votes: l.votesOut, records: l.recordsOut, drains: map[string]bool{}}
+	for contact := range b.votes {
+		if l.drains[contact] {
+			b.drains[contact] = true
+		}
+	}
 	l.votesOut, l.recordsOut = map[string]qualify.Status{}, map[string]qualify.Status{}
 	if !leading {
 		b.records = nil
@@ -448,6 +470,14 @@ func (l *ledger) status(contact string) qualify.Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.tally.status[contact]
+}
+
+// draining reports whether the cluster holds contact out of routing as
+// draining.
+func (l *ledger) draining(contact string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tally.draining[contact]
 }
 
 // verdicts counts the contacts with a verdict (Reachable or

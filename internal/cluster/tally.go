@@ -12,6 +12,9 @@ import (
 type Vote struct {
 	Node   string
 	Status qualify.Status
+	// Draining: the vantage's peer asked it for a pause (a 503 with
+	// Retry-After, qualify-semantics §11.4) that has not ended.
+	Draining bool
 }
 
 // Verdict is a change of the cluster's status of a contact, with the
@@ -21,6 +24,10 @@ type Verdict struct {
 	Contact string
 	// Status is the cluster's new status, From its previous one.
 	Status, From qualify.Status
+	// Draining is whether the cluster now holds the contact out of
+	// routing as draining, WasDraining whether it did: a verdict may
+	// change that alone.
+	Draining, WasDraining bool
 	// Votes are the contact's live vantages, in assignment order.
 	Votes []Vote
 }
@@ -36,6 +43,7 @@ type tally struct {
 	runs     map[string]string // each member's run as it announced it
 	votes    map[string]map[string]mark
 	status   map[string]qualify.Status
+	draining map[string]bool // the contacts held out as draining
 }
 
 // mark is one vote as the votes bucket holds it: the status and the run
@@ -47,12 +55,13 @@ type tally struct {
 type mark struct {
 	status qualify.Status
 	run    string
+	drain  bool
 }
 
 // newTally returns an empty tally.
 func newTally(q Quorum, vantages int) *tally {
 	return &tally{q: q, vantages: vantages, runs: map[string]string{},
-		votes: map[string]map[string]mark{}, status: map[string]qualify.Status{}}
+		votes: map[string]map[string]mark{}, status: map[string]qualify.Status{}, draining: map[string]bool{}}
 }
 
 // seed sets the cluster's status of contact as the cluster last recorded
@@ -72,31 +81,35 @@ func (t *tally) adopt(contact string, s qualify.Status) (Verdict, bool) {
 	if from == s || (s != qualify.Reachable && s != qualify.Unreachable) {
 		return Verdict{}, false
 	}
-	v := Verdict{Contact: contact, Status: s, From: from, Votes: t.ballot(contact)}
+	v := Verdict{Contact: contact, Status: s, From: from, WasDraining: t.draining[contact], Votes: t.ballot(contact)}
 	votes := statuses(v.Votes)
 	if t.q.Decide(len(votes), votes, s) != s || t.q.Decide(len(votes), votes, from) != from {
 		return Verdict{}, false
 	}
 	t.status[contact] = s
+	v.Draining = v.WasDraining && s == qualify.Reachable
+	if !v.Draining {
+		delete(t.draining, contact)
+	}
 	return v, true
 }
 
 // vote records node's status of contact, cast in no run (a node that
 // announces none); see voteIn.
 func (t *tally) vote(contact, node string, s qualify.Status) (Verdict, bool) {
-	return t.voteIn(contact, node, "", s)
+	return t.voteIn(contact, node, mark{status: s})
 }
 
-// voteIn records node's status of contact, cast in node's run run;
-// NonQualified and Removed remove the vote.
-func (t *tally) voteIn(contact, node, run string, s qualify.Status) (Verdict, bool) {
+// voteIn records node's vote m of contact; a status other than
+// Reachable and Unreachable removes the vote.
+func (t *tally) voteIn(contact, node string, m mark) (Verdict, bool) {
 	vs := t.votes[contact]
-	if s == qualify.Reachable || s == qualify.Unreachable {
+	if s := m.status; s == qualify.Reachable || s == qualify.Unreachable {
 		if vs == nil {
 			vs = map[string]mark{}
 			t.votes[contact] = vs
 		}
-		vs[node] = mark{s, run}
+		vs[node] = m
 	} else {
 		delete(vs, node)
 	}
@@ -114,8 +127,10 @@ func (t *tally) forget(contact string) (Verdict, bool) {
 	if !ok || len(t.votes[contact]) > 0 {
 		return Verdict{}, false
 	}
+	was := t.draining[contact]
 	delete(t.status, contact)
-	return Verdict{Contact: contact, Status: qualify.NonQualified, From: from, Votes: t.ballot(contact)}, from != qualify.NonQualified
+	delete(t.draining, contact)
+	return Verdict{Contact: contact, Status: qualify.NonQualified, From: from, WasDraining: was, Votes: t.ballot(contact)}, from != qualify.NonQualified
 }
 
 // members replaces the live nodes and returns the contacts whose status
@@ -148,25 +163,34 @@ func (t *tally) incarnate(runs map[string]string) []Verdict {
 	return out
 }
 
-// counted is node's vote of contact as it counts: NonQualified for none,
-// or for a vote of another run than node's.
-func (t *tally) counted(contact, node string) qualify.Status {
+// counted is node's vote of contact as it counts: none (NonQualified)
+// for no vote, or for a vote of another run than node's.
+func (t *tally) counted(contact, node string) Vote {
 	m, ok := t.votes[contact][node]
 	if !ok || m.run != t.runs[node] {
-		return qualify.NonQualified
+		return Vote{Node: node}
 	}
-	return m.status
+	return Vote{Node: node, Status: m.status, Draining: m.drain}
 }
 
-// decide applies the quorum rule to contact's live vantages.
+// decide applies the quorum rule to contact's live vantages, and the
+// drain's: a Reachable contact drains while one live vantage says its
+// peer asked it for a pause (the peer's own word, not a view of the
+// network, so one vantage suffices; qualify-semantics §11.4).
 func (t *tally) decide(contact string) (Verdict, bool) {
-	v := Verdict{Contact: contact, From: t.status[contact], Votes: t.ballot(contact)}
+	v := Verdict{Contact: contact, From: t.status[contact], WasDraining: t.draining[contact], Votes: t.ballot(contact)}
 	votes := statuses(v.Votes)
 	v.Status = t.q.Decide(len(votes), votes, v.From)
-	if v.Status == v.From {
+	v.Draining = v.Status == qualify.Reachable && slices.ContainsFunc(v.Votes, func(b Vote) bool { return b.Draining })
+	if v.Status == v.From && v.Draining == v.WasDraining {
 		return v, false
 	}
 	t.status[contact] = v.Status
+	if v.Draining {
+		t.draining[contact] = true
+	} else {
+		delete(t.draining, contact)
+	}
 	return v, true
 }
 
@@ -175,7 +199,7 @@ func (t *tally) ballot(contact string) []Vote {
 	nodes := Assign(contact, t.live, t.vantages)
 	out := make([]Vote, len(nodes))
 	for i, n := range nodes {
-		out[i] = Vote{n, t.counted(contact, n)}
+		out[i] = t.counted(contact, n)
 	}
 	return out
 }

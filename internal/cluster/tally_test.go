@@ -98,3 +98,46 @@ func TestTallyAdoptsRecordedWhereVotesKeep(t *testing.T) {
 		})
 	}
 }
+
+// TestTallyDrain: a Reachable contact drains while one live vantage's
+// vote says its peer asked for a pause (a change the verdict carries
+// alone), not once the vote drops it, its voter leaves, or the cluster
+// says Unreachable.
+func TestTallyDrain(t *testing.T) {
+	const contact = "t/sip:192.0.2.1:5060"
+	tl := newTally(Majority, 3)
+	tl.members([]string{"a", "b", "c"})
+	tl.vote(contact, "a", R)
+	tl.vote(contact, "b", R)
+	drain := func(node string, s qualify.Status) (Verdict, bool) {
+		return tl.voteIn(contact, node, mark{status: s, drain: true})
+	}
+	for i, c := range []struct {
+		step           func() (Verdict, bool)
+		changed, drain bool
+		status         qualify.Status
+	}{
+		{func() (Verdict, bool) { return drain("c", R) }, true, true, R},
+		{func() (Verdict, bool) { return drain("a", R) }, false, true, R},
+		{func() (Verdict, bool) { return tl.vote(contact, "a", R) }, false, true, R},
+		{func() (Verdict, bool) { return tl.vote(contact, "c", R) }, true, false, R},
+		{func() (Verdict, bool) { return drain("c", R) }, true, true, R},
+		{func() (Verdict, bool) { v := tl.members([]string{"a", "b"}); return first(v) }, true, false, R},
+		{func() (Verdict, bool) { v := tl.members([]string{"a", "b", "c"}); return first(v) }, true, true, R},
+		{func() (Verdict, bool) { tl.vote(contact, "a", U); return drain("b", U) }, true, false, U},
+	} {
+		v, changed := c.step()
+		if changed != c.changed || tl.draining[contact] != c.drain || tl.status[contact] != c.status || (changed && v.Draining != c.drain) {
+			t.Fatalf("step %d: %+v changed %v, draining %v status %v; want changed %v draining %v status %v",
+				i, v, changed, tl.draining[contact], tl.status[contact], c.changed, c.drain, c.status)
+		}
+	}
+}
+
+// first returns the first of vs, false for none.
+func first(vs []Verdict) (Verdict, bool) {
+	if len(vs) == 0 {
+		return Verdict{}, false
+	}
+	return vs[0], true
+}

@@ -76,10 +76,11 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 	if !ok {
 		return
 	}
-	s, run := markOf(e)
+	m := markOf(e)
+	s := m.status
 	var o outcome
 	c.decide(func() outcome {
-		o = c.l.vote(contact, node, run, s, time.Now())
+		o = c.l.voteMark(contact, node, m, time.Now())
 		return o
 	})
 	c.strayed(o) // a foreign vote logged
@@ -102,17 +103,22 @@ func statusOf(e jetstream.KeyValueEntry) qualify.Status {
 	return s
 }
 
-// markOf is the status and the voter's run a vote holds ("Unreachable
-// RUN"): NonQualified for a removal or a value whose status is not a
-// label, run "" for a vote that names none.
-func markOf(e jetstream.KeyValueEntry) (qualify.Status, string) {
+// markOf is the vote an entry holds ("Unreachable RUN", "Reachable RUN
+// draining"): its status (NonQualified for a removal or a value whose
+// status is not a label), the voter's run ("" for a vote that names
+// none) and whether it says the peer is draining.
+func markOf(e jetstream.KeyValueEntry) mark {
 	if removed(e) {
-		return qualify.NonQualified, ""
+		return mark{status: qualify.NonQualified}
 	}
-	label, run, _ := strings.Cut(string(e.Value()), " ")
+	label, rest, _ := strings.Cut(string(e.Value()), " ")
+	run, flag, _ := strings.Cut(rest, " ")
 	s, _ := qualify.ParseStatus(label)
-	return s, run
+	return mark{status: s, run: run, drain: flag == drainFlag}
 }
+
+// drainFlag follows the run in a vote that says the peer is draining.
+const drainFlag = "draining"
 
 // publish writes this node's votes and, while it leads, the cluster's
 // verdicts, until ctx ends: the latest status of each contact, retried
@@ -128,11 +134,11 @@ func (c *Cluster) publish(ctx context.Context, b *buckets) {
 		until, leading := c.heldUntil, c.leadingAt(time.Now())
 		c.mu.Unlock()
 		out := c.l.take(leading) // only the leader records verdicts
-		failed := batch{votes: c.write(ctx, b.js, bucketVotes, out.votes, func(contact string) string { return voteKey(contact, c.cfg.Self) }, c.run)}
+		failed := batch{votes: c.write(ctx, b.js, bucketVotes, out.votes, func(contact string) string { return voteKey(contact, c.cfg.Self) }, c.voteRun(out.drains))}
 		// Records are fenced as pushes are: none is sent past the
 		// lease's safe deadline, when another node may lead and record.
 		rctx, cancel := context.WithDeadline(ctx, until)
-		failed.records = c.write(rctx, b.js, bucketVerdicts, out.records, contactKey, "")
+		failed.records = c.write(rctx, b.js, bucketVerdicts, out.records, contactKey, nil)
 		failed.strays = c.purgeStrays(rctx, b, out.strays)
 		cancel()
 		c.l.requeue(failed)
@@ -140,6 +146,17 @@ func (c *Cluster) publish(ctx context.Context, b *buckets) {
 			sleepUntil(ctx, time.Now().Add(c.member.retry()))
 			c.poke()
 		}
+	}
+}
+
+// voteRun is what follows the status in this node's vote of a contact:
+// its run, and drainFlag for the contacts of drains.
+func (c *Cluster) voteRun(drains map[string]bool) func(string) string {
+	return func(contact string) string {
+		if drains[contact] {
+			return c.run + " " + drainFlag
+		}
+		return c.run
 	}
 }
 
@@ -160,9 +177,10 @@ type sent struct {
 // and a window is acknowledged before the next one is sent, so the
 // latest status of a contact is the one the bucket keeps.
 //
-// A vote carries run, the voter's run (markOf); a record carries none.
-// Nothing is sent once ctx has ended: what is left comes back as failed.
-func (c *Cluster) write(ctx context.Context, js jetstream.JetStream, bucket string, out map[string]qualify.Status, key func(string) string, run string) map[string]qualify.Status {
+// A vote carries run(contact), the voter's run and its drain (markOf); a
+// record carries none (nil run). Nothing is sent once ctx has ended: what
+// is left comes back as failed.
+func (c *Cluster) write(ctx context.Context, js jetstream.JetStream, bucket string, out map[string]qualify.Status, key func(string) string, run func(string) string) map[string]qualify.Status {
 	failed := map[string]qualify.Status{}
 	window := make([]sent, 0, min(len(out), publishWindow))
 	for contact, s := range out {
@@ -170,7 +188,11 @@ func (c *Cluster) write(ctx context.Context, js jetstream.JetStream, bucket stri
 			failed[contact] = s
 			continue
 		}
-		ack, err := js.PublishMsgAsync(kvMsg(bucket, key(contact), s, run), jetstream.WithStallWait(c.member.ttl/3))
+		var r string
+		if run != nil {
+			r = run(contact)
+		}
+		ack, err := js.PublishMsgAsync(kvMsg(bucket, key(contact), s, r), jetstream.WithStallWait(c.member.ttl/3))
 		if err != nil {
 			failed[contact] = s
 			continue

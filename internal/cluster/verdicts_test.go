@@ -65,7 +65,7 @@ func TestWriteMessagesAndFailures(t *testing.T) {
 	key := func(contact string) string { return voteKey(contact, "a") }
 	subject := func(contact string) string { return kvSubject(bucketVotes, key(contact)) }
 	js := &fakeJS{refuse: map[string]bool{subject("bulk1"): true}, nack: map[string]bool{subject("down"): true}}
-	failed := c.write(context.Background(), js, bucketVotes, out, key, "r1")
+	failed := c.write(context.Background(), js, bucketVotes, out, key, func(string) string { return "r1" })
 	if len(failed) != 2 || failed["bulk1"] != qualify.Reachable || failed["down"] != qualify.Unreachable {
 		t.Fatalf("failed %v, want bulk1=Reachable and down=Unreachable", failed)
 	}

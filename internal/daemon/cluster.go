@@ -314,10 +314,14 @@ func (n *node) verdict(v cluster.Verdict) {
 		return
 	}
 	n.changed.add(aor)
-	if v.Status != qualify.Reachable && v.Status != qualify.Unreachable {
-		return
+	switch {
+	case v.Status == v.From && v.Draining:
+		n.d.log.Line(time.Now(), fmt.Sprintf("qualifyd: cluster: Contact %s/%s is now draining (%s)", aor, uri, votesText(v.Votes)))
+	case v.Status == v.From:
+		n.d.log.Line(time.Now(), fmt.Sprintf("qualifyd: cluster: Contact %s/%s is no longer draining (%s)", aor, uri, votesText(v.Votes)))
+	case v.Status == qualify.Reachable || v.Status == qualify.Unreachable:
+		n.d.log.Line(time.Now(), verdictLine(aor, uri, v))
 	}
-	n.d.log.Line(time.Now(), verdictLine(aor, uri, v))
 }
 
 // verdictLine is the log's line of a cluster status change:
@@ -333,11 +337,14 @@ func verdictLine(aor, uri string, v cluster.Verdict) string {
 	return fmt.Sprintf("qualifyd: cluster: Contact %s/%s is now %s (%d of %d vantages: %s)", aor, uri, v.Status, agree, len(v.Votes), votesText(v.Votes))
 }
 
-// votesText is "a=Unreachable b=Reachable c=NonQualified".
+// votesText is "a=Unreachable b=Reachable(draining) c=NonQualified".
 func votesText(votes []cluster.Vote) string {
 	parts := make([]string, len(votes))
 	for i, b := range votes {
 		parts[i] = b.Node + "=" + b.Status.String()
+		if b.Draining {
+			parts[i] += "(draining)"
+		}
 	}
 	return strings.Join(parts, " ")
 }
@@ -358,8 +365,8 @@ func splitContactKey(key string) (aor, uri string, ok bool) {
 // the cluster's status (once per own change).
 func (n *node) report(ev engine.Event) {
 	key := ContactKey(ev.AoR, ev.URI)
-	n.c.Report(key, ev.To)
-	if !verdict(ev) {
+	n.c.ReportDrain(key, ev.To, ev.Draining)
+	if ev.Kind != engine.StatusChanged || !verdict(ev) {
 		return
 	}
 	if cs := n.c.Status(key); cs != ev.To && (cs == qualify.Reachable || cs == qualify.Unreachable) {
@@ -375,15 +382,17 @@ func (n *node) report(ev engine.Event) {
 func (n *node) reportAll() {
 	for _, ct := range n.d.eng.Contacts() {
 		if !ct.Elsewhere {
-			n.c.Report(ContactKey(ct.AoR, ct.URI), ct.Status)
+			n.c.ReportDrain(ContactKey(ct.AoR, ct.URI), ct.Status, ct.Phase == qualify.Draining)
 		}
 	}
 }
 
 // clusterSource is the sinks' view in cluster mode: the engine's snapshots
 // with each contact's status replaced by the cluster's (NonQualified,
-// pushed as nothing, for a contact the cluster has no verdict of), so
-// that the sinks and the panic rule follow the cluster. The cluster
+// pushed as nothing, for a contact the cluster has no verdict of), and
+// its drain (a Reachable contact a live vantage's peer asked for a
+// pause: out of routing, phase draining), so that the sinks and the
+// panic rule follow the cluster. The cluster
 // publishes verdicts, not a node's runs of failures: each contact's
 // phase is its verdict's (never suspect), and its evidence is the
 // verdict as it stands now, so a down held in a panic is pushed when the
@@ -404,11 +413,16 @@ func (s clusterSource) AoR(name string) (engine.AoRSnapshot, bool) {
 	now := s.eng.Now() // the sinks' wall clock, as the engine's probe ends are
 	for i := range a.Contacts {
 		ct := &a.Contacts[i]
-		ct.Status = s.c.Status(ContactKey(a.Name, ct.URI))
-		ct.Routable = a.Policy.Routable(ct.Status)
+		key := ContactKey(a.Name, ct.URI)
+		ct.Status = s.c.Status(key)
+		st := qualify.State{Status: ct.Status, Draining: s.c.Draining(key)}
+		ct.Routable = a.Policy.RoutableState(st)
 		ct.Phase, ct.Last.At = qualify.Healthy, now
-		if ct.Status == qualify.Unreachable {
+		switch {
+		case ct.Status == qualify.Unreachable:
 			ct.Phase = qualify.Down
+		case st.Draining:
+			ct.Phase = qualify.Draining
 		}
 		a.Available = a.Available || ct.Routable
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/qualifyd/qualifyd/internal/api"
 	"github.com/qualifyd/qualifyd/internal/cluster"
+	"github.com/qualifyd/qualifyd/internal/engine"
+	"github.com/qualifyd/qualifyd/internal/observe"
 	"github.com/qualifyd/qualifyd/internal/peertest"
 	"github.com/qualifyd/qualifyd/internal/pjsip"
 	"github.com/qualifyd/qualifyd/internal/probe"
@@ -816,5 +818,38 @@ func TestWarnInsecureNATS(t *testing.T) {
 	log.Close(time.Second)
 	if want := "cluster: insecure_nats=yes: the password or token to the external NATS (nats_url) may cross the network in clear"; !strings.Contains(buf.String(), want) {
 		t.Fatalf("log %q, want %q", buf.String(), want)
+	}
+}
+
+// TestClusterDrainReachesTheSinks: a call's 503 with Retry-After heard
+// by one node only drains the contact there; its vote carries the drain,
+// and the leader's sinks see the contact out of routing as draining
+// until that node's drain ends at its first probe after the pause.
+func TestClusterDrainReachesTheSinks(t *testing.T) {
+	l := newClusterLab(t, 3, "majority")
+	l.everyNodeSays(t, qualify.Reachable, labBound, l.nodes...)
+	lead := l.leader(t)
+	heard := l.nodes[0]
+	if heard == lead {
+		heard = l.nodes[1]
+	}
+	contact := func() engine.ContactSnapshot {
+		a, _ := clusterSource{lead.d.eng, lead.d.cluster.c}.AoR(labAoR)
+		return a.Contacts[0]
+	}
+	drain := observe.Observation{AoR: labAoR, Outcome: observe.Failed, Code: 503, RetryAfter: 5 * time.Second}
+	if tally := heard.d.eng.Observe([]observe.Observation{drain}); tally.Accepted != 1 {
+		t.Fatalf("observe: %+v", tally)
+	}
+	waitUntil(t, labBound, "the leader's sinks see the contact draining", func() bool {
+		c := contact()
+		return c.Phase == qualify.Draining && !c.Routable && c.Status == qualify.Reachable
+	})
+	waitUntil(t, labBound, "the drain ends", func() bool {
+		c := contact()
+		return c.Phase == qualify.Healthy && c.Routable
+	})
+	if !strings.Contains(lead.log.String(), "is now draining (") {
+		t.Errorf("no drain line in the leader's log:\n%s", lead.log.String())
 	}
 }

@@ -515,6 +515,9 @@ func (d *Daemon) feedSinks(sub *engine.Subscription) {
 			}
 			d.sinks.AoRChanged(ev.AoR)
 		case engine.DrainChanged:
+			if d.cluster != nil {
+				d.cluster.report(ev) // the vote carries the drain
+			}
 			d.sinks.AoRChanged(ev.AoR) // in or out of routing
 		case engine.ProbeFailed, engine.FailuresCleared:
 			if d.cluster == nil && ev.Failures <= 1 {
