@@ -379,6 +379,7 @@ type ClusterMember struct {
 
 // Vote is one vantage's status of a contact, in cluster mode.
 type Vote struct {
-	Node   string `json:"node"`
-	Status string `json:"status"`
+	Node     string `json:"node"`
+	Status   string `json:"status"`
+	Draining bool   `json:"draining,omitempty"` // the vantage's peer asked it for a pause
 }

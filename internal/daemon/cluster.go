@@ -576,7 +576,7 @@ func (n *node) Votes(aor, uri string) (qualify.Status, []api.Vote, bool) {
 	votes := n.c.Votes(key)
 	out := make([]api.Vote, len(votes))
 	for i, b := range votes {
-		out[i] = api.Vote{Node: b.Node, Status: b.Status.String()}
+		out[i] = api.Vote{Node: b.Node, Status: b.Status.String(), Draining: b.Draining}
 	}
 	return n.c.Status(key), out, true
 }

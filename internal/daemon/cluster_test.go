@@ -555,7 +555,7 @@ func TestClusterReloadWithdrawsRemovedContact(t *testing.T) {
 func apiVotes(votes []cluster.Vote) []api.Vote {
 	out := make([]api.Vote, len(votes))
 	for i, v := range votes {
-		out[i] = api.Vote{Node: v.Node, Status: v.Status.String()}
+		out[i] = api.Vote{Node: v.Node, Status: v.Status.String(), Draining: v.Draining}
 	}
 	return out
 }
@@ -841,9 +841,13 @@ func TestClusterDrainReachesTheSinks(t *testing.T) {
 	if tally := heard.d.eng.Observe([]observe.Observation{drain}); tally.Accepted != 1 {
 		t.Fatalf("observe: %+v", tally)
 	}
-	waitUntil(t, labBound, "the leader's sinks see the contact draining", func() bool {
+	drainVote := func() bool {
+		_, votes, _ := lead.d.votes(labAoR, l.labContact())
+		return slices.ContainsFunc(votes, func(v api.Vote) bool { return v.Draining && v.Node == heard.name })
+	}
+	waitUntil(t, labBound, "the leader's sinks see the contact draining, and its API the vote", func() bool {
 		c := contact()
-		return c.Phase == qualify.Draining && !c.Routable && c.Status == qualify.Reachable
+		return c.Phase == qualify.Draining && !c.Routable && c.Status == qualify.Reachable && drainVote()
 	})
 	waitUntil(t, labBound, "the drain ends", func() bool {
 		c := contact()
@@ -851,5 +855,8 @@ func TestClusterDrainReachesTheSinks(t *testing.T) {
 	})
 	if !strings.Contains(lead.log.String(), "is now draining (") {
 		t.Errorf("no drain line in the leader's log:\n%s", lead.log.String())
+	}
+	if drainVote() {
+		t.Error("a draining vote after the drain")
 	}
 }
