@@ -146,9 +146,10 @@ type Cluster struct {
 	probes     int
 	digest     string
 
-	rewatches atomic.Uint64 // counts the times every watch was started again
-	lagged    atomic.Uint64 // counts the watches started again because they lagged
-	stepDowns atomic.Uint64 // counts the buckets' stream leaderships this node's server handed on
+	recordsSeq atomic.Uint64 // the highest revision the verdicts watch delivered (awaitRecords)
+	rewatches  atomic.Uint64 // counts the times every watch was started again
+	lagged     atomic.Uint64 // counts the watches started again because they lagged
+	stepDowns  atomic.Uint64 // counts the buckets' stream leaderships this node's server handed on
 
 	// The lock order: leadingMu, then verdictMu, then l.mu (the
 	// ledger's, innermost); leadingMu, then mu. The Leading hook runs

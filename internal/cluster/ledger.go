@@ -243,12 +243,18 @@ func (l *ledger) decideMembers(live []string) outcome {
 	return outcome{Verdicts: vs, Write: l.decidedLocked(vs)}
 }
 
-// record keeps an entry of the verdicts bucket; until the first pass
-// over the bucket ends it also seeds the tally. It reports whether the
-// record is an orphan: written after the contact's last vote went.
+// record keeps an entry of the verdicts bucket; until the seed ends
+// (seed) it also seeds the tally, a later record of a contact replacing
+// the seed of an earlier one (a watch of a replica still catching up
+// delivers the records it holds, then the newer ones). It reports
+// whether the record is an orphan: written after the contact's last
+// vote went.
 func (l *ledger) record(contact string, s qualify.Status) (orphan bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if prev, ok := l.recorded[contact]; ok && !l.seeded && l.tally.status[contact] == prev {
+		delete(l.tally.status, contact) // seeded from prev, decided by nothing since
+	}
 	l.recorded[contact] = s
 	if !l.seeded {
 		l.tally.seed(contact, s)
@@ -256,7 +262,8 @@ func (l *ledger) record(contact string, s qualify.Status) (orphan bool) {
 	return l.seeded && len(l.tally.votes[contact]) == 0
 }
 
-// seed ends the first pass over the verdicts bucket.
+// seed ends the seeding: the verdicts watch has delivered the bucket's
+// records up to the last its stream's leader held.
 func (l *ledger) seed() {
 	l.mu.Lock()
 	l.seeded = true

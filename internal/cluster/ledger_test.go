@@ -120,3 +120,26 @@ func TestLedger(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerSeedsFromTheLatestRecord: a restarted node's watch of the
+// verdicts may run on its own server, whose replica still holds the
+// record of before its stop (Unreachable) until it has caught up; the
+// newer record (Reachable) that follows before the seed ends replaces
+// it. Its previous run's vote and its silence then keep Reachable: with
+// quorum=any the seed is what the contact keeps until every vantage
+// says Reachable.
+func TestLedgerSeedsFromTheLatestRecord(t *testing.T) {
+	l := newLedger("a", "r2", []Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Any, 3)
+	for _, s := range []in{memberIn("a", "r2"), memberIn("b", "r1"), memberIn("c", "r1"),
+		recordIn(U), recordIn(R), seedIn(),
+		voteIn("b", "r1", R), voteIn("c", "r1", R), voteIn("a", "r1", U)} {
+		s(l)
+	}
+	if s := l.status("k"); s != R {
+		t.Fatalf("the restarted node says %v, seeded from the record the newer one replaced", s)
+	}
+	recordIn(U)(l) // after the seed a record seeds nothing: the votes decide
+	if s := l.status("k"); s != R {
+		t.Fatalf("a record after the seed set the status to %v", s)
+	}
+}

@@ -27,13 +27,7 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 	var wg sync.WaitGroup
 	members, records := make(chan struct{}), make(chan struct{})
 	wg.Go(func() { c.watchMembers(ctx, b.members, members) })
-	wg.Go(func() {
-		first := once(records)
-		c.watch(ctx, b.verdicts, c.recordEntry, func(seen map[string]bool) {
-			c.l.seed()
-			first(seen)
-		}, false)
-	})
+	wg.Go(func() { c.watch(ctx, b.verdicts, c.recordEntry, once(records), false) })
 	for _, ch := range []chan struct{}{members, records} {
 		select {
 		case <-ctx.Done():
@@ -42,6 +36,8 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 		case <-ch:
 		}
 	}
+	c.awaitRecords(ctx, b.verdicts)
+	c.l.seed()
 	var first sync.Once // a rewatch's pass finds nothing a reload's Removed did not withdraw
 	c.watch(ctx, b.votes, c.voteEntry, func(map[string]bool) {
 		first.Do(func() {
@@ -52,11 +48,32 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 	wg.Wait()
 }
 
-// recordEntry keeps an entry of the verdicts bucket; until the first pass
-// over the bucket ends it also seeds the tally, which decides on its own
-// from then on (a record is the leader's decision of a vote this node may
-// not have counted yet).
+// awaitRecords waits until the verdicts watch has delivered the last
+// record the bucket's stream holds, as its leader says, or ctx ends. The
+// watch's consumer may run on any replica of the stream (NATS places a
+// one-replica consumer on any server of the stream's), this node's own
+// among them: a server just restarted serves the records of its
+// previous run until it has caught up, and its first pass ends with
+// them. Seeding from them would keep a verdict the cluster has since
+// changed until this node's own probes vote (recordsSeq is the highest
+// revision the watch delivered).
+func (c *Cluster) awaitRecords(ctx context.Context, kv jetstream.KeyValue) {
+	for ctx.Err() == nil {
+		if last, ok := lastSeq(ctx, kv, c.member.ttl/6); ok && c.recordsSeq.Load() >= last {
+			return
+		}
+		sleepUntil(ctx, time.Now().Add(c.member.retry()))
+	}
+}
+
+// recordEntry keeps an entry of the verdicts bucket; until the seed ends
+// (awaitRecords) it also seeds the tally, which decides on its own from
+// then on (a record is the leader's decision of a vote this node may not
+// have counted yet).
 func (c *Cluster) recordEntry(e jetstream.KeyValueEntry) {
+	if r := e.Revision(); r > c.recordsSeq.Load() { // only the verdicts watch writes it
+		c.recordsSeq.Store(r)
+	}
 	contact, ok := parseContactKey(e.Key())
 	if !ok {
 		return
