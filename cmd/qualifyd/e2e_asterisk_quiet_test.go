@@ -59,7 +59,7 @@ const drainAsked = 20 * time.Second
 // through Asterisk, one with qualify_quiet_only=yes: over 30 s it
 // receives no OPTIONS while the other receives about 30/F, and once the
 // calls stop its probes resume F after the last answered call. About
-// 45 s.
+// 40 s.
 func TestAsteriskQuietTrunk(t *testing.T) {
 	t.Parallel()
 	quietTrunk(t, callTestScale)
@@ -68,7 +68,7 @@ func TestAsteriskQuietTrunk(t *testing.T) {
 // TestAsteriskFailedCallsBurst: 20 calls in 2 s from one caller to a
 // healthy trunk that answers each INVITE 503 (a failure that indicts the
 // peer) cost a few probes brought forward and change nothing in Asterisk:
-// its device stays NOT_INUSE throughout. About 20 s.
+// its device stays NOT_INUSE throughout. About 15 s.
 func TestAsteriskFailedCallsBurst(t *testing.T) {
 	t.Parallel()
 	failedCallsBurst(t, callTestScale)
@@ -77,7 +77,7 @@ func TestAsteriskFailedCallsBurst(t *testing.T) {
 // TestAsteriskDrain: a trunk answering 503 with Retry-After: 20, to
 // qualifyd's OPTIONS for one and to a call for the other, is out of
 // Asterisk's routing for 20 s, back at the first probe after, and no
-// failure is counted. About 30 s.
+// failure is counted. About 28 s.
 func TestAsteriskDrain(t *testing.T) {
 	t.Parallel()
 	drain(t, callTestScale)
@@ -448,7 +448,7 @@ func checkDrained(t *testing.T, sc callScale, name string, peer *tracedPeer, sta
 // 20) when qualifyd is killed: the README's dial plan routine
 // (GoSub(qualifyd-trunk)) routes it again once the heartbeat is stale,
 // failopen_after after the last beat, as for a down trunk, before the
-// 20 s the peer asked for are up. About 15 s.
+// 20 s the peer asked for are up. About 10-15 s.
 func TestAsteriskDrainFailsOpen(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile(filepath.Join("testdata", "sinks", "extensions.conf"))
