@@ -231,13 +231,20 @@ func (l *ledger) liveLocked() []string {
 }
 
 // decideMembers decides the verdicts again for the live nodes and their
-// runs, and returns the changes (recorded while leading).
+// runs, and returns the changes (recorded while leading). This node's
+// run is its own, whatever its entry says: a watch served by a replica
+// still catching up (its own server, restarted on its old store) can
+// deliver its announcement of the previous run, under which its votes of
+// that run would count again.
 func (l *ledger) decideMembers(live []string) outcome {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	runs := map[string]string{}
 	for _, n := range live {
 		runs[n] = l.members[n].run
+	}
+	if _, ok := runs[l.self]; ok {
+		runs[l.self] = l.run
 	}
 	vs := append(l.tally.incarnate(runs), l.tally.members(live)...)
 	return outcome{Verdicts: vs, Write: l.decidedLocked(vs)}

@@ -98,6 +98,12 @@ func TestLedger(t *testing.T) {
 			{voteIn("d", "", U), "+write +foreign d"}, // a node removed from nodes=
 			{memberIn("x", "-"), ""},
 		}},
+		{"this node's votes of its previous run never count, even under its stale announcement", Any, []step{
+			{memberIn("a", "r1"), ""}, {memberIn("b", "r1"), ""}, {memberIn("c", "r1"), ""}, // a replica of before a's restart
+			{recordIn(R), ""}, {seedIn(), ""},
+			{voteIn("b", "r1", R), ""}, {voteIn("c", "r1", R), ""},
+			{voteIn("a", "r1", U), "+write"}, // withdrawn, not counted
+		}},
 		{"a new leader adopts the recorded verdict where the votes decide nothing", Majority, []step{
 			{memberIn("a", "r2"), ""}, {memberIn("b", "r1"), ""}, {memberIn("c", "r1"), ""},
 			{seedIn(), ""}, {recordIn(U), ""}, // the last leader's record, after the first pass
