@@ -211,14 +211,17 @@ figures-calls:
 		$(GO) test -count=1 -timeout 60m -v -run '^TestFigureCallsDetection$$' ./cmd/qualifyd/ | grep -E 'FIGURE|trial [0-9]|^(---|ok|FAIL)'
 
 # figures-quiet measures the quiet trunk (qualify_quiet_only) with the
-# real Kamailio: two identical healthy trunks each carry a call every 5 s,
-# F=30 T=3 N=3 R=2, one with the option; prints the OPTIONS each received
-# in FIGURE_WINDOW (10m) and how soon the quiet one is probed again after
-# its last call (docs/performance.md). The window and about 40 s more.
+# real Kamailio and the real Asterisk, and with Asterisk also a burst of
+# 20 failed calls and a 503 with Retry-After: 20: two identical healthy
+# trunks each carry a call every 5 s, F=30 T=3 N=3 R=2, one with the
+# option; prints the OPTIONS each received in FIGURE_WINDOW (10m, for
+# Kamailio; Asterisk's window is 10 minutes) and how soon the quiet one is
+# probed again after its last call (docs/performance.md). About 11
+# minutes a router, one after the other.
 FIGURE_WINDOW ?= 10m
 figures-quiet:
-	QUALIFYD_FIGURES=1 QUALIFYD_FIGURE_WINDOW=$(FIGURE_WINDOW) \
-		$(GO) test -count=1 -timeout 60m -v -run '^TestFigureCallsQuiet$$' ./cmd/qualifyd/ | grep -E 'FIGURE|^(---|ok|FAIL)'
+	QUALIFYD_FIGURES=1 QUALIFYD_FIGURE_WINDOW=$(FIGURE_WINDOW) QUALIFYD_ASTERISK=$(ASTERISK) \
+		$(GO) test -count=1 -timeout 60m -v -run '^(TestFigureCallsQuiet|TestFigureCallsAsterisk)$$' ./cmd/qualifyd/ | grep -E 'FIGURE|^(---|ok|FAIL)'
 
 # dropflow probes a TCP peer through a middlebox that silently forgets a
 # flow after 2 s without SIP data (nftables, in namespaces qddrop-PID-p
