@@ -96,6 +96,13 @@ func (o *observations) requests() ([]int, []string) {
 // the first tried first.
 func startObservingKamailio(t *testing.T, url string, dests ...string) *peertest.Kamailio {
 	t.Helper()
+	return startObservingKamailioDefs(t, url, nil, dests...)
+}
+
+// startObservingKamailioDefs is startObservingKamailio with defines
+// (NAME=VALUE, as kamailio -A takes them) added.
+func startObservingKamailioDefs(t *testing.T, url string, defines []string, dests ...string) *peertest.Kamailio {
+	t.Helper()
 	var list strings.Builder
 	for i, d := range dests {
 		fmt.Fprintf(&list, "1 %s 0 %d\n", d, 10*(len(dests)-i))
@@ -103,7 +110,8 @@ func startObservingKamailio(t *testing.T, url string, dests ...string) *peertest
 	dslist := filepath.Join(t.TempDir(), "dispatcher.list")
 	writeFile(t, dslist, list.String())
 	cfg, _ := filepath.Abs(filepath.Join("testdata", "kamailio", "kamailio.cfg"))
-	return peertest.StartKamailio(t, cfg, dslist, "FR_TIMER=2000", fmt.Sprintf("OBSERVE_URL=%q", url+"/api/v1/observations"))
+	defines = append([]string{"FR_TIMER=2000", fmt.Sprintf("OBSERVE_URL=%q", url+"/api/v1/observations")}, defines...)
+	return peertest.StartKamailio(t, cfg, dslist, defines...)
 }
 
 // callThrough runs one SIPp call to Kamailio and reports whether it
@@ -201,4 +209,41 @@ func TestKamailioObservationsQualifydHung(t *testing.T) {
 	eventually(t, peerBound, "Kamailio logs the lost POST", func() bool {
 		return strings.Contains(gone.Log.String(), "qualifyd: POST of ")
 	})
+}
+
+// TestKamailioObservationsToken posts with the API token, as qualifyd
+// off loopback requires: a real qualifyd with a token counts the call a
+// Kamailio with OBSERVE_TOKEN reports, and answers 401 to a Kamailio
+// without it, which logs the lost POST while its call completes as
+// before. About 3 s.
+func TestKamailioObservationsToken(t *testing.T) {
+	t.Parallel()
+	trunk := callTrunk(t, filepath.Join("testdata", "kamailio", "trunk.xml"))
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	writeFile(t, tokenFile, "s3cret\n")
+	apiAddr := "127.0.0.1:" + strconv.Itoa(freePort(t, "tcp"))
+	conf := callsConf(t, "", "trunk", strings.Replace(trunk, "sip:", "sip:trunk@", 1), "qualify_frequency=60\n")
+	d := startDaemon(t, "--config", conf, "--http", apiAddr, "--token-file", tokenFile, "--sip-bind", "127.0.0.1:0")
+	d.expect("qualifyd: started")
+	const answered = `qualifyd_observations_total{outcome="answered",source="kamailio"}`
+	with := startObservingKamailioDefs(t, "http://"+apiAddr, []string{`OBSERVE_TOKEN="s3cret"`}, trunk)
+	if err := callThrough(t, with.SIP); err != nil {
+		t.Fatalf("the call with the token: %v\nKamailio:\n%s", err, with.Log)
+	}
+	eventually(t, peerBound, "qualifyd counts the call Kamailio posted with the token", func() bool {
+		return metricValue(t, apiAddr, answered) == 1
+	})
+	if strings.Contains(with.Log.String(), "qualifyd: POST of ") {
+		t.Fatalf("Kamailio with the token lost a POST:\n%s", with.Log)
+	}
+	without := startObservingKamailio(t, "http://"+apiAddr, trunk)
+	if err := callThrough(t, without.SIP); err != nil {
+		t.Fatalf("the call without the token: %v\nKamailio:\n%s", err, without.Log)
+	}
+	eventually(t, peerBound, "Kamailio without the token logs qualifyd's 401", func() bool {
+		return strings.Contains(without.Log.String(), "qualifyd: POST of 1 observations: 401")
+	})
+	if n := metricValue(t, apiAddr, answered); n != 1 {
+		t.Errorf("qualifyd counted %v answered calls from Kamailio, want 1 (the POST without the token refused)", n)
+	}
 }
