@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -246,4 +247,67 @@ func TestKamailioObservationsToken(t *testing.T) {
 	if n := metricValue(t, apiAddr, answered); n != 1 {
 		t.Errorf("qualifyd counted %v answered calls from Kamailio, want 1 (the POST without the token refused)", n)
 	}
+}
+
+// queueSizes samples the length of Kamailio's qualifyd queue (RPC
+// mqueue.get_size) every 20 ms until the returned stop is called, which
+// returns the samples.
+func queueSizes(t *testing.T, k *peertest.Kamailio) (stop func() []int) {
+	rpc := &kamailio{t: t, rpc: k.RPC}
+	var sizes []int
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if r, err := rpc.call("mqueue.get_size", "qualifyd"); err == nil {
+				var q struct{ Size int }
+				if json.Unmarshal(r, &q) == nil {
+					sizes = append(sizes, q.Size)
+				}
+			}
+			select {
+			case <-quit:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() []int { close(quit); <-done; return sizes }
+}
+
+// TestKamailioObservationsQueueFull holds that a full queue costs
+// routing nothing and stays bounded: with qualifyd hung (its timer then
+// drains 50 outcomes a second, one POST bounded by 1 s at a time), 1,500
+// calls at 500 a second through the real Kamailio to a trunk answering
+// 503 each get their final reply, and the queue of the docs' lines
+// (size=1000) fills to 1,000 outcomes and never holds more (mq_add drops
+// the oldest). About 4 s.
+func TestKamailioObservationsQueueFull(t *testing.T) {
+	t.Parallel()
+	busy := callTrunk(t, filepath.Join("..", "..", "internal", "sink", "testdata", "calls", "invite-503.xml"))
+	hung := &observations{hang: make(chan struct{})}
+	srv := httptest.NewServer(hung)
+	defer srv.Close()
+	defer close(hung.hang)
+	k := startObservingKamailio(t, srv.URL, busy)
+	stop := queueSizes(t, k)
+	sf, _ := filepath.Abs(filepath.Join("testdata", "kamailio", "caller-fail.xml"))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*peerBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, requirePeer(t, "sipp"), "-sf", sf, "-i", "127.0.0.1",
+		"-p", strconv.Itoa(freePort(t, "udp")), "-t", "u1", "-r", "500", "-m", "1500", "-s", "trunk", "-nostdin",
+		"-timeout", (2 * peerBound).String(), "-timeout_error", "-max_recv_loops", "1000", k.SIP)
+	cmd.Dir = t.TempDir()
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	sizes := stop()
+	if err != nil {
+		t.Fatalf("1,500 failed calls with qualifyd hung: %v\n%s", err, out)
+	}
+	if len(sizes) == 0 || slices.Max(sizes) != 1000 {
+		t.Fatalf("the queue's length in %d samples: %v; want 1000 at most, reached", len(sizes), sizes)
+	}
+	t.Logf("1,500 failed calls in %.2f s, each with its final reply; the queue's length in %d samples: largest %d, last %d",
+		took.Seconds(), len(sizes), slices.Max(sizes), sizes[len(sizes)-1])
 }
