@@ -11,8 +11,11 @@ import (
 // in is one input to the ledger, as the watches and the node give them.
 type in func(l *ledger) outcome
 
-// member is node's announcement in run, or its removal (run "-").
-func memberIn(node, run string) in {
+// memberIn is node's announcement in run, or its removal (run "-").
+func memberIn(node, run string) in { return memberAt(node, run, 0) }
+
+// memberAt is memberIn as the entry at KV revision rev.
+func memberAt(node, run string, rev uint64) in {
 	return func(l *ledger) outcome {
 		live, changed, o := l.member(node, announcement{Run: run}, run == "-", time.Time{})
 		if changed {
@@ -24,13 +27,27 @@ func memberIn(node, run string) in {
 }
 
 // voteIn is node's vote of contact k, cast in run.
-func voteIn(node, run string, s qualify.Status) in {
+func voteIn(node, run string, s qualify.Status) in { return voteAt(node, run, s, 0) }
+
+// voteAt is voteIn as the entry at KV revision rev.
+func voteAt(node, run string, s qualify.Status, rev uint64) in {
 	return func(l *ledger) outcome { return l.vote("k", node, run, s, time.Time{}) }
 }
 
 // recordIn is the verdicts bucket's record of k.
-func recordIn(s qualify.Status) in {
-	return func(l *ledger) outcome { l.record("k", s); return outcome{} }
+func recordIn(s qualify.Status) in { return recordAt(s, 0) }
+
+// recordAt is recordIn as the entry at KV revision rev; NonQualified
+// for the record's removal.
+func recordAt(s qualify.Status, rev uint64) in {
+	return func(l *ledger) outcome {
+		if s == qualify.NonQualified {
+			l.forget("k", true)
+			return outcome{}
+		}
+		l.record("k", s)
+		return outcome{}
+	}
 }
 
 // seedIn ends the first pass over the verdicts bucket.
@@ -110,6 +127,41 @@ func TestLedger(t *testing.T) {
 			{voteIn("b", "r1", U), ""}, {voteIn("c", "r1", R), ""}, // a split: nothing decided
 			{leadIn(), "Unreachable"},                  // adopted: the record already, nothing to write
 			{voteIn("b", "r1", R), "Reachable +write"}, // decided while leading: recorded
+		}},
+		// A watch may run on a replica still catching up (a restarted
+		// node's server, on its old store): it delivers the entries it
+		// holds, older than those already applied. No key goes back to
+		// an older revision; the same revision again changes nothing.
+		{"a restarted node's announcement of its previous run, read again from a stale replica, is dropped", Any, []step{
+			{memberAt("a", "r2", 1), ""}, {memberAt("c", "r1", 2), ""}, {memberAt("b", "r1", 5), ""},
+			{voteAt("a", "r2", R, 1), ""}, {voteAt("c", "r1", R, 2), ""},
+			{voteAt("b", "r1", R, 3), "Reachable"}, {voteAt("b", "r1", U, 4), "Unreachable"},
+			{memberAt("b", "-", 6), "Reachable"}, // b's membership lapsed
+			{memberAt("b", "r3", 7), ""},         // b restarted: its Unreachable of r1 is still in the bucket
+			{memberAt("b", "r1", 5), ""},         // a's watch started again on b's server, not caught up yet
+			{voteAt("b", "r1", U, 4), ""},        // the vote again at its own revision: still not of r3
+			{memberAt("b", "r3", 7), ""},         // the current announcement again: the same
+			{voteAt("b", "r3", U, 8), "Unreachable"},
+		}},
+		{"a node's removal is not undone by its older announcement", Any, []step{
+			{memberAt("a", "r2", 1), ""}, {memberAt("b", "r1", 2), ""}, {memberAt("c", "r1", 3), ""},
+			{voteAt("a", "r2", R, 1), ""}, {voteAt("c", "r1", R, 2), ""}, {voteAt("b", "r1", U, 3), "Unreachable"},
+			{memberAt("b", "-", 9), "Reachable"}, // b's membership lapsed: its marker
+			{memberAt("b", "r1", 2), ""},         // the put before it, from a stale replica
+		}},
+		{"a replaced vote is not undone by its older entry", Any, []step{
+			{memberAt("a", "r2", 1), ""}, {memberAt("b", "r1", 2), ""}, {memberAt("c", "r1", 3), ""},
+			{voteAt("a", "r2", R, 1), ""}, {voteAt("c", "r1", R, 2), ""}, {voteAt("b", "r1", U, 3), "Unreachable"},
+			{voteAt("b", "r1", R, 6), "Reachable"},
+			{voteAt("b", "r1", U, 3), ""}, // the vote before it, from a stale replica
+		}},
+		{"a removed record is not undone by its older entry", Majority, []step{
+			{memberIn("a", "r2"), ""}, {memberIn("b", "r1"), ""}, {memberIn("c", "r1"), ""},
+			{seedIn(), ""}, {recordAt(U, 5), ""},
+			{voteAt("b", "r1", U, 1), ""}, {voteAt("c", "r1", R, 2), ""}, // a split: nothing decided
+			{recordAt(qualify.NonQualified, 9), ""}, // the record removed
+			{recordAt(U, 5), ""},                    // the record before it, from a stale replica
+			{leadIn(), ""},                          // nothing recorded to adopt
 		}},
 	}
 	for _, tt := range tests {
