@@ -55,12 +55,12 @@ func (c *Cluster) dropOrphans(contacts []string) {
 // a record holds it: at the record's removal (gone: the record goes
 // first), or at the removal of the last vote when the record went
 // before it (the votes and the verdicts come through two watches, in
-// either order). The Verdict hook hears the change; nothing is recorded
-// for it.
-func (c *Cluster) forget(contact string, gone bool) {
+// either order). rev is the KV revision of the record's removal (gone).
+// The Verdict hook hears the change; nothing is recorded for it.
+func (c *Cluster) forget(contact string, gone bool, rev uint64) {
 	c.verdictMu.Lock()
 	defer c.verdictMu.Unlock()
-	if v, changed := c.l.forget(contact, gone); changed && c.hooks.Verdict != nil {
+	if v, changed := c.l.forget(contact, gone, rev); changed && c.hooks.Verdict != nil {
 		c.hooks.Verdict(v)
 	}
 }

@@ -44,6 +44,12 @@ type ledger struct {
 	echoAt     time.Time                            // when one of them last came back, or echo last became non-empty
 
 	foreign map[string]bool // the nodes not in nodes= seen
+
+	// revs is, by bucket then key, the KV revision of the entry last
+	// applied (a removal's marker included); older counts the entries
+	// dropped as older than it (newerLocked).
+	revs  map[string]map[string]uint64
+	older uint64
 }
 
 // newLedger returns the ledger of node self, in run run, of a cluster
@@ -52,11 +58,36 @@ func newLedger(self, run string, nodes []Node, q Quorum, vantages int) *ledger {
 	l := &ledger{self: self, run: run, nodes: map[string]bool{}, members: map[string]Member{},
 		tally: newTally(q, vantages), recorded: map[string]qualify.Status{},
 		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, drains: map[string]bool{},
-		strays: map[string]map[string]qualify.Status{}, echo: map[string]qualify.Status{}, foreign: map[string]bool{}}
+		strays: map[string]map[string]qualify.Status{}, echo: map[string]qualify.Status{}, foreign: map[string]bool{},
+		revs: map[string]map[string]uint64{}}
 	for _, n := range nodes {
 		l.nodes[n.Name] = true
 	}
 	return l
+}
+
+// newerLocked reports whether the entry of key in bucket at KV revision
+// rev is to be applied, and records rev as the key's last applied: no
+// key goes back to a revision older than one applied. A watch may run on
+// a replica still catching up (a restarted node's server, on its old
+// store), which delivers the entries it holds, older than those this
+// node already applied: another node's announcement of its previous run
+// (whose votes would count again), a vote or a record since replaced or
+// removed. A watch started again delivers the current entries at their
+// own revisions, equal to those applied: applied again, to the same
+// effect. l.mu held.
+func (l *ledger) newerLocked(bucket, key string, rev uint64) bool {
+	revs := l.revs[bucket]
+	if revs == nil {
+		revs = map[string]uint64{}
+		l.revs[bucket] = revs
+	}
+	if last, ok := revs[key]; ok && rev < last {
+		l.older++
+		return false
+	}
+	revs[key] = rev
+	return true
 }
 
 // ours reports whether name is one of nodes=: the one check, the
@@ -123,23 +154,27 @@ type outcome struct {
 	Foreign string
 }
 
-// vote counts node's status of contact (its key: the entry's), cast in
-// node's run run. A node not in nodes= counts for nothing: its key is
+// vote counts node's status of contact (its key: the entry's, at KV
+// revision rev), cast in node's run run; an entry older than the key's
+// last applied is dropped (newerLocked). A node not in nodes= counts for nothing: its key is
 // queued for the leader to remove. A vote of this node of another run
 // is withdrawn (queued as Removed) unless a vote of this run is on its
 // way; one of this run, or a withdrawal, is its echo.
-func (l *ledger) vote(contact, node, run string, s qualify.Status, now time.Time) (o outcome) {
-	return l.voteMark(contact, node, mark{status: s, run: run}, now)
+func (l *ledger) vote(contact, node, run string, s qualify.Status, rev uint64, now time.Time) (o outcome) {
+	return l.voteMark(contact, node, mark{status: s, run: run}, rev, now)
 }
 
 // voteMark is vote with the vote's drain (markOf).
-func (l *ledger) voteMark(contact, node string, m mark, now time.Time) (o outcome) {
+func (l *ledger) voteMark(contact, node string, m mark, rev uint64, now time.Time) (o outcome) {
 	run, s := m.run, m.status
 	if !l.ours(node) {
 		return l.strayed(bucketVotes, voteKey(contact, node), node, s != qualify.Reachable && s != qualify.Unreachable)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.newerLocked(bucketVotes, voteKey(contact, node), rev) {
+		return o
+	}
 	if node == l.self {
 		o.Write = l.ownVote(contact, s, run, now)
 	}
@@ -179,16 +214,20 @@ func (l *ledger) ownVote(contact string, s qualify.Status, run string, now time.
 	return true
 }
 
-// member records a node's membership entry: its announcement, or gone
-// for its removal; it returns the live nodes when they or their runs
+// member records a node's membership entry, at KV revision rev: its
+// announcement, or gone for its removal; an entry older than the key's
+// last applied is dropped (newerLocked). It returns the live nodes when they or their runs
 // changed. A node not in nodes= is no member: its key is queued for
 // the leader to remove (o).
-func (l *ledger) member(name string, a announcement, gone bool, now time.Time) (live []string, changed bool, o outcome) {
+func (l *ledger) member(name string, a announcement, gone bool, rev uint64, now time.Time) (live []string, changed bool, o outcome) {
 	if !l.ours(name) {
 		return nil, false, l.strayed(bucketMembers, name, name, gone)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.newerLocked(bucketMembers, name, rev) {
+		return nil, false, o
+	}
 	was := l.members[name]
 	m := Member{Name: name}
 	if gone {
@@ -255,10 +294,14 @@ func (l *ledger) decideMembers(live []string) outcome {
 // the seed of an earlier one (a watch of a replica still catching up
 // delivers the records it holds, then the newer ones). It reports
 // whether the record is an orphan: written after the contact's last
-// vote went.
-func (l *ledger) record(contact string, s qualify.Status) (orphan bool) {
+// vote went. rev is the entry's KV revision: an entry older than the
+// key's last applied is dropped (newerLocked).
+func (l *ledger) record(contact string, s qualify.Status, rev uint64) (orphan bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.newerLocked(bucketVerdicts, contactKey(contact), rev) {
+		return false
+	}
 	if prev, ok := l.recorded[contact]; ok && !l.seeded && l.tally.status[contact] == prev {
 		delete(l.tally.status, contact) // seeded from prev, decided by nothing since
 	}
@@ -278,12 +321,16 @@ func (l *ledger) seed() {
 }
 
 // forget drops the cluster's status of contact once neither a vote nor
-// a record holds it (gone: the record was removed), and returns the
-// change; nothing is recorded for it.
-func (l *ledger) forget(contact string, gone bool) (Verdict, bool) {
+// a record holds it (gone: the record was removed, by its entry at KV
+// revision rev, dropped if older than the key's last applied), and
+// returns the change; nothing is recorded for it.
+func (l *ledger) forget(contact string, gone bool, rev uint64) (Verdict, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if gone {
+		if !l.newerLocked(bucketVerdicts, contactKey(contact), rev) {
+			return Verdict{}, false
+		}
 		delete(l.recorded, contact)
 	}
 	if _, held := l.recorded[contact]; held {

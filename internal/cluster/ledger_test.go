@@ -17,7 +17,7 @@ func memberIn(node, run string) in { return memberAt(node, run, 0) }
 // memberAt is memberIn as the entry at KV revision rev.
 func memberAt(node, run string, rev uint64) in {
 	return func(l *ledger) outcome {
-		live, changed, o := l.member(node, announcement{Run: run}, run == "-", time.Time{})
+		live, changed, o := l.member(node, announcement{Run: run}, run == "-", rev, time.Time{})
 		if changed {
 			d := l.decideMembers(live)
 			o.Verdicts, o.Write = append(o.Verdicts, d.Verdicts...), o.Write || d.Write
@@ -31,7 +31,7 @@ func voteIn(node, run string, s qualify.Status) in { return voteAt(node, run, s,
 
 // voteAt is voteIn as the entry at KV revision rev.
 func voteAt(node, run string, s qualify.Status, rev uint64) in {
-	return func(l *ledger) outcome { return l.vote("k", node, run, s, time.Time{}) }
+	return func(l *ledger) outcome { return l.vote("k", node, run, s, rev, time.Time{}) }
 }
 
 // recordIn is the verdicts bucket's record of k.
@@ -42,10 +42,10 @@ func recordIn(s qualify.Status) in { return recordAt(s, 0) }
 func recordAt(s qualify.Status, rev uint64) in {
 	return func(l *ledger) outcome {
 		if s == qualify.NonQualified {
-			l.forget("k", true)
+			l.forget("k", true, rev)
 			return outcome{}
 		}
-		l.record("k", s)
+		l.record("k", s, rev)
 		return outcome{}
 	}
 }
@@ -199,5 +199,22 @@ func TestLedgerSeedsFromTheLatestRecord(t *testing.T) {
 	recordIn(U)(l) // after the seed a record seeds nothing: the votes decide
 	if s := l.status("k"); s != R {
 		t.Fatalf("a record after the seed set the status to %v", s)
+	}
+}
+
+// TestLedgerCountsOlderEntries: an entry older than its key's last
+// applied is counted as it is dropped; the same revision again is
+// applied, not counted.
+func TestLedgerCountsOlderEntries(t *testing.T) {
+	l := newLedger("a", "r2", []Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Any, 3)
+	for _, s := range []in{memberAt("b", "r3", 7), memberAt("b", "r3", 7), memberAt("b", "r1", 5),
+		voteAt("b", "r3", qualify.Reachable, 4), voteAt("b", "r1", qualify.Unreachable, 3)} {
+		s(l)
+	}
+	if l.older != 2 {
+		t.Fatalf("%d entries counted as older, want 2", l.older)
+	}
+	if m := l.members["b"]; !m.Up || m.run != "r3" {
+		t.Fatalf("b is %+v, want up in run r3", m)
 	}
 }

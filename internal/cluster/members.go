@@ -218,7 +218,7 @@ func (c *Cluster) memberEntry(e jetstream.KeyValueEntry) ([]string, bool) {
 	if !removed(e) && json.Unmarshal(e.Value(), &a) != nil {
 		return nil, false
 	}
-	live, changed, o := c.l.member(name, a, removed(e), now)
+	live, changed, o := c.l.member(name, a, removed(e), e.Revision(), now)
 	c.strayed(o)
 	return live, changed
 }

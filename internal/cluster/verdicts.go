@@ -79,10 +79,10 @@ func (c *Cluster) recordEntry(e jetstream.KeyValueEntry) {
 		return
 	}
 	if removed(e) {
-		c.forget(contact, true)
+		c.forget(contact, true, e.Revision())
 		return
 	}
-	if c.l.record(contact, statusOf(e)) {
+	if c.l.record(contact, statusOf(e), e.Revision()) {
 		c.dropOrphans([]string{contact}) // a record written after its last vote went
 	}
 }
@@ -97,7 +97,7 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 	s := m.status
 	var o outcome
 	c.decide(func() outcome {
-		o = c.l.voteMark(contact, node, m, time.Now())
+		o = c.l.voteMark(contact, node, m, e.Revision(), time.Now())
 		return o
 	})
 	c.strayed(o) // a foreign vote logged
@@ -105,7 +105,7 @@ func (c *Cluster) voteEntry(e jetstream.KeyValueEntry) {
 		return
 	}
 	if s != qualify.Reachable && s != qualify.Unreachable {
-		c.forget(contact, false)
+		c.forget(contact, false, 0)
 		c.dropOrphans([]string{contact})
 	}
 }
