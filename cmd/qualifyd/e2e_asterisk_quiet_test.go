@@ -87,7 +87,7 @@ func TestAsteriskDrain(t *testing.T) {
 // device), its peer, and lines added to its AoR in qualifyd's file.
 type labTrunk struct {
 	name  string
-	peer  *tracedPeer
+	peer  *sippTrunk
 	extra string
 }
 
@@ -374,7 +374,7 @@ func failedCallsBurst(t *testing.T, sc callScale) {
 // drains. Asterisk's device of each is read throughout.
 func drain(t *testing.T, sc callScale) {
 	names := []string{"byopt", "bycall"}
-	peers := map[string]*tracedPeer{"byopt": newTracedPeer(t, trunkXML), "bycall": newTracedPeer(t, trunkXML)}
+	peers := map[string]*sippTrunk{"byopt": newTracedPeer(t, trunkXML), "bycall": newTracedPeer(t, trunkXML)}
 	lab := startCallLab(t, sc, labOptions{}, labTrunk{"byopt", peers["byopt"], ""}, labTrunk{"bycall", peers["bycall"], ""})
 	watches := map[string]func() []stateChange{}
 	for _, n := range names {
@@ -413,7 +413,7 @@ func drain(t *testing.T, sc callScale) {
 // checkDrained checks one trunk's drain: Asterisk's device UNAVAILABLE
 // then NOT_INUSE again, no OPTIONS from the 503 until drainAsked after
 // it, no failure in the API.
-func checkDrained(t *testing.T, sc callScale, name string, peer *tracedPeer, states []stateChange, c api.Contact) {
+func checkDrained(t *testing.T, sc callScale, name string, peer *sippTrunk, states []stateChange, c api.Contact) {
 	t.Helper()
 	asked := peer.replies("SIP/2.0 503", "OPTIONS")
 	if len(asked) != 1 {

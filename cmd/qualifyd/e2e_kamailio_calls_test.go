@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -18,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,21 +33,18 @@ import (
 // swapPeer is a SIPp trunk behind a relay whose scenario the test
 // changes, on the same port: a trunk that starts or stops draining.
 type swapPeer struct {
-	t    *testing.T
-	name string
-	r    *relay
-	port int
-	cmd  *exec.Cmd
+	name  string
+	r     *relay
+	trunk *sippTrunk
 }
 
-// newSwapPeer starts a relay and SIPp behind it playing scenario, a file
-// of testdata/kamailio.
+// newSwapPeer starts SIPp playing scenario, a file of testdata/kamailio,
+// and a relay in front of it.
 func newSwapPeer(t *testing.T, name, scenario string) *swapPeer {
 	t.Helper()
-	p := &swapPeer{t: t, name: name, port: freePort(t, "udp")}
-	p.r = newRelay(t, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(p.port)))
-	p.play(scenario)
-	t.Cleanup(p.stop)
+	port := freePort(t, "udp")
+	p := &swapPeer{name: name, r: newRelay(t, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)))}
+	p.trunk = newSippTrunkAt(t, port, p.addr(), filepath.Join("testdata", "kamailio", scenario), false)
 	return p
 }
 
@@ -58,37 +53,9 @@ func (p *swapPeer) dest() string    { return "sip:" + p.addr() }
 func (p *swapPeer) contact() string { return "sip:" + p.name + "@" + p.addr() }
 func (p *swapPeer) line() string    { return "Contact " + p.name + "/" + p.contact() + " " }
 
-// play stops SIPp and starts it again with scenario, and waits until it
-// has bound its port.
+// play restarts SIPp on its port with scenario, a file of testdata/kamailio.
 func (p *swapPeer) play(scenario string) {
-	p.t.Helper()
-	p.stop()
-	sf, _ := filepath.Abs(filepath.Join("testdata", "kamailio", scenario))
-	back := "127.0.0.1:" + strconv.Itoa(p.port)
-	p.cmd = exec.Command(requirePeer(p.t, "sipp"), "-sf", sf, "-i", "127.0.0.1", "-p", strconv.Itoa(p.port), "-t", "u1",
-		"-nostdin", "-deadcall_wait", "0", "-max_recv_loops", "1000", "-key", "contact", p.addr())
-	p.cmd.Dir = p.t.TempDir()
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	eventually(p.t, peerBound, "SIPp binds "+back, func() bool {
-		c, err := net.ListenPacket("udp", back)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
-}
-
-// stop kills SIPp and waits for it; idempotent.
-func (p *swapPeer) stop() {
-	if p.cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	_ = p.cmd.Wait()
-	p.cmd = nil
+	p.trunk.swap(filepath.Join("testdata", "kamailio", scenario))
 }
 
 // options is the number of OPTIONS transactions the trunk received.

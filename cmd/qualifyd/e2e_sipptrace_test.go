@@ -16,37 +16,65 @@ import (
 	"time"
 )
 
-// What the calls' Asterisk tests read: a SIPp trunk's own log of the
+// The calls' tests' SIPp trunks, which a test kills or swaps on their
+// port, and what the Asterisk ones read: a trunk's own log of the
 // messages it received and sent, and qualifyd's log lines as it prints
 // them.
 
-// tracedPeer is a SIPp trunk on a loopback port of its own that logs
-// every message it receives and sends (-trace_msg); swap changes its
-// scenario on the same port.
-type tracedPeer struct {
-	t    *testing.T
-	port int
-	dir  string
-	logs []string // one message file per SIPp run
-	cmd  *exec.Cmd
+// sippTrunk is a SIPp trunk on a loopback port of its own that a test
+// kills and starts again, with the same scenario or another, on the same
+// port: a trunk that dies, or that starts or stops draining. Traced, it
+// logs every message it receives and sends (-trace_msg), one file per run.
+type sippTrunk struct {
+	t       *testing.T
+	port    int
+	contact string // the address its responses give as their Contact
+	dir     string
+	trace   bool
+	logs    []string // one message file per SIPp run, when traced
+	cmd     *exec.Cmd
 }
 
-func newTracedPeer(t *testing.T, scenario string) *tracedPeer {
-	p := &tracedPeer{t: t, port: freePort(t, "udp"), dir: t.TempDir()}
+// newSippTrunk starts SIPp playing scenario (a path from the package's
+// directory) on a port of its own and kills it when the test ends.
+func newSippTrunk(t *testing.T, scenario string, trace bool) *sippTrunk {
+	t.Helper()
+	port := freePort(t, "udp")
+	return newSippTrunkAt(t, port, "127.0.0.1:"+strconv.Itoa(port), scenario, trace)
+}
+
+// newSippTrunkAt is newSippTrunk on port, giving contact as its Contact
+// (a relay's address, for a trunk behind one).
+func newSippTrunkAt(t *testing.T, port int, contact, scenario string, trace bool) *sippTrunk {
+	t.Helper()
+	p := &sippTrunk{t: t, port: port, contact: contact, dir: t.TempDir(), trace: trace}
 	p.start(scenario)
 	t.Cleanup(p.kill)
 	return p
 }
 
-func (p *tracedPeer) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
+// newTracedPeer is a traced sippTrunk: the calls' Asterisk tests count
+// the OPTIONS at the trunk, in its own log.
+func newTracedPeer(t *testing.T, scenario string) *sippTrunk {
+	t.Helper()
+	return newSippTrunk(t, scenario, true)
+}
 
-func (p *tracedPeer) start(scenario string) {
+func (p *sippTrunk) addr() string { return "127.0.0.1:" + strconv.Itoa(p.port) }
+
+// start starts SIPp playing scenario and waits until it has bound its
+// port.
+func (p *sippTrunk) start(scenario string) {
+	p.t.Helper()
 	sf, _ := filepath.Abs(scenario)
-	log := filepath.Join(p.dir, fmt.Sprintf("messages-%d.log", len(p.logs)))
-	p.logs = append(p.logs, log)
-	p.cmd = exec.Command(requirePeer(p.t, "sipp"), "-sf", sf, "-i", "127.0.0.1", "-p", strconv.Itoa(p.port), "-t", "u1",
-		"-nostdin", "-deadcall_wait", "0", "-max_recv_loops", "1000", "-key", "contact", p.addr(),
-		"-trace_msg", "-message_file", log)
+	args := []string{"-sf", sf, "-i", "127.0.0.1", "-p", strconv.Itoa(p.port), "-t", "u1",
+		"-nostdin", "-deadcall_wait", "0", "-max_recv_loops", "1000", "-key", "contact", p.contact}
+	if p.trace {
+		log := filepath.Join(p.dir, fmt.Sprintf("messages-%d.log", len(p.logs)))
+		p.logs = append(p.logs, log)
+		args = append(args, "-trace_msg", "-message_file", log)
+	}
+	p.cmd = exec.Command(requirePeer(p.t, "sipp"), args...)
 	p.cmd.Dir = p.dir
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -62,7 +90,7 @@ func (p *tracedPeer) start(scenario string) {
 }
 
 // kill kills SIPp and waits for it; idempotent.
-func (p *tracedPeer) kill() {
+func (p *sippTrunk) kill() {
 	if p.cmd == nil {
 		return
 	}
@@ -72,7 +100,7 @@ func (p *tracedPeer) kill() {
 }
 
 // swap restarts the trunk on its port with another scenario.
-func (p *tracedPeer) swap(scenario string) {
+func (p *sippTrunk) swap(scenario string) {
 	p.kill()
 	p.start(scenario)
 }
@@ -87,7 +115,7 @@ type sipMessage struct {
 }
 
 // messages reads every message SIPp logged, in order.
-func (p *tracedPeer) messages() []sipMessage {
+func (p *sippTrunk) messages() []sipMessage {
 	var out []sipMessage
 	for _, path := range p.logs {
 		b, err := os.ReadFile(path)
@@ -132,7 +160,7 @@ func parseSIPPEntry(entry string) (sipMessage, bool) {
 
 // options returns when each OPTIONS transaction reached the trunk within
 // [from, to) (retransmissions counted once).
-func (p *tracedPeer) options(from, to time.Time) []time.Time {
+func (p *sippTrunk) options(from, to time.Time) []time.Time {
 	var out []time.Time
 	seen := map[string]bool{}
 	for _, m := range p.messages() {
@@ -147,7 +175,7 @@ func (p *tracedPeer) options(from, to time.Time) []time.Time {
 // replies returns when the trunk sent each final response with status
 // prefix (e.g. "SIP/2.0 200", "SIP/2.0 503") to a request of method
 // (retransmissions counted once).
-func (p *tracedPeer) replies(prefix, method string) []time.Time {
+func (p *sippTrunk) replies(prefix, method string) []time.Time {
 	var out []time.Time
 	seen := map[string]bool{}
 	for _, m := range p.messages() {

@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,43 +56,12 @@ func TestFigureCallsDetection(t *testing.T) {
 	})
 }
 
-// mortal is a SIPp trunk (trunk.xml) the figure kills and starts again on
-// the same port.
-type mortal struct {
-	t    *testing.T
-	port int
-	cmd  *exec.Cmd
-}
-
-func newMortal(t *testing.T) *mortal {
-	m := &mortal{t: t, port: freePort(t, "udp")}
-	m.start()
-	t.Cleanup(m.kill)
+// newMortal starts the figure's trunk (trunk.xml), which runTrials kills
+// and starts again on the same port, once it answers OPTIONS.
+func newMortal(t *testing.T) *sippTrunk {
+	m := newSippTrunk(t, trunkXML, false)
+	waitOptions(t, m.addr())
 	return m
-}
-
-func (m *mortal) addr() string { return "127.0.0.1:" + strconv.Itoa(m.port) }
-
-func (m *mortal) start() {
-	sf, _ := filepath.Abs(filepath.Join("testdata", "kamailio", "trunk.xml"))
-	m.cmd = exec.Command(requirePeer(m.t, "sipp"), "-sf", sf, "-i", "127.0.0.1", "-p", strconv.Itoa(m.port), "-t", "u1",
-		"-nostdin", "-deadcall_wait", "0", "-max_recv_loops", "1000", "-key", "contact", m.addr())
-	m.cmd.Dir = m.t.TempDir()
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := m.cmd.Start(); err != nil {
-		m.t.Fatal(err)
-	}
-	waitOptions(m.t, m.addr())
-}
-
-// kill kills the trunk and waits for it; idempotent.
-func (m *mortal) kill() {
-	if m.cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
-	_ = m.cmd.Wait()
-	m.cmd = nil
 }
 
 // trial is one death of the trunk: how long each side took to route
@@ -104,7 +71,7 @@ type trial struct{ with, without time.Duration }
 // runTrials kills the trunk trials times, each at a random moment of the
 // cycle after both sides route to it (up reports it for one side), and
 // measures until down reports it out of routing for each side.
-func runTrials(t *testing.T, trunk *mortal, trials int, state func(with bool) (up, down bool)) []trial {
+func runTrials(t *testing.T, trunk *sippTrunk, trials int, state func(with bool) (up, down bool)) []trial {
 	var out []trial
 	for i := range trials {
 		eventually(t, figBound, "both sides route to the trunk", func() bool {
@@ -131,7 +98,8 @@ func runTrials(t *testing.T, trunk *mortal, trials int, state func(with bool) (u
 		t.Logf("trial %d: routed around the dead trunk after %.1f s with the calls' outcomes, %.1f s without",
 			i+1, tr.with.Seconds(), tr.without.Seconds())
 		out = append(out, tr)
-		trunk.start()
+		trunk.start(trunkXML)
+		waitOptions(t, trunk.addr())
 	}
 	return out
 }
