@@ -45,11 +45,13 @@ type ledger struct {
 
 	foreign map[string]bool // the nodes not in nodes= seen
 
-	// revs is, by bucket then key, the KV revision of the entry last
-	// applied (a removal's marker included); older counts the entries
-	// dropped as older than it (newerLocked).
-	revs  map[string]map[string]uint64
-	older uint64
+	// memberRevs (by node) and recordRevs (by contact) are the KV
+	// revision of the members' and the verdicts' entry last applied, a
+	// removal's marker included; a vote's is in its mark. older counts
+	// the entries dropped as older than those (newerLocked).
+	memberRevs map[string]uint64
+	recordRevs map[string]uint64
+	older      uint64
 }
 
 // newLedger returns the ledger of node self, in run run, of a cluster
@@ -59,29 +61,29 @@ func newLedger(self, run string, nodes []Node, q Quorum, vantages int) *ledger {
 		tally: newTally(q, vantages), recorded: map[string]qualify.Status{},
 		votesOut: map[string]qualify.Status{}, recordsOut: map[string]qualify.Status{}, drains: map[string]bool{},
 		strays: map[string]map[string]qualify.Status{}, echo: map[string]qualify.Status{}, foreign: map[string]bool{},
-		revs: map[string]map[string]uint64{}}
+		memberRevs: map[string]uint64{}, recordRevs: map[string]uint64{}}
 	for _, n := range nodes {
 		l.nodes[n.Name] = true
 	}
 	return l
 }
 
-// newerLocked reports whether the entry of key in bucket at KV revision
-// rev is to be applied, and records rev as the key's last applied: no
-// key goes back to a revision older than one applied. A watch may run on
-// a replica still catching up (a restarted node's server, on its old
-// store), which delivers the entries it holds, older than those this
-// node already applied: another node's announcement of its previous run
-// (whose votes would count again), a vote or a record since replaced or
-// removed. A watch started again delivers the current entries at their
-// own revisions, equal to those applied: applied again, to the same
-// effect. l.mu held.
-func (l *ledger) newerLocked(bucket, key string, rev uint64) bool {
-	revs := l.revs[bucket]
-	if revs == nil {
-		revs = map[string]uint64{}
-		l.revs[bucket] = revs
-	}
+// newerLocked reports whether an entry at KV revision rev, of the key
+// whose last applied revision revs holds, is to be applied, and records
+// rev as the key's last applied: no key goes back to a revision older
+// than one applied. A watch may run on a replica still catching up (a
+// restarted node's server, on its old store), which delivers the entries
+// it holds, older than those this node already applied: another node's
+// announcement of its previous run (whose votes would count again), a
+// vote or a record since replaced or removed. A watch started again
+// delivers the current entries at their own revisions, equal to those
+// applied: applied again, to the same effect. The revisions cost a
+// number per member, per vote (its mark) and per contact recorded; a
+// vote's removal leaves none, so an older copy of a removed vote counts
+// again until its voter votes: only in its voter's current run (a
+// previous run's never counts), that is on a contact it stopped
+// qualifying, which no sink follows. l.mu held.
+func (l *ledger) newerLocked(revs map[string]uint64, key string, rev uint64) bool {
 	if last, ok := revs[key]; ok && rev < last {
 		l.older++
 		return false
@@ -172,9 +174,11 @@ func (l *ledger) voteMark(contact, node string, m mark, rev uint64, now time.Tim
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.newerLocked(bucketVotes, voteKey(contact, node), rev) {
+	if was, ok := l.tally.votes[contact][node]; ok && rev < was.rev {
+		l.older++ // older than the vote it would replace (newerLocked)
 		return o
 	}
+	m.rev = rev
 	if node == l.self {
 		o.Write = l.ownVote(contact, s, run, now)
 	}
@@ -225,7 +229,7 @@ func (l *ledger) member(name string, a announcement, gone bool, rev uint64, now 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.newerLocked(bucketMembers, name, rev) {
+	if !l.newerLocked(l.memberRevs, name, rev) {
 		return nil, false, o
 	}
 	was := l.members[name]
@@ -299,7 +303,7 @@ func (l *ledger) decideMembers(live []string) outcome {
 func (l *ledger) record(contact string, s qualify.Status, rev uint64) (orphan bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.newerLocked(bucketVerdicts, contactKey(contact), rev) {
+	if !l.newerLocked(l.recordRevs, contact, rev) {
 		return false
 	}
 	if prev, ok := l.recorded[contact]; ok && !l.seeded && l.tally.status[contact] == prev {
@@ -328,7 +332,7 @@ func (l *ledger) forget(contact string, gone bool, rev uint64) (Verdict, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if gone {
-		if !l.newerLocked(bucketVerdicts, contactKey(contact), rev) {
+		if !l.newerLocked(l.recordRevs, contact, rev) {
 			return Verdict{}, false
 		}
 		delete(l.recorded, contact)

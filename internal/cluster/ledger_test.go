@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -217,4 +219,41 @@ func TestLedgerCountsOlderEntries(t *testing.T) {
 	if m := l.members["b"]; !m.Up || m.run != "r3" {
 		t.Fatalf("b is %+v, want up in run r3", m)
 	}
+}
+
+// BenchmarkLedgerHeap reports the live heap a ledger holds per contact
+// once three nodes have voted on each of 10,000 contacts and its verdict
+// is recorded (B/contact): the tally, the records and their revisions.
+func BenchmarkLedgerHeap(b *testing.B) {
+	const contacts = 10000
+	nodes := []Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	names := make([]string, contacts)
+	for i := range names {
+		names[i] = fmt.Sprintf("sip:aor%06d@192.0.2.%d:5060", i, i%250)
+	}
+	var per float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l := newLedger("a", "r1", nodes, Majority, 3)
+		rev := uint64(0)
+		for _, n := range nodes {
+			rev++
+			l.member(n.Name, announcement{Run: "r1"}, false, rev, time.Time{})
+		}
+		for _, c := range names {
+			for _, n := range nodes {
+				rev++
+				l.vote(c, n.Name, "r1", qualify.Reachable, rev, time.Time{})
+			}
+			rev++
+			l.record(c, qualify.Reachable, rev)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per = float64(after.HeapAlloc-before.HeapAlloc) / contacts
+		runtime.KeepAlive(l)
+	}
+	b.ReportMetric(per, "B/contact")
 }

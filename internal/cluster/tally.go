@@ -56,6 +56,7 @@ type mark struct {
 	status qualify.Status
 	run    string
 	drain  bool
+	rev    uint64 // the entry's KV revision (ledger.newerLocked)
 }
 
 // newTally returns an empty tally.
