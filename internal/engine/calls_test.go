@@ -216,6 +216,38 @@ func TestDrainByProbe(t *testing.T) {
 	})
 }
 
+// TestDrainEndsWithAFailedProbe: a drain whose first probe after the
+// pause goes unanswered ends there, and says so with a DrainChanged of
+// its own beside the ProbeFailed that the step publishes first: a cluster
+// vote carries the drain and hears of it only by such an event (the
+// daemon's feedSinks), and would otherwise hold a healthy trunk out as
+// draining once its failures cleared.
+func TestDrainEndsWithAFailedProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, func(_ string, at time.Duration) reply {
+			switch {
+			case at == 30*time.Second:
+				return reply{After: 10 * time.Millisecond, Code: 503, RetryAfter: 20 * time.Second}
+			case at >= 50*time.Second && at < 51*time.Second:
+				return reply{Silent: true}
+			}
+			return reply{After: 10 * time.Millisecond}
+		})
+		h.apply(AoR{Name: "pbx07", Contacts: []string{trunk}, Policy: new(referencePolicy())})
+		h.until(31 * time.Second)
+		checkDraining(t, h, true)
+		h.until(54 * time.Second) // the probe of 50.01 s times out at 53.01 s
+		checkDraining(t, h, false)
+		evs := h.eventsOf(DrainChanged)
+		if len(evs) != 2 || !evs[0].Draining || evs[1].Draining || evs[1].Time.Sub(h.t0) != secs(53.01) {
+			t.Errorf("drain events %+v, want its beginning and its end at 53.01 s", evs)
+		}
+		if evs := h.eventsOf(ProbeFailed); len(evs) != 1 || evs[0].Draining {
+			t.Errorf("failures %+v, want the one of 53.01 s, no longer draining", evs)
+		}
+	})
+}
+
 // TestDrainByCall: a call answered 503 with Retry-After: 20 drains the
 // contact for 20 s, and a probe in flight meanwhile does not end it.
 func TestDrainByCall(t *testing.T) {

@@ -167,7 +167,7 @@ func (e *Engine) record(id uint32, step qualify.Step, end time.Time, res qualify
 // availability when it flips. Called with mu held.
 func (e *Engine) transition(id uint32, step qualify.Step, kind EventKind, res qualify.Result, at time.Time) {
 	c := &e.slots[id]
-	wasRoutable, wasHeld := e.routable(id), c.aor.drainHeld()
+	wasRoutable, wasHeld, wasDraining := e.routable(id), c.aor.drainHeld(), c.state.Draining
 	e.sum.ByStatus[c.state.Status]--
 	e.sum.ByStatus[step.State.Status]++
 	if c.state.Draining != step.State.Draining {
@@ -185,6 +185,12 @@ func (e *Engine) transition(id uint32, step qualify.Step, kind EventKind, res qu
 		e.publish(ev)
 		if kind == StatusChanged {
 			c.aor.noteChange(&ev)
+		}
+		if wasDraining && !step.State.Draining && kind != StatusChanged && kind != DrainChanged {
+			// The drain's end, which the edge published (a failure, a
+			// success towards M) does not say: its own event, for those
+			// that follow drains (a cluster's vote carries it).
+			e.publish(e.contactEvent(DrainChanged, id, step.From, at))
 		}
 	}
 	if now := e.routable(id); now != wasRoutable {
@@ -205,7 +211,9 @@ func pinned(st qualify.State) qualify.State {
 // edgeKind returns which event a step from state was publishes, or 0 for
 // none: status changes, failures counted towards N, successes counted
 // towards M, the success that ends a suspect's run of failures, and a
-// drain's beginning and its end (when nothing else is published).
+// drain's beginning and its end (when nothing else is published; a drain
+// that ends with a failure or a success towards M publishes its end
+// after that event: transition).
 func edgeKind(was qualify.State, step qualify.Step) EventKind {
 	switch {
 	case step.Changed():
