@@ -30,9 +30,10 @@
 // (the vantage quorum rule), the tally that applies it per contact, the
 // ledger that holds every decision's state behind one lock (ledger.go:
 // a vote, a record, a membership change or a leading edge in, the
-// verdicts and the writes to make out; no key goes back to an older
-// revision than one applied, which a watch on a replica still catching
-// up delivers), and the lease's deadline arithmetic.
+// verdicts and the writes to make out; no membership, vote or record
+// goes back to an older revision than one applied, which a watch on a
+// replica still catching up delivers, but a removed vote, which keeps
+// none: newerLocked), and the lease's deadline arithmetic.
 //
 // A [Cluster] runs them: [New] starts the embedded server (or nothing, with
 // nats_url) and [Cluster.Run] announces the node, campaigns for the lease,
