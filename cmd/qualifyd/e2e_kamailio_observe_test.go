@@ -232,7 +232,7 @@ func TestKamailioObservationsToken(t *testing.T) {
 		t.Fatalf("the call with the token: %v\nKamailio:\n%s", err, with.Log)
 	}
 	eventually(t, peerBound, "qualifyd counts the call Kamailio posted with the token", func() bool {
-		return metricValue(t, apiAddr, answered) == 1
+		return metric(t, "http://"+apiAddr, answered) == 1
 	})
 	if strings.Contains(with.Log.String(), "qualifyd: POST of ") {
 		t.Fatalf("Kamailio with the token lost a POST:\n%s", with.Log)
@@ -244,7 +244,7 @@ func TestKamailioObservationsToken(t *testing.T) {
 	eventually(t, peerBound, "Kamailio without the token logs qualifyd's 401", func() bool {
 		return strings.Contains(without.Log.String(), "qualifyd: POST of 1 observations: 401")
 	})
-	if n := metricValue(t, apiAddr, answered); n != 1 {
+	if n := metric(t, "http://"+apiAddr, answered); n != 1 {
 		t.Errorf("qualifyd counted %v answered calls from Kamailio, want 1 (the POST without the token refused)", n)
 	}
 }

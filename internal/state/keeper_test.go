@@ -308,15 +308,7 @@ func MaxSavedAgeOf(p qualify.Policy) time.Duration { return engine.MaxSavedAge *
 // at into a new engine of r's AoRs, returning the states restored.
 func restoreInto(t *testing.T, r *keeperRig, at time.Time) map[string]qualify.State {
 	t.Helper()
-	e, err := engine.New(engine.Config{Prober: r.prober, Now: func() time.Time { return at }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Apply(r.aors); err != nil {
-		t.Fatal(err)
-	}
-	f, _ := r.saved("a")
-	e.Restore(f.Contacts, f.Seal)
+	e := restoredAt(t, r, at)
 	got := map[string]qualify.State{}
 	for _, a := range r.aors {
 		s, _ := e.AoR(a.Name)
