@@ -215,10 +215,10 @@ func TestPanicBlipWaitsBelowThePanic(t *testing.T) {
 // TestPanicBlipWaitsFromTheMark holds the limit of the lower mark with
 // N=1: the first failed probe of a blip is Unreachable while 1 of 10
 // destinations is recently failing, not more than the default 10%, so
-// that trunk is pushed down (in a 60 s blip it stays down, down when the
-// panic began, until the blip is over), whether a trunk is dead for
-// longer than the wait or not (it does not count); with
-// panic_hold_threshold=1 every down waits and none is pushed.
+// that trunk is pushed down (and taken back when a panic begins: it is
+// of the panic's own event), whether a trunk is dead for longer than the
+// wait or not (it does not count); with panic_hold_threshold=1 every
+// down waits and none is pushed.
 func TestPanicBlipWaitsFromTheMark(t *testing.T) {
 	p := qualify.Policy{Frequency: 30 * time.Second, Timeout: 3 * time.Second, Failures: 1, Successes: 1}
 	for _, c := range []struct {
