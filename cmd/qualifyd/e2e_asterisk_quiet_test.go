@@ -205,27 +205,51 @@ type stateChange struct {
 
 func (c stateChange) String() string { return c.state + " at " + c.at.Format("15:04:05.000") }
 
-// watchDevstate reads Custom:name in Asterisk over and over until the
-// returned stop is called, which returns each change read (the first
-// read included).
-func (l *callLab) watchDevstate(name string) (stop func() []stateChange) {
-	done := make(chan struct{})
-	var changes []stateChange
-	var wg sync.WaitGroup
-	wg.Go(func() {
+// devWatch reads a custom device's state in Asterisk over and over, in
+// the background, keeping each change read (the first read included).
+type devWatch struct {
+	mu      sync.Mutex
+	changes []stateChange
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// watchDevstate starts a devWatch of Custom:name, every 20 ms.
+func (l *callLab) watchDevstate(name string) *devWatch {
+	w := &devWatch{done: make(chan struct{})}
+	w.wg.Go(func() {
 		for {
 			s := l.devstate(name)
-			if s != "" && (len(changes) == 0 || changes[len(changes)-1].state != s) {
-				changes = append(changes, stateChange{time.Now(), s})
+			w.mu.Lock()
+			if s != "" && (len(w.changes) == 0 || w.changes[len(w.changes)-1].state != s) {
+				w.changes = append(w.changes, stateChange{time.Now(), s})
 			}
+			w.mu.Unlock()
 			select {
-			case <-done:
+			case <-w.done:
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	})
-	return func() []stateChange { close(done); wg.Wait(); return changes }
+	return w
+}
+
+// last is the state the watch read last, "" before its first read.
+func (w *devWatch) last() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.changes) == 0 {
+		return ""
+	}
+	return w.changes[len(w.changes)-1].state
+}
+
+// stop ends the watch and returns the changes it read.
+func (w *devWatch) stop() []stateChange {
+	close(w.done)
+	w.wg.Wait()
+	return w.changes
 }
 
 // metric sums the samples of the series name whose labels contain every
@@ -338,7 +362,7 @@ func failedCallsBurst(t *testing.T, sc callScale) {
 	})
 	time.Sleep(time.Until(from.Add(2 * sc.f))) // the window's end, not a wait for an outcome
 	to := time.Now()
-	states := watch()
+	states := watch.stop()
 	b, i := busy.options(from, to), idle.options(from, to)
 	pulled := lab.metric("qualifyd_probes_pulled_total")
 	refusals := busy.replies("SIP/2.0 503", "INVITE")
@@ -376,7 +400,7 @@ func drain(t *testing.T, sc callScale) {
 	names := []string{"byopt", "bycall"}
 	peers := map[string]*sippTrunk{"byopt": newTracedPeer(t, trunkXML), "bycall": newTracedPeer(t, trunkXML)}
 	lab := startCallLab(t, sc, labOptions{}, labTrunk{"byopt", peers["byopt"], ""}, labTrunk{"bycall", peers["bycall"], ""})
-	watches := map[string]func() []stateChange{}
+	watches := map[string]*devWatch{}
 	for _, n := range names {
 		watches[n] = lab.watchDevstate(n)
 		peers[n].swap(drainXML)
@@ -393,11 +417,12 @@ func drain(t *testing.T, sc callScale) {
 	}
 	for _, n := range names {
 		lab.log.wait(t, sc.f+drainAsked+astBound, "Contact "+n+"/", "is no longer draining")
-		eventually(t, astBound, "Custom:"+n+" NOT_INUSE again", func() bool { return lab.devstate(n) == "NOT_INUSE" })
+		// The watch itself must have read it: its reads time the drain.
+		eventually(t, astBound, "Custom:"+n+" NOT_INUSE again", func() bool { return watches[n].last() == "NOT_INUSE" })
 	}
 	contacts := lab.contacts()
 	for _, n := range names {
-		checkDrained(t, sc, n, peers[n], watches[n](), contacts[n])
+		checkDrained(t, sc, n, peers[n], watches[n].stop(), contacts[n])
 	}
 	if f := lab.metric("qualifyd_probes_total", `result="failure"`); f != 0 {
 		t.Errorf("qualifyd_probes_total counts %v failures", f)
