@@ -48,8 +48,8 @@ var callTestScale = callScale{
 // drain.xml answers both 503 with Retry-After: 20.
 var (
 	trunkXML    = filepath.Join("testdata", "kamailio", "trunk.xml")
-	trunk503XML = filepath.Join("testdata", "asterisk", "trunk-503.xml")
-	drainXML    = filepath.Join("testdata", "asterisk", "drain.xml")
+	trunk503XML = filepath.Join("testdata", "kamailio", "trunk-503.xml")
+	drainXML    = filepath.Join("testdata", "kamailio", "drain.xml")
 )
 
 // drainAsked is drain.xml's Retry-After.
