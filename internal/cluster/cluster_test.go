@@ -195,6 +195,24 @@ func leaders(nodes []*testNode) []*testNode {
 	return out
 }
 
+// oneLeader waits until exactly one of nodes leads and returns it.
+func oneLeader(t *testing.T, nodes []*testNode) *testNode {
+	t.Helper()
+	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
+	return leaders(nodes)[0]
+}
+
+// others returns nodes but n.
+func others(nodes []*testNode, n *testNode) []*testNode {
+	var rest []*testNode
+	for _, o := range nodes {
+		if o != n {
+			rest = append(rest, o)
+		}
+	}
+	return rest
+}
+
 // killServer stops a node's embedded server without letting its Run
 // clean up: the node loses NATS as a crashed host's peers see it.
 func (n *testNode) killServer() { n.c.server().Shutdown() }
@@ -330,8 +348,7 @@ func TestMembershipSeesThreeThenTwo(t *testing.T) {
 // and its hook gave up no earlier than that deadline.
 func TestLeaseOneLeaderThenFailover(t *testing.T) {
 	nodes := startCluster(t, 3, Majority)
-	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
-	old := leaders(nodes)[0]
+	old := oneLeader(t, nodes)
 	for _, n := range nodes {
 		waitFor(t, 10*testTTL, n.cfg.Self+" sees the leader", func() bool { return n.c.View().Leader == old.cfg.Self })
 	}

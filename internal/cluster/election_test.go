@@ -47,19 +47,13 @@ func vouching(nodes []*testNode) *testNode {
 // its verdicts again (its heartbeats go on) within an election's bound.
 func TestElectionIsNoLostCluster(t *testing.T) {
 	nodes, proxies := partitionable(t)
-	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
-	lead := leaders(nodes)[0]
+	lead := oneLeader(t, nodes)
 	var victim *testNode
 	waitFor(t, 10*testTTL, "a node that does not lead leads the members stream", func() bool {
 		victim = membersStreamLeader(t, nodes, lead)
 		return victim != nil && victim != lead
 	})
-	var rest []*testNode
-	for _, n := range nodes {
-		if n != victim {
-			rest = append(rest, n)
-		}
-	}
+	rest := others(nodes, victim)
 	killed := time.Now()
 	cutNode(proxies, victim.cfg.Self, true)
 	tick := time.NewTicker(pollEvery)
@@ -114,14 +108,8 @@ func cutNode(proxies map[[2]string]*peertest.Proxy, node string, cut bool) {
 // the heartbeat's own interval.
 func TestFlappingRouteNeverFailsOpen(t *testing.T) {
 	nodes, proxies := partitionable(t)
-	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
-	flapper := leaders(nodes)[0]
-	var rest []*testNode
-	for _, n := range nodes {
-		if n != flapper {
-			rest = append(rest, n)
-		}
-	}
+	flapper := oneLeader(t, nodes)
+	rest := others(nodes, flapper)
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	var gap, longest time.Duration
@@ -163,8 +151,7 @@ func TestFlappingRouteNeverFailsOpen(t *testing.T) {
 // verdicts meanwhile (its heartbeats go on), and the vote comes back.
 func TestVotesElectionKeepsVouching(t *testing.T) {
 	nodes, proxies := partitionable(t)
-	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
-	lead := leaders(nodes)[0]
+	lead := oneLeader(t, nodes)
 	var victim *testNode
 	waitFor(t, 10*testTTL, "a node that does not lead leads the votes stream", func() bool {
 		victim = bucketStreamLeader(t, nodes, lead, bucketVotes)

@@ -26,8 +26,7 @@ func streamLeader(t *testing.T, n *testNode, stream string) string {
 // waits for a stream leader election before the lease can be taken.
 func TestLeaseHolderHandsItsStreamOn(t *testing.T) {
 	nodes := startCluster(t, 3, Majority)
-	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
-	lead := leaders(nodes)[0]
+	lead := oneLeader(t, nodes)
 	const stream = "KV_" + bucketLease
 	before := lead.c.Stats().HandedOn // before the move: the holder may hand it on at once
 	waitFor(t, 10*testTTL, "the holder's server leads the lease's stream", func() bool {

@@ -44,14 +44,8 @@ func partitionable(t *testing.T) ([]*testNode, map[[2]string]*peertest.Proxy) {
 // streams (it hands them on), so no stream election comes first.
 func TestPartitionOfTheLeader(t *testing.T) {
 	nodes, proxies := partitionable(t)
-	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
-	old := leaders(nodes)[0]
-	var rest []*testNode
-	for _, n := range nodes {
-		if n != old {
-			rest = append(rest, n)
-		}
-	}
+	old := oneLeader(t, nodes)
+	rest := others(nodes, old)
 	waitFor(t, 10*testTTL, "the leader hands every stream on", func() bool {
 		for _, b := range []string{bucketLease, bucketMembers, bucketVotes, bucketVerdicts} {
 			if streamLeader(t, rest[0], "KV_"+b) == old.cfg.Self || streamLeader(t, rest[0], "KV_"+b) == "" {
@@ -120,14 +114,8 @@ func TestPartitionOfTheLeader(t *testing.T) {
 // land. It is back within that election's bound and a renewal's term.
 func TestHealedNodeRejoins(t *testing.T) {
 	nodes, proxies := partitionable(t)
-	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
-	cut := leaders(nodes)[0]
-	var rest []*testNode
-	for _, n := range nodes {
-		if n != cut {
-			rest = append(rest, n)
-		}
-	}
+	cut := oneLeader(t, nodes)
+	rest := others(nodes, cut)
 	cutNode(proxies, cut.cfg.Self, true)
 	waitFor(t, 10*testTTL, "the others count "+cut.cfg.Self+" out and it knows it", func() bool {
 		return !cut.c.View().InCluster && upCount(rest[0].c.View()) == 2 && upCount(rest[1].c.View()) == 2

@@ -19,14 +19,8 @@ import (
 // again, the node enables its JetStream and rejoins.
 func TestFullStoreLeavesTheCluster(t *testing.T) {
 	nodes := startCluster(t, 3, Majority)
-	waitFor(t, 10*testTTL, "one leader", func() bool { return len(leaders(nodes)) == 1 })
-	full := leaders(nodes)[0]
-	var rest []*testNode
-	for _, n := range nodes {
-		if n != full {
-			rest = append(rest, n)
-		}
-	}
+	full := oneLeader(t, nodes)
+	rest := others(nodes, full)
 	full.c.mu.Lock()
 	full.c.free = func(string) (uint64, error) { return 0, nil }
 	full.c.mu.Unlock()
