@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -206,7 +207,7 @@ func (c *Cluster) watch(ctx context.Context, kv jetstream.KeyValue, each func(je
 		}
 		f := follower{w: w, each: each, passed: passed, stale: stale, lagEvery: c.member.ttl / 3}
 		if !members { // the members watch has membersStale, on this node's own renewals
-			f.last = func(ctx context.Context) (uint64, bool) { return lastSeq(ctx, kv, c.member.ttl/6) }
+			f.last = func(ctx context.Context) (uint64, bool) { return lastSeq(ctx, c.nc, kv.Bucket(), c.member.ttl/6) }
 		}
 		if f.follow(ctx) {
 			c.lagged.Add(1)
@@ -341,20 +342,62 @@ func (f follower) follow(ctx context.Context) (lagged bool) {
 	}
 }
 
-// lastSeq is the last sequence of kv's stream, asked of its leader within
-// wait (half a check's period: a loaded host answers late, not never).
-func lastSeq(ctx context.Context, kv jetstream.KeyValue, wait time.Duration) (uint64, bool) {
+// lastSeq is the revision of the newest entry of bucket's stream (0
+// for none), asked of the stream's leader over nc within wait (half a
+// check's period: a loaded host answers late, not never); ok is false
+// when no leader answers in time or it answers an error.
+//
+// Only the leader answers this request: a non-direct get of the last
+// message by subject, which JetStream serves from the stream's leader
+// alone (jsMsgGetRequest). nats.go's own calls serve neither purpose:
+// its message gets are direct on a KV stream (any replica answers), and
+// a stream's info, which the leader answers, is answered too, for its
+// first ten seconds (NATS's lostQuorumInterval), by a restarted server
+// that was the stream's preferred leader, from its replica as it was
+// before the restart: in-process, that stale answer comes first, and a
+// restarted node would take the records of its previous run for the
+// bucket's last (TestLastSeqAfterARestart).
+func lastSeq(ctx context.Context, nc *nats.Conn, bucket string, wait time.Duration) (uint64, bool) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	st, err := kv.Status(ctx)
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + ".>"})
+	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
 	if err != nil {
 		return 0, false
 	}
-	bs, ok := st.(*jetstream.KeyValueBucketStatus)
-	if !ok || bs.StreamInfo() == nil {
+	return parseLastSeq(msg.Data)
+}
+
+// msgGetResponse is the part of JetStream's answer to a message get
+// that lastSeq reads.
+type msgGetResponse struct {
+	Message *struct {
+		Seq uint64 `json:"seq"`
+	} `json:"message"`
+	Error *struct {
+		ErrCode int `json:"err_code"`
+	} `json:"error"`
+}
+
+// jsNoMessageFound is JetStream's error code for a get that matched no
+// message (JSNoMessageFoundErr): the bucket holds no entry.
+const jsNoMessageFound = 10037
+
+// parseLastSeq reads lastSeq's answer: the message's sequence, 0 for a
+// stream with no message, ok false for another error or a body that is
+// not an answer.
+func parseLastSeq(data []byte) (uint64, bool) {
+	var r msgGetResponse
+	if err := json.Unmarshal(data, &r); err != nil {
 		return 0, false
 	}
-	return bs.StreamInfo().State.LastSeq, true
+	switch {
+	case r.Error != nil:
+		return 0, r.Error.ErrCode == jsNoMessageFound
+	case r.Message == nil:
+		return 0, false
+	}
+	return r.Message.Seq, true
 }
 
 // once returns a passed function for watch that closes ch after the first

@@ -157,3 +157,26 @@ func TestWatchStartsSoonAfterAnElection(t *testing.T) {
 		t.Logf("the watch delivered %v after the election ended", after-election)
 	})
 }
+
+// TestParseLastSeq: the stream leader's answer to lastSeq's get is the
+// newest entry's revision, a stream with no entry is revision 0, and any
+// other error or a body that is not an answer says nothing.
+func TestParseLastSeq(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want uint64
+		ok   bool
+	}{
+		{`{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","message":{"subject":"$KV.b.k","seq":42,"data":"","time":"2026-12-07T12:00:00Z"}}`, 42, true},
+		{`{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","error":{"code":404,"err_code":10037,"description":"no message found"}}`, 0, true},
+		{`{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","error":{"code":503,"err_code":10008,"description":"JetStream cluster not available"}}`, 0, false},
+		{`{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","error":{"code":404,"err_code":10059,"description":"stream not found"}}`, 0, false},
+		{`{"type":"io.nats.jetstream.api.v1.stream_msg_get_response"}`, 0, false},
+		{`not json`, 0, false},
+		{``, 0, false},
+	} {
+		if got, ok := parseLastSeq([]byte(c.body)); got != c.want || ok != c.ok {
+			t.Errorf("parseLastSeq(%q) = %d, %v; want %d, %v", c.body, got, ok, c.want, c.ok)
+		}
+	}
+}

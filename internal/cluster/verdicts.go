@@ -59,7 +59,7 @@ func (c *Cluster) watchVerdicts(ctx context.Context, b *buckets, announced chan 
 // revision the watch delivered).
 func (c *Cluster) awaitRecords(ctx context.Context, kv jetstream.KeyValue) {
 	for ctx.Err() == nil {
-		if last, ok := lastSeq(ctx, kv, c.member.ttl/6); ok && c.recordsSeq.Load() >= last {
+		if last, ok := lastSeq(ctx, c.nc, kv.Bucket(), c.member.ttl/6); ok && c.recordsSeq.Load() >= last {
 			return
 		}
 		sleepUntil(ctx, time.Now().Add(c.member.retry()))
