@@ -102,10 +102,10 @@ func (s *Stream) serve(c net.Conn) {
 			continue
 		}
 		out = appendResponse(out[:0], req, 200)
+		s.answered.Add(1) // before the write, as the datagram Responder counts: the prober may read its answer first
 		if _, err := c.Write(out); err != nil {
 			return
 		}
-		s.answered.Add(1)
 	}
 }
 
