@@ -103,10 +103,10 @@ func cutNode(proxies map[[2]string]*peertest.Proxy, node string, cut bool) {
 // 5 x lease_ttl. The two nodes that always reach each other never leave the
 // cluster, and at no moment do the routers go longer without a vouching
 // leader (one that leads and vouches for its verdicts, so that it
-// beats) than lease_ttl + max(ElectionBound, lease_ttl): the part of
-// the shortest failopen_after the daemon accepts (checkFailover:
-// heartbeat_interval + lease_ttl + max(ElectionBound, lease_ttl)) that
-// is not the heartbeat's own interval. A cut can need a JetStream
+// beats) than FailoverGap(lease_ttl) = lease_ttl + max(ElectionBound,
+// lease_ttl): the part of the shortest failopen_after the daemon
+// accepts (checkFailover: heartbeat_interval + FailoverGap) that is not
+// the heartbeat's own interval. A cut can need a JetStream
 // election (the flapper's server may lead a stream again after a heal),
 // hence the election in the bound. Measured with lease_ttl=3 under
 // -race on 2 cores: 1.3, 3.3 and 7.3 s (the last in a fresh-clone
@@ -143,7 +143,7 @@ func TestFlappingRouteNeverFailsOpen(t *testing.T) {
 		last = now
 	}
 	t.Logf("the longest time without a vouching leader: %v", longest)
-	if bound := testTTL + max(ElectionBound, testTTL); longest > bound {
+	if bound := FailoverGap(testTTL); longest > bound {
 		t.Errorf("no vouching leader for %v while a route flapped, want at most %v", longest, bound)
 	}
 }

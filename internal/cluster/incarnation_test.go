@@ -33,9 +33,7 @@ func TestRestartedNodesOldVotesDoNotCount(t *testing.T) {
 	// The restarted b takes the recorded verdict back: wait until the
 	// leader (b itself, maybe, before it stopped) has recorded it.
 	waitFor(t, 10*testTTL, "the cluster records Reachable", func() bool {
-		nodes[0].c.l.mu.Lock()
-		defer nodes[0].c.l.mu.Unlock()
-		return nodes[0].c.l.recorded[contact] == qualify.Reachable
+		return recordedBy(nodes[0], contact) == qualify.Reachable
 	})
 
 	again := startNode(t, nodes[1].cfg)

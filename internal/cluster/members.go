@@ -79,6 +79,15 @@ func (c *Cluster) renewFailed(reach bool) {
 // split vote, then an election that the first campaign wins.
 const ElectionBound = 2*maxElectionTimeout + raftHeartbeat
 
+// FailoverGap is the longest the routers may go without a leader that
+// beats when the leader dies or is cut off, with a lease of lease: its
+// term (the lease key expires lease after its last renewal), then the
+// election of the lease's stream when the dead node's server led it,
+// max(ElectionBound, lease), a campaign included. The daemon's
+// failover check refuses a failopen_after no longer than it plus
+// heartbeat_interval.
+func FailoverGap(lease time.Duration) time.Duration { return lease + max(ElectionBound, lease) }
+
 // maxElectionTimeout and raftHeartbeat are nats-server's Raft
 // maxElectionTimeoutDefault and hbIntervalDefault (server/raft.go).
 const (

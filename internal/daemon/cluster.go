@@ -145,9 +145,10 @@ func fileError(sec *pjsip.Cluster, err error) error {
 // the router would route every destination in the middle of a failover
 // (README: a failover of the leader flips no route).
 func checkFailover(sinks []*pjsip.Sink, lease time.Duration) error {
-	election := max(cluster.ElectionBound, lease)
+	gap := cluster.FailoverGap(lease)
+	election := gap - lease // for the message
 	for _, s := range sinks {
-		if need := s.HeartbeatInterval + lease + election; s.HeartbeatInterval > 0 && s.FailOpenAfter <= need {
+		if need := s.HeartbeatInterval + gap; s.HeartbeatInterval > 0 && s.FailOpenAfter <= need {
 			return &pjsip.Error{File: s.File, Line: s.Line, Section: s.Name, Option: "failopen_after",
 				Err: fmt.Errorf("%w: %v s is no longer than a failover of the leader can leave the router without a heartbeat, with a margin "+
 					"(heartbeat_interval + lease_ttl + max(NATS election %v s, lease_ttl) = %v + %v + %v = %v s: the leader's last beat up to heartbeat_interval before it died, "+

@@ -607,7 +607,7 @@ func TestClusterRemovedSinkFailsOpenWithoutItsLeader(t *testing.T) {
 	removed := map[int]bool{}
 	// failOpen is the least the failover check accepts: more than
 	// heartbeat_interval + lease_ttl + max(ElectionBound, lease_ttl).
-	failOpen := time.Second + clusterTTL*time.Second + max(cluster.ElectionBound, clusterTTL*time.Second) + time.Second
+	failOpen := time.Second + cluster.FailoverGap(clusterTTL*time.Second) + time.Second
 	hook := func(name, url string) *pjsip.Sink {
 		return &pjsip.Sink{Name: name, Driver: "webhook", URL: url, AoRs: []string{labAoR}, File: "q.conf", Line: 9,
 			Timeout: 5 * time.Second, HeartbeatInterval: time.Second, FailOpenAfter: failOpen}
